@@ -1,0 +1,84 @@
+"""What an executor is asked to run and what it observed, as plain values.
+
+Executors (local, Kubernetes, SSH) live in `adapters/`; they all take a `ShardRun` and return
+an `Observation`, so the gate's process manager never needs to know where a shard ran.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Revision = Literal["head", "base"]
+
+DEFAULT_PYTEST_COMMAND: tuple[str, ...] = (
+    "{python}",
+    "-m",
+    "pytest",
+    "-p",
+    "no:cacheprovider",
+    "-o",
+    "junit_family=xunit1",
+    "--junitxml={junit}",
+    "{files}",
+)
+
+
+class ShardRun(BaseModel):
+    """One execution of a set of test files at one commit."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    shard_id: str
+    attempt: int
+    revision: Revision
+    commit: str
+    files: tuple[str, ...]
+    command: tuple[str, ...] = DEFAULT_PYTEST_COMMAND
+    timeout_s: float = 1200.0
+    memory_limit_mb: int | None = None
+    member: str | None = None  # pool member chosen by placement (pool executors only)
+
+
+class Observation(BaseModel):
+    """What happened when a `ShardRun` ran: facts only, never a verdict."""
+
+    model_config = ConfigDict(frozen=True)
+
+    exit_code: int | None = None
+    signal: int | None = None
+    report: bytes | None = None  # raw JUnit XML bytes, or None when no report was written
+    log_tail: bytes = b""
+    rss_mb: float = 0.0
+    seconds: float = 0.0
+    timed_out: bool = False
+    oom: bool = False
+    member: str | None = None
+    # Set by pool/remote executors when the infrastructure, not the tests, failed.
+    failure_reason: str | None = None  # e.g. OOMKilled, Evicted, ssh-connect, ApiError
+    failure_detail: str = ""
+    extra: dict[str, str] = Field(default_factory=dict)
+
+
+def expand_command(
+    template: Sequence[str], *, python: str, junit: str, files: Sequence[str]
+) -> list[str]:
+    """Expand `{python}`, `{junit}` and `{files}` into an argument list (never a shell line).
+
+    A token that is exactly `{files}` becomes one argument per file; elsewhere `{files}` is
+    joined with spaces inside that one argument.
+    """
+    argv: list[str] = []
+    for token in template:
+        if token == "{files}":
+            argv.extend(files)
+            continue
+        argv.append(
+            token.replace("{python}", python)
+            .replace("{junit}", junit)
+            .replace("{files}", " ".join(files))
+        )
+    return argv
