@@ -1,0 +1,67 @@
+"""Options every subcommand shares (`--ledger`, `--json`) and the error boundary.
+
+Each subcommand takes `--ledger URL` and `--json` itself, so they can be written after the
+subcommand name as users expect (`ledger runs --json`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from domain.errors import BadInput
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_UNMEASURED = 3
+EXIT_PARKED = 4
+
+
+def ledger_option(f: F) -> F:
+    return click.option(
+        "--ledger",
+        "ledger_url",
+        envvar="LEDGER_URL",
+        default=None,
+        metavar="URL",
+        help="sqlite:///path/ledger.db (default ./.ledger/ledger.db) or postgresql://...; "
+        "also LEDGER_URL.",
+    )(f)
+
+
+def json_option(f: F) -> F:
+    return click.option(
+        "--json", "as_json", is_flag=True, help="Print one JSON document on stdout."
+    )(f)
+
+
+def common(f: F) -> F:
+    """`--ledger` and `--json`, plus turning `BadInput` into one line and exit code 2."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return f(*args, **kwargs)
+        except BadInput as error:
+            fail(str(error))
+
+    return ledger_option(json_option(wrapper))  # type: ignore[return-value]
+
+
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
+    """Print one line on stderr and exit; used for every bad-input path."""
+    line = " ".join(str(message).split())
+    click.echo(f"ledger: error: {line}", err=True)
+    sys.exit(code)
+
+
+def emit_json(document: Any) -> None:
+    click.echo(json.dumps(document, sort_keys=True, indent=2, default=str))

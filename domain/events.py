@@ -1,0 +1,378 @@
+"""Domain events: the facts a gate run records, one stream per run.
+
+Every event is an immutable pydantic model with a `schema_version`, serialised to JSON and back
+without loss. Events record observations (exit codes, report hashes, answers, deadlines
+passing) and never conclusions: verdicts are projections rebuilt from these facts.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+Revision = Literal["head", "base"]
+
+
+class Event(BaseModel):
+    """Base of every event. `kind` names the type on the wire; `at` comes from the clock."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    SCHEMA_VERSION: ClassVar[int] = 1
+
+    kind: str
+    schema_version: int = 1
+    run_id: str
+    at: datetime
+
+    def artifact_hashes(self) -> list[str]:
+        """Hashes of the artifacts (reports, log tails) this event references."""
+        return []
+
+
+# --- run lifecycle -------------------------------------------------------------------------
+
+
+class RunStarted(Event):
+    kind: Literal["RunStarted"] = "RunStarted"
+    repo: str
+    head_ref: str
+    base_ref: str
+    head: str  # full commit SHA
+    base: str  # full commit SHA
+    rule: str
+    executor: str
+    command: list[str]
+    options: dict[str, Any] = Field(default_factory=dict)
+    tool_version: str
+    python_version: str = ""
+    runtime_pin: str | None = None  # .python-version or requires-python of the repository
+
+
+class RunInterrupted(Event):
+    kind: Literal["RunInterrupted"] = "RunInterrupted"
+    reason: str
+
+
+class RunResumed(Event):
+    kind: Literal["RunResumed"] = "RunResumed"
+    pid: int = 0
+
+
+class RunCompleted(Event):
+    kind: Literal["RunCompleted"] = "RunCompleted"
+
+
+# --- measurement and planning --------------------------------------------------------------
+
+
+class TestFilesDiscovered(Event):
+    __test__ = False  # not a pytest test class
+    kind: Literal["TestFilesDiscovered"] = "TestFilesDiscovered"
+    files: list[str]
+    missing_at_base: list[str] = Field(default_factory=list)
+
+
+class FileMeasured(Event):
+    kind: Literal["FileMeasured"] = "FileMeasured"
+    file: str
+    rss_mb: float
+    seconds: float
+    exit_code: int | None = None
+    signal: int | None = None
+
+
+class MeasurementFailed(Event):
+    kind: Literal["MeasurementFailed"] = "MeasurementFailed"
+    file: str
+    reason: str  # signal, timeout, oom, no-output, ...
+    exit_code: int | None = None
+    signal: int | None = None
+    rss_mb: float = 0.0
+    seconds: float = 0.0
+    log_tail_hash: str | None = None
+
+    def artifact_hashes(self) -> list[str]:
+        return [self.log_tail_hash] if self.log_tail_hash else []
+
+
+class MeasurementReused(Event):
+    kind: Literal["MeasurementReused"] = "MeasurementReused"
+    file: str
+    from_run: str
+    rss_mb: float
+    seconds: float
+
+
+class PlannedShard(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    files: list[str]
+    rss_mb: float
+    seconds: float
+
+
+class ShardsPlanned(Event):
+    kind: Literal["ShardsPlanned"] = "ShardsPlanned"
+    budget_mb: float
+    count: int
+    shards: list[PlannedShard]
+
+
+class MemberLease(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    member: str
+    ready: bool
+    capacity: int = 0
+    running: int = 0
+    pending: int = 0
+    free_mb_per_node: dict[str, float] = Field(default_factory=dict)
+    reason: str = ""
+
+
+class PoolMeasured(Event):
+    kind: Literal["PoolMeasured"] = "PoolMeasured"
+    round: int
+    members: list[MemberLease]
+
+
+class ShardPlaced(Event):
+    kind: Literal["ShardPlaced"] = "ShardPlaced"
+    shard: str
+    member: str
+    round: int
+    node: str = ""
+    reservation_mb: int = 0
+
+
+# --- execution -----------------------------------------------------------------------------
+
+
+class ShardAttemptRecorded(Event):
+    kind: Literal["ShardAttemptRecorded"] = "ShardAttemptRecorded"
+    shard: str
+    attempt: int
+    revision: Revision
+    files: list[str]  # the files run at this revision (files new at head are not run at base)
+    member: str = "local"
+    exit_code: int | None = None
+    signal: int | None = None
+    timed_out: bool = False
+    oom: bool = False
+    report_hash: str | None = None
+    log_tail_hash: str | None = None
+    rss_mb: float = 0.0
+    seconds: float = 0.0
+    infrastructure_failure: str | None = None  # e.g. PodFailed reason, ssh-connect
+
+    def artifact_hashes(self) -> list[str]:
+        return [h for h in (self.report_hash, self.log_tail_hash) if h]
+
+
+class PodFailed(Event):
+    kind: Literal["PodFailed"] = "PodFailed"
+    member: str
+    shard: str
+    attempt: int
+    revision: Revision
+    reason: str  # OOMKilled, Evicted, DeadlineExceeded, ImagePullBackOff, Unschedulable, ApiError
+    detail: str = ""
+
+
+class ChildShard(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    files: list[str]
+
+
+class ShardSplit(Event):
+    kind: Literal["ShardSplit"] = "ShardSplit"
+    parent: str
+    children: list[ChildShard]
+    reason: str
+
+
+class IsolationRecorded(Event):
+    kind: Literal["IsolationRecorded"] = "IsolationRecorded"
+    file: str
+    revision: Revision
+    exit_code: int | None = None
+    signal: int | None = None
+    timed_out: bool = False
+    report_hash: str | None = None
+    log_tail_hash: str | None = None
+    seconds: float = 0.0
+
+    def artifact_hashes(self) -> list[str]:
+        return [h for h in (self.report_hash, self.log_tail_hash) if h]
+
+
+class BaselineReused(Event):
+    kind: Literal["BaselineReused"] = "BaselineReused"
+    base: str
+    from_run: str
+    shard: str
+    files: list[str]
+    exit_code: int | None = None
+    signal: int | None = None
+    report_hash: str | None = None
+    log_tail_hash: str | None = None
+    rss_mb: float = 0.0
+    seconds: float = 0.0
+
+    def artifact_hashes(self) -> list[str]:
+        return [h for h in (self.report_hash, self.log_tail_hash) if h]
+
+
+# --- clarification -------------------------------------------------------------------------
+
+Impact = Literal["low", "high", "critical"]
+
+
+class QuestionAsked(Event):
+    kind: Literal["QuestionAsked"] = "QuestionAsked"
+    question_id: str
+    topic: str
+    text: str
+    options: list[str]
+    recommended: str
+    impact: Impact
+    deadline: datetime
+    subject: list[str] = Field(default_factory=list)  # files or tests the question is about
+
+
+class QuestionAnswered(Event):
+    kind: Literal["QuestionAnswered"] = "QuestionAnswered"
+    question_id: str
+    choice: str
+    by: str
+    late: bool = False
+
+
+class AssumptionMade(Event):
+    kind: Literal["AssumptionMade"] = "AssumptionMade"
+    question_id: str
+    topic: str
+    text: str
+    options: list[str]
+    choice: str
+    impact: Impact
+    reason: str
+    subject: list[str] = Field(default_factory=list)
+
+
+class QuestionExpired(Event):
+    kind: Literal["QuestionExpired"] = "QuestionExpired"
+    question_id: str
+    deadline: datetime
+
+
+class RecommendationTaken(Event):
+    kind: Literal["RecommendationTaken"] = "RecommendationTaken"
+    question_id: str
+    choice: str
+
+
+class QuestionParked(Event):
+    kind: Literal["QuestionParked"] = "QuestionParked"
+    question_id: str
+
+
+# --- approval ------------------------------------------------------------------------------
+
+MetricVerdict = Literal["pass", "fail", "unmeasured"]
+
+
+class CheckRecorded(Event):
+    kind: Literal["CheckRecorded"] = "CheckRecorded"
+    name: str
+    verdict: MetricVerdict
+    value: str = ""
+    by: str = ""
+
+
+class ApprovalIssued(Event):
+    kind: Literal["ApprovalIssued"] = "ApprovalIssued"
+    outcome: str
+    rule: str
+    rule_version: int = 1
+    report_sha256: str
+    required: list[str] = Field(default_factory=list)
+
+
+AnyEvent = Annotated[
+    RunStarted
+    | RunInterrupted
+    | RunResumed
+    | RunCompleted
+    | TestFilesDiscovered
+    | FileMeasured
+    | MeasurementFailed
+    | MeasurementReused
+    | ShardsPlanned
+    | PoolMeasured
+    | ShardPlaced
+    | ShardAttemptRecorded
+    | PodFailed
+    | ShardSplit
+    | IsolationRecorded
+    | BaselineReused
+    | QuestionAsked
+    | QuestionAnswered
+    | AssumptionMade
+    | QuestionExpired
+    | RecommendationTaken
+    | QuestionParked
+    | CheckRecorded
+    | ApprovalIssued,
+    Field(discriminator="kind"),
+]
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.model_fields["kind"].default: cls
+    for cls in (
+        RunStarted,
+        RunInterrupted,
+        RunResumed,
+        RunCompleted,
+        TestFilesDiscovered,
+        FileMeasured,
+        MeasurementFailed,
+        MeasurementReused,
+        ShardsPlanned,
+        PoolMeasured,
+        ShardPlaced,
+        ShardAttemptRecorded,
+        PodFailed,
+        ShardSplit,
+        IsolationRecorded,
+        BaselineReused,
+        QuestionAsked,
+        QuestionAnswered,
+        AssumptionMade,
+        QuestionExpired,
+        RecommendationTaken,
+        QuestionParked,
+        CheckRecorded,
+        ApprovalIssued,
+    )
+}
+
+_ANY_EVENT: TypeAdapter[Any] = TypeAdapter(AnyEvent)
+
+
+def event_to_json(event: Event) -> str:
+    """Canonical JSON of an event (sorted keys, no spaces): the bytes the hash chain covers."""
+    return json.dumps(event.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+
+def event_from_json(data: str | bytes) -> Event:
+    """Parse and validate one event of any known kind."""
+    event: Event = _ANY_EVENT.validate_json(data)
+    return event
