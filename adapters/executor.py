@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from domain.events import MemberLease
 from domain.execution import Observation, ShardRun
 
 
@@ -23,3 +24,21 @@ class Executor(Protocol):
 
     def close(self) -> None:
         """Release resources (worktrees stay cached; remote temporaries are removed)."""
+
+
+class PoolExecutor(Executor, Protocol):
+    """An executor over several members (clusters) whose free capacity must be measured.
+
+    The gate measures the pool before each round (`PoolMeasured`), places shards with the
+    pure placement in `domain/`, and sets `ShardRun.member` before calling `run`.
+    """
+
+    def members(self) -> list[str]:
+        """The configured member names, in configuration order."""
+
+    def measure_pool(self) -> list[MemberLease]:
+        """Readiness, capacity, running/pending gate Jobs and free memory per node, per member.
+
+        A member that cannot be measured is returned with `ready=False` and its reason.
+        Never waits unbounded.
+        """
