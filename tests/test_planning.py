@@ -1,0 +1,182 @@
+"""Shard planning: every file planned once, within budget and count, the same plan every time."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from domain.errors import BadInput
+from domain.planning import (
+    FileCost,
+    child_shard_ids,
+    makespan,
+    makespan_lower_bound,
+    plan_shards,
+    split_in_halves,
+)
+
+BUDGET = 8192.0
+
+names = st.from_regex(r"tests/[a-z]{1,6}/test_[a-z0-9_]{1,8}\.py", fullmatch=True)
+costs = st.builds(
+    FileCost,
+    rss_mb=st.floats(min_value=0.0, max_value=BUDGET),
+    seconds=st.floats(min_value=0.0, max_value=3600.0),
+)
+suites = st.dictionaries(names, costs, max_size=60)
+counts = st.integers(min_value=1, max_value=12)
+
+
+@given(suites, counts)
+def test_every_file_lands_in_exactly_one_shard(files: dict[str, FileCost], count: int) -> None:
+    shards = plan_shards(files, BUDGET, count)
+    planned = [f for shard in shards for f in shard.files]
+    assert sorted(planned) == sorted(files)
+
+
+@given(suites, counts)
+def test_no_shard_is_over_budget_or_empty(files: dict[str, FileCost], count: int) -> None:
+    for shard in plan_shards(files, BUDGET, count):
+        assert shard.files
+        assert shard.rss_mb <= BUDGET
+        assert shard.rss_mb == max(files[f].rss_mb for f in shard.files)
+
+
+@given(suites, counts)
+def test_count_is_respected_and_used_when_files_allow(
+    files: dict[str, FileCost], count: int
+) -> None:
+    shards = plan_shards(files, BUDGET, count)
+    assert len(shards) == min(count, len(files))
+
+
+@given(suites, counts, st.randoms(use_true_random=False))
+def test_same_input_gives_the_same_plan_whatever_the_insertion_order(
+    files: dict[str, FileCost], count: int, rnd: random.Random
+) -> None:
+    items = list(files.items())
+    rnd.shuffle(items)
+    assert plan_shards(dict(items), BUDGET, count) == plan_shards(files, BUDGET, count)
+
+
+@given(suites, counts)
+def test_shard_ids_are_readable_in_creation_order_and_files_sorted(
+    files: dict[str, FileCost], count: int
+) -> None:
+    shards = plan_shards(files, BUDGET, count)
+    assert [s.id for s in shards] == [f"s{i:02d}" for i in range(1, len(shards) + 1)]
+    for shard in shards:
+        assert shard.files == sorted(shard.files)
+
+
+@given(suites, counts)
+def test_planned_seconds_are_the_sum_and_makespan_never_beats_the_bound(
+    files: dict[str, FileCost], count: int
+) -> None:
+    shards = plan_shards(files, BUDGET, count)
+    for shard in shards:
+        assert shard.seconds == pytest.approx(sum(files[f].seconds for f in shard.files))
+    bound = makespan_lower_bound(files, count)
+    assert makespan(shards) >= bound * (1 - 1e-9)
+    # Least-loaded list scheduling never exceeds total / count + the longest file.
+    total = sum(c.seconds for c in files.values())
+    longest = max((c.seconds for c in files.values()), default=0.0)
+    assert makespan(shards) <= total / count + longest + 1e-6
+
+
+@given(suites, counts, names, st.floats(min_value=BUDGET + 0.01, max_value=1e6))
+def test_a_file_over_budget_is_bad_input_naming_it(
+    files: dict[str, FileCost], count: int, big: str, rss: float
+) -> None:
+    files = {**files, big: FileCost(rss_mb=rss, seconds=1.0)}
+    with pytest.raises(BadInput, match=rf"^{re.escape(big)} needs .* MB, over the shard budget"):
+        plan_shards(files, BUDGET, count)
+
+
+def test_over_budget_message_names_the_file_and_its_rss() -> None:
+    files = {"tests/test_big.py": FileCost(9000, 3.0), "tests/test_small.py": FileCost(100, 1.0)}
+    with pytest.raises(BadInput) as caught:
+        plan_shards(files, 8192, 4)
+    assert str(caught.value) == (
+        "tests/test_big.py needs 9000 MB, over the shard budget of 8192 MB"
+    )
+
+
+def test_the_largest_of_several_over_budget_files_is_named() -> None:
+    files = {"tests/test_a.py": FileCost(9000, 1.0), "tests/test_b.py": FileCost(12000.5, 1.0)}
+    with pytest.raises(BadInput, match=r"^tests/test_b.py needs 12000.5 MB.*and 1 more"):
+        plan_shards(files, 8192, 2)
+
+
+def test_a_file_exactly_at_the_budget_fits() -> None:
+    shards = plan_shards({"tests/test_edge.py": FileCost(8192, 1.0)}, 8192, 1)
+    assert shards[0].rss_mb == 8192
+
+
+@pytest.mark.parametrize(
+    ("budget", "count"), [(0, 1), (-1, 1), (float("nan"), 1), (float("inf"), 1), (8192, 0)]
+)
+def test_a_nonsense_budget_or_count_is_bad_input(budget: float, count: int) -> None:
+    with pytest.raises(BadInput):
+        plan_shards({"tests/test_a.py": FileCost(1, 1)}, budget, count)
+
+
+@pytest.mark.parametrize("bad", [FileCost(-1, 1), FileCost(1, float("nan")), FileCost(1, -2)])
+def test_an_unusable_measurement_is_bad_input_naming_the_file(bad: FileCost) -> None:
+    with pytest.raises(BadInput, match=r"^tests/test_a\.py has an unusable"):
+        plan_shards({"tests/test_a.py": bad}, 8192, 2)
+
+
+def test_no_files_plan_no_shards() -> None:
+    assert plan_shards({}, 8192, 4) == []
+
+
+def test_long_files_are_spread_before_short_ones_fill_the_gaps() -> None:
+    files = {f"tests/test_{i}.py": FileCost(100, 1.0) for i in range(6)}
+    files["tests/test_long.py"] = FileCost(50, 6.0)
+    shards = plan_shards(files, 8192, 2)
+    assert makespan(shards) == 6.0
+    assert ["tests/test_long.py"] in [s.files for s in shards]
+
+
+def test_design_order_is_available_for_comparison() -> None:
+    files = {"tests/test_big.py": FileCost(5000, 1.0), "tests/test_long.py": FileCost(10, 9.0)}
+    shards = plan_shards(files, 8192, 2, rss_first=True)
+    assert shards[0].files == ["tests/test_big.py"]
+
+
+@given(st.lists(names, min_size=2, max_size=40, unique=True))
+def test_halves_cover_the_files_and_the_first_takes_the_odd_one(files: list[str]) -> None:
+    first, second = split_in_halves(files)
+    assert sorted(first + second) == sorted(files)
+    assert len(first) - len(second) in (0, 1)
+    assert (first, second) == split_in_halves(list(reversed(files)))
+
+
+def test_halves_of_three_files() -> None:
+    assert split_in_halves(["c", "a", "b"]) == (["a", "b"], ["c"])
+
+
+def test_a_single_file_cannot_be_halved() -> None:
+    with pytest.raises(ValueError, match="need at least 2"):
+        split_in_halves(["tests/test_a.py"])
+
+
+def test_children_are_named_after_their_parent() -> None:
+    assert child_shard_ids("s03", 2) == ["s03.1", "s03.2"]
+    assert child_shard_ids("s03.2", 1) == ["s03.2.1"]
+    with pytest.raises(ValueError):
+        child_shard_ids("s01", 0)
+
+
+@settings(max_examples=20)
+@given(st.integers(min_value=100, max_value=999))
+def test_more_than_99_shards_keep_ids_sorted_in_creation_order(count: int) -> None:
+    files = {f"tests/test_{i:04d}.py": FileCost(10, 1.0) for i in range(count)}
+    ids = [s.id for s in plan_shards(files, 8192, count)]
+    assert ids == sorted(ids)
+    assert ids[0] == "s001"
