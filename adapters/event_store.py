@@ -1,0 +1,521 @@
+"""The event store: one hash-chained stream per run, plus content-addressed artifacts.
+
+Built on the `eventsourcing` library's application recorders (SQLite or PostgreSQL). Each
+stored event's state is a one-line JSON header (`prev`, `hash`) followed by the event's
+canonical JSON; the hash covers the previous hash and those exact bytes, so an edited,
+removed or reordered event breaks the chain. Artifacts (JUnit reports, log tails) and the
+run index (with the chain's head, so a truncated stream is detected too) are written in the
+same transaction as the events that reference them: one database holds a whole ledger.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import stat
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent
+from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
+
+from domain.chain import GENESIS, chain_hash, decode_state, encode_state, sha256_hex
+from domain.errors import BadInput
+from domain.events import Event, RunStarted, event_from_json, event_to_json
+
+FORMAT = "release-ledger/1"
+DEFAULT_SQLITE_PATH = Path(".ledger") / "ledger.db"
+EVENTS_TABLE = "ledger_events"
+
+
+class ConcurrencyConflict(Exception):
+    """Another writer appended to the same run first; the caller's expectation is stale."""
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """An event as stored: its position in the run's stream and its place in the chain."""
+
+    position: int
+    event: Event
+    prev: str
+    hash: str
+    notification_id: int | None = None
+
+
+@dataclass(frozen=True)
+class RawRecord:
+    """A stored event before parsing, for verification and export."""
+
+    run_id: str
+    position: int
+    kind: str
+    header: dict[str, str]
+    payload: bytes
+
+
+@dataclass(frozen=True)
+class RunRow:
+    run_id: str
+    started_at: str
+    repo: str
+    head: str
+    base: str
+    head_ref: str
+    base_ref: str
+    length: int
+    tip: str
+
+
+# --- recorders that write artifacts and the run index in the events' transaction ----------
+
+
+class _SQLiteRecorder(SQLiteApplicationRecorder):
+    def construct_create_table_statements(self) -> list[str]:
+        return [
+            *super().construct_create_table_statements(),
+            "CREATE TABLE IF NOT EXISTS ledger_artifacts ("
+            "sha256 TEXT PRIMARY KEY, size INTEGER NOT NULL, data BLOB NOT NULL)",
+            "CREATE TABLE IF NOT EXISTS ledger_runs ("
+            "run_id TEXT PRIMARY KEY, started_at TEXT, repo TEXT, head TEXT, base TEXT, "
+            "head_ref TEXT, base_ref TEXT, length INTEGER NOT NULL, tip TEXT NOT NULL)",
+            "CREATE TABLE IF NOT EXISTS ledger_meta (key TEXT PRIMARY KEY, value TEXT)",
+            f"INSERT OR IGNORE INTO ledger_meta (key, value) VALUES ('format', '{FORMAT}')",
+        ]
+
+    def _insert_events(self, c: Any, stored_events: Sequence[StoredEvent], **kw: Any) -> Any:
+        ids = super()._insert_events(c, stored_events, **kw)
+        artifacts: dict[str, bytes] = kw.get("artifacts") or {}
+        if artifacts:
+            c.executemany(
+                "INSERT OR IGNORE INTO ledger_artifacts (sha256, size, data) VALUES (?, ?, ?)",
+                [(h, len(d), d) for h, d in artifacts.items()],
+            )
+        for row in kw.get("run_rows") or ():
+            c.execute(
+                "INSERT INTO ledger_runs (run_id, started_at, repo, head, base, head_ref, "
+                "base_ref, length, tip) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT(run_id) DO UPDATE SET length=excluded.length, tip=excluded.tip",
+                row,
+            )
+        return ids
+
+
+def _pg_recorder_class() -> type:
+    from eventsourcing.postgres import PostgresApplicationRecorder
+
+    class _PostgresRecorder(PostgresApplicationRecorder):  # type: ignore[misc]
+        def __init__(self, datastore: Any, **kwargs: Any) -> None:
+            super().__init__(datastore, **kwargs)
+            from psycopg.sql import SQL
+
+            self.sql_create_statements.extend(
+                [
+                    SQL(
+                        "CREATE TABLE IF NOT EXISTS ledger_artifacts (sha256 text PRIMARY KEY, "
+                        "size bigint NOT NULL, data bytea NOT NULL)"
+                    ),
+                    SQL(
+                        "CREATE TABLE IF NOT EXISTS ledger_runs (run_id text PRIMARY KEY, "
+                        "started_at text, repo text, head text, base text, head_ref text, "
+                        "base_ref text, length bigint NOT NULL, tip text NOT NULL)"
+                    ),
+                    SQL(
+                        "CREATE TABLE IF NOT EXISTS ledger_meta (key text PRIMARY KEY, value text)"
+                    ),
+                    SQL(
+                        "INSERT INTO ledger_meta (key, value) VALUES ('format', '"
+                        + FORMAT
+                        + "') ON CONFLICT DO NOTHING"
+                    ),
+                ]
+            )
+
+        def _insert_events(
+            self, curs: Any, stored_events: Sequence[StoredEvent], **kw: Any
+        ) -> None:
+            artifacts: dict[str, bytes] = kw.get("artifacts") or {}
+            if artifacts:
+                curs.executemany(
+                    "INSERT INTO ledger_artifacts (sha256, size, data) VALUES (%s, %s, %s) "
+                    "ON CONFLICT DO NOTHING",
+                    [(h, len(d), d) for h, d in artifacts.items()],
+                )
+            for row in kw.get("run_rows") or ():
+                curs.execute(
+                    "INSERT INTO ledger_runs (run_id, started_at, repo, head, base, head_ref, "
+                    "base_ref, length, tip) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                    "ON CONFLICT (run_id) DO UPDATE SET length=excluded.length, tip=excluded.tip",
+                    row,
+                )
+
+    return _PostgresRecorder
+
+
+# --- the store ------------------------------------------------------------------------------
+
+
+class EventStore:
+    """Append-only, hash-chained run streams over an `eventsourcing` recorder."""
+
+    def __init__(self, recorder: Any, *, dialect: str, description: str, datastore: Any) -> None:
+        self.recorder = recorder
+        self.dialect = dialect
+        self.description = description
+        self._datastore = datastore
+        self._ph = "?" if dialect == "sqlite" else "%s"
+        self._tips: dict[str, tuple[int, str]] = {}
+
+    # -- writing --
+
+    def append(
+        self,
+        run_id: str,
+        events: Sequence[Event],
+        *,
+        artifacts: dict[str, bytes] | None = None,
+        expected_length: int | None = None,
+        retries: int = 50,
+    ) -> list[Recorded]:
+        """Append events atomically at the end of the run's stream.
+
+        With `expected_length`, a concurrent append by another writer raises
+        `ConcurrencyConflict`; without it, the append is retried on the new tip (the events
+        are independent facts), so two writers never lose or overwrite an event.
+        """
+        if not events:
+            return []
+        artifacts = dict(artifacts or {})
+        for digest, data in artifacts.items():
+            if sha256_hex(data) != digest:
+                raise ValueError(f"artifact bytes do not match their hash {digest}")
+        payloads = [event_to_json(e).encode() for e in events]
+        for attempt in range(retries + 1):
+            # The tip this process last wrote is trusted; a conflict re-reads it.
+            length, tip = self._tips.get(run_id) or self.tip(run_id)
+            if expected_length is not None and length != expected_length:
+                raise ConcurrencyConflict(
+                    f"run {run_id} has {length} events, expected {expected_length}"
+                )
+            stored: list[StoredEvent] = []
+            recorded: list[Recorded] = []
+            prev = tip
+            for offset, (event, payload) in enumerate(zip(events, payloads, strict=True)):
+                position = length + 1 + offset
+                state = encode_state(prev, payload)
+                digest = chain_hash(prev, payload)
+                stored.append(StoredEvent(run_id, position, event.kind, state))
+                recorded.append(Recorded(position, event, prev, digest))
+                prev = digest
+            run_rows = [self._run_row(run_id, events, length + len(events), prev)]
+            try:
+                self.recorder.insert_events(stored, artifacts=artifacts, run_rows=run_rows)
+                self._tips[run_id] = (length + len(events), prev)
+                return recorded
+            except IntegrityError as conflict:
+                self._tips.pop(run_id, None)
+                if expected_length is not None or attempt == retries:
+                    raise ConcurrencyConflict(
+                        f"run {run_id}: another writer appended at position {length + 1}"
+                    ) from conflict
+        raise AssertionError("unreachable")
+
+    def _run_row(
+        self, run_id: str, events: Sequence[Event], length: int, tip: str
+    ) -> tuple[Any, ...]:
+        started = next((e for e in events if isinstance(e, RunStarted)), None)
+        if started is not None:
+            return (
+                run_id,
+                started.at.isoformat(),
+                started.repo,
+                started.head,
+                started.base,
+                started.head_ref,
+                started.base_ref,
+                length,
+                tip,
+            )
+        return (run_id, None, None, None, None, None, None, length, tip)
+
+    def put_artifacts(self, artifacts: dict[str, bytes]) -> None:
+        """Store blobs ahead of the event that will reference them (idempotent)."""
+        rows = [(h, len(d), d) for h, d in artifacts.items()]
+        if not rows:
+            return
+        conflict = "OR IGNORE " if self.dialect == "sqlite" else ""
+        tail = "" if self.dialect == "sqlite" else " ON CONFLICT DO NOTHING"
+        sql = (
+            f"INSERT {conflict}INTO ledger_artifacts (sha256, size, data) "
+            f"VALUES ({self._ph}, {self._ph}, {self._ph}){tail}"
+        )
+        with self._transaction(commit=True) as c:
+            c.executemany(sql, rows)
+
+    # -- reading --
+
+    def tip(self, run_id: str) -> tuple[int, str]:
+        """(number of events, hash of the last event) of a run; (0, GENESIS) when new."""
+        rows = self._query(
+            f"SELECT length, tip FROM ledger_runs WHERE run_id = {self._ph}", (run_id,)
+        )
+        if not rows:
+            return 0, GENESIS
+        return int(rows[0][0]), str(rows[0][1])
+
+    def read(self, run_id: str) -> list[Recorded]:
+        records = []
+        for stored in self.recorder.select_events(run_id):
+            header, payload = decode_state(stored.state)
+            records.append(
+                Recorded(
+                    stored.originator_version,
+                    event_from_json(payload, stored.topic),
+                    header["prev"],
+                    header["hash"],
+                )
+            )
+        return records
+
+    def read_raw(self, run_id: str) -> list[RawRecord]:
+        raw = []
+        for stored in self.recorder.select_events(run_id):
+            try:
+                header, payload = decode_state(stored.state)
+            except ValueError:
+                header, payload = {}, stored.state
+            raw.append(RawRecord(run_id, stored.originator_version, stored.topic, header, payload))
+        return raw
+
+    def runs(self) -> list[RunRow]:
+        rows = self._query(
+            "SELECT run_id, started_at, repo, head, base, head_ref, base_ref, length, tip "
+            "FROM ledger_runs ORDER BY started_at DESC, run_id"
+        )
+        return [RunRow(*[("" if v is None else v) for v in row]) for row in rows]
+
+    def run_ids_matching(self, prefix: str) -> list[str]:
+        like = prefix.replace("%", "").replace("_", "") + "%"
+        rows = self._query(
+            f"SELECT run_id FROM ledger_runs WHERE run_id LIKE {self._ph} ORDER BY run_id",
+            (like,),
+        )
+        return [str(r[0]) for r in rows]
+
+    def stream_ids(self) -> list[str]:
+        """Every run id that has stored events (used by verify to catch unindexed streams)."""
+        sql = f"SELECT DISTINCT originator_id FROM {EVENTS_TABLE}"
+        return sorted(str(r[0]).replace("-", "") for r in self._query(sql))
+
+    def artifact(self, digest: str) -> bytes | None:
+        rows = self._query(
+            f"SELECT data FROM ledger_artifacts WHERE sha256 = {self._ph}", (digest,)
+        )
+        return bytes(rows[0][0]) if rows else None
+
+    def artifacts(self, digests: Iterable[str]) -> dict[str, bytes]:
+        wanted = sorted(set(digests))
+        found: dict[str, bytes] = {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            marks = ", ".join([self._ph] * len(chunk))
+            for digest, data in self._query(
+                f"SELECT sha256, data FROM ledger_artifacts WHERE sha256 IN ({marks})", chunk
+            ):
+                found[str(digest)] = bytes(data)
+        return found
+
+    def artifact_digests(self) -> Iterator[tuple[str, bytes]]:
+        for digest, data in self._query("SELECT sha256, data FROM ledger_artifacts"):
+            yield str(digest), bytes(data)
+
+    def max_notification_id(self) -> int:
+        return int(self.recorder.max_notification_id() or 0)
+
+    def notifications(self, after: int, limit: int = 1000) -> list[tuple[int, str, Event]]:
+        """(notification id, run id, event) in commit order, after a tracking position."""
+        out = []
+        for n in self.recorder.select_notifications(
+            start=after, limit=limit, inclusive_of_start=False
+        ):
+            _, payload = decode_state(n.state)
+            event = event_from_json(payload, n.topic)
+            out.append((int(n.id), str(n.originator_id).replace("-", ""), event))
+        return out
+
+    # -- plumbing --
+
+    def _transaction(self, commit: bool) -> Any:
+        return self._datastore.transaction(commit=commit)
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._transaction(commit=False) as c:
+            c.execute(sql, tuple(params))
+            return [
+                tuple(row.values()) if isinstance(row, dict) else tuple(row) for row in c.fetchall()
+            ]
+
+    def execute_raw(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """Direct write, bypassing the chain: only for tamper tests and repair tools."""
+        with self._transaction(commit=True) as c:
+            c.execute(sql, tuple(params))
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._datastore.close()
+
+
+# --- opening by URL -------------------------------------------------------------------------
+
+
+def default_url() -> str:
+    return f"sqlite:///{DEFAULT_SQLITE_PATH}"
+
+
+def sqlite_path(url: str) -> Path:
+    """`sqlite:///` followed by the path: `sqlite:///.ledger/ledger.db` is relative to the
+    current directory, `sqlite:////var/ledger.db` (that is, f"sqlite:///{abs_path}") absolute."""
+    if not url.startswith("sqlite:///"):
+        raise BadInput(f"malformed ledger URL {url!r}: expected sqlite:///PATH")
+    path = unquote(url[len("sqlite:///") :])
+    if not path or path.endswith("/") or "?" in path or "\x00" in path:
+        raise BadInput(f"malformed ledger URL {url!r}: expected sqlite:///PATH/TO/FILE.db")
+    return Path(path)
+
+
+def open_store(url: str | None, *, create: bool = True) -> EventStore:
+    """Open the ledger named by a URL; BadInput (exit 2) for anything wrong with it."""
+    url = url or default_url()
+    scheme = urlparse(url).scheme
+    if scheme == "sqlite":
+        return _open_sqlite(sqlite_path(url), create=create)
+    if scheme in ("postgresql", "postgres"):
+        return _open_postgres(url)
+    raise BadInput(f"malformed ledger URL {url!r}: use sqlite:///PATH or postgresql://...")
+
+
+def _check_sqlite_file(path: Path) -> bool:
+    """True when the file exists and is a release-ledger database; BadInput when foreign."""
+    if not path.exists():
+        return False
+    if path.is_dir():
+        raise BadInput(f"ledger path {path} is a directory, not a database file")
+    try:
+        with path.open("rb") as f:
+            head = f.read(16)
+    except OSError as error:
+        raise BadInput(f"cannot read ledger file {path}: {error.strerror}") from error
+    if not head:
+        return False  # an empty file: SQLite treats it as a new database
+    if head != b"SQLite format 3\x00":
+        raise BadInput(f"{path} is not a SQLite database (not a release-ledger file)")
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        try:
+            tables = {
+                r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            }
+            if not tables:
+                return False
+            if "ledger_meta" not in tables:
+                raise BadInput(f"{path} is a foreign SQLite database, not a release-ledger file")
+            row = conn.execute("SELECT value FROM ledger_meta WHERE key='format'").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as error:
+        raise BadInput(f"cannot read ledger file {path}: {error}") from error
+    if not row or row[0] != FORMAT:
+        raise BadInput(f"{path} is a release-ledger file of an unknown format {row and row[0]!r}")
+    return True
+
+
+def _open_sqlite(path: Path, *, create: bool) -> EventStore:
+    exists = _check_sqlite_file(path)
+    if not exists and not create:
+        return _open_sqlite_memory(f"{path} (not created yet)")
+    if not exists:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
+            os.close(fd)
+            os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
+        except OSError as error:
+            raise BadInput(f"cannot create ledger file {path}: {error.strerror}") from error
+    elif not os.access(path, os.R_OK | os.W_OK):
+        if not create and os.access(path, os.R_OK):
+            pass
+        else:
+            raise BadInput(f"cannot open ledger file {path}: permission denied")
+    datastore = SQLiteDatastore(str(path), lock_timeout=30, pool_size=4, originator_id_type="text")
+    recorder = _SQLiteRecorder(datastore, events_table_name=EVENTS_TABLE)
+    try:
+        recorder.create_table()
+        with datastore.transaction(commit=False) as c:
+            c.execute("PRAGMA busy_timeout = 30000")
+    except PersistenceError as error:
+        raise BadInput(f"cannot open ledger file {path}: {error}") from error
+    return EventStore(recorder, dialect="sqlite", description=str(path), datastore=datastore)
+
+
+def _open_sqlite_memory(description: str) -> EventStore:
+    datastore = SQLiteDatastore(
+        "file:ledger-empty?mode=memory&cache=shared", originator_id_type="text"
+    )
+    recorder = _SQLiteRecorder(datastore, events_table_name=EVENTS_TABLE)
+    recorder.create_table()
+    return EventStore(recorder, dialect="sqlite", description=description, datastore=datastore)
+
+
+def _open_postgres(url: str) -> EventStore:
+    parsed = urlparse(url)
+    dbname = unquote(parsed.path.lstrip("/"))
+    if not parsed.hostname or not dbname:
+        raise BadInput(
+            f"malformed ledger URL {url!r}: expected postgresql://user:pass@host:port/db"
+        )
+    try:
+        port = parsed.port or 5432
+    except ValueError as error:
+        raise BadInput(f"malformed ledger URL {url!r}: bad port") from error
+    from eventsourcing.postgres import PostgresDatastore
+
+    where = f"{parsed.hostname}:{port}/{dbname}"
+    user, password = unquote(parsed.username or ""), unquote(parsed.password or "")
+    try:
+        import psycopg
+
+        # A direct probe first: the pool's own error hides the reason (refused, auth, ...).
+        psycopg.connect(
+            dbname=dbname,
+            host=parsed.hostname,
+            port=port,
+            user=user,
+            password=password,
+            connect_timeout=5,
+        ).close()
+    except Exception as error:  # noqa: BLE001 - every failure to connect is one message
+        reason = " ".join(str(error).split()) or type(error).__name__
+        raise BadInput(f"cannot reach PostgreSQL at {where}: {reason}") from error
+    try:
+        datastore = PostgresDatastore(
+            dbname=dbname,
+            host=parsed.hostname,
+            port=port,
+            user=user,
+            password=password,
+            connect_timeout=5,
+            pool_size=2,
+            max_overflow=4,
+            pool_open_timeout=5,
+            originator_id_type="text",
+        )
+        recorder = _pg_recorder_class()(datastore, events_table_name=EVENTS_TABLE)
+        recorder.create_table()
+    except Exception as error:
+        reason = " ".join(str(error).split()) or type(error).__name__
+        raise BadInput(f"cannot reach PostgreSQL at {where}: {reason}") from error
+    return EventStore(recorder, dialect="postgresql", description=where, datastore=datastore)

@@ -1,0 +1,120 @@
+"""`ledger runs`, `ledger show`, `ledger export`, `ledger verify`: reading the ledger."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from cli.options import EXIT_FAILED, common, emit_json
+from ledger import queries
+from ledger.service import opened
+
+
+@click.command("runs")
+@common
+def runs(ledger_url: str | None, as_json: bool) -> None:
+    """Runs in the ledger, newest first.
+
+    \b
+    Examples:
+      ledger runs
+      ledger runs --json --ledger sqlite:///ci/ledger.db
+    """
+    with opened(ledger_url, create=False) as ledger:
+        rows = queries.list_runs(ledger)
+    if as_json:
+        emit_json(rows)
+        return
+    if not rows:
+        click.echo("no runs in the ledger")
+        return
+    table = Table("run", "started", "head", "base", "status", "events")
+    for row in rows:
+        table.add_row(
+            row["run_id"][:12],
+            row["started_at"],
+            f"{row['head_ref']} {row['head'][:10]}",
+            f"{row['base_ref']} {row['base'][:10]}",
+            row["status"],
+            str(row["events"]),
+        )
+    Console().print(table)
+
+
+@click.command("show")
+@click.argument("run")
+@common
+def show(run: str, ledger_url: str | None, as_json: bool) -> None:
+    """The run's timeline for a postmortem: time, event, one readable line each.
+
+    RUN is a run id or any unique prefix of one.
+
+    \b
+    Examples:
+      ledger show 3f2a
+      ledger show 3f2a --json | jq '.events[] | select(.kind=="ShardAttemptRecorded")'
+    """
+    with opened(ledger_url, create=False) as ledger:
+        run_id = ledger.resolve(run)
+        lines = queries.run_timeline(ledger, run_id)
+    if as_json:
+        emit_json({"run_id": run_id, "events": [line.as_dict() for line in lines]})
+        return
+    click.echo(f"run {run_id}")
+    for line in lines:
+        click.echo(
+            f"{line.position:>5}  {line.at[:19].replace('T', ' ')}  {line.kind:<22} {line.text}"
+        )
+
+
+@click.command("export")
+@click.argument("run")
+@common
+def export(run: str, ledger_url: str | None, as_json: bool) -> None:
+    """The run's events as JSON lines, in order (each with its position and chain hashes).
+
+    \b
+    Examples:
+      ledger export 3f2a > run.jsonl
+    """
+    with opened(ledger_url, create=False) as ledger:
+        run_id = ledger.resolve(run)
+        for line in ledger.export_lines(run_id):
+            click.echo(line)
+
+
+@click.command("verify")
+@click.argument("run", required=False)
+@common
+def verify(run: str | None, ledger_url: str | None, as_json: bool) -> None:
+    """Recompute every hash chain and artifact hash; exit 1 naming the first break.
+
+    \b
+    Examples:
+      ledger verify
+      ledger verify 3f2a --json
+    """
+    with opened(ledger_url, create=False) as ledger:
+        run_id = ledger.resolve(run) if run else None
+        results = ledger.verify(run_id)
+    broken = [r for r in results if not r.ok]
+    if as_json:
+        emit_json(
+            {"ok": not broken, "runs": [r.as_dict() for r in results]},
+        )
+    else:
+        for r in results:
+            if r.ok:
+                click.echo(f"{r.run_id}: intact ({r.events} events)")
+            else:
+                click.echo(f"{r.run_id}: BROKEN at position {r.position}: {r.problem}")
+        if not results:
+            click.echo("no runs to verify")
+    if broken:
+        sys.exit(EXIT_FAILED)
+
+
+COMMANDS = [runs, show, export, verify]

@@ -1,0 +1,79 @@
+"""The hash chain over a run's stream, and the pure check that finds its first break.
+
+Each event's hash covers its predecessor's hash and the event's exact stored bytes, so an
+edited, removed or reordered event changes every hash after it. The run index keeps the
+chain's tip, so removing the last events is caught too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+GENESIS = "0" * 64
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def chain_hash(prev: str, payload: bytes) -> str:
+    return hashlib.sha256(prev.encode() + b"\n" + payload).hexdigest()
+
+
+def encode_state(prev: str, payload: bytes) -> bytes:
+    """One JSON header line (`hash`, `prev`), then the event's canonical JSON."""
+    header = json.dumps({"hash": chain_hash(prev, payload), "prev": prev}, sort_keys=True)
+    return header.encode() + b"\n" + payload
+
+
+def decode_state(state: bytes) -> tuple[dict[str, str], bytes]:
+    header, _, payload = state.partition(b"\n")
+    decoded = json.loads(header)
+    if not isinstance(decoded, dict):
+        raise ValueError("event header is not an object")
+    return decoded, payload
+
+
+@dataclass(frozen=True)
+class StoredLink:
+    position: int
+    header: dict[str, str]
+    payload: bytes
+    run_id_in_payload: str | None = None
+
+
+@dataclass(frozen=True)
+class ChainBreak:
+    position: int
+    problem: str
+
+
+def find_break(
+    run_id: str, links: Sequence[StoredLink], indexed_length: int | None, indexed_tip: str | None
+) -> ChainBreak | None:
+    """The first position where the stored stream stops matching its chain, or None."""
+    prev = GENESIS
+    for expected_position, link in enumerate(links, start=1):
+        if link.position != expected_position:
+            return ChainBreak(expected_position, f"event {expected_position} is missing")
+        if link.header.get("prev") != prev:
+            return ChainBreak(
+                link.position, "does not follow its predecessor (removed or reordered event)"
+            )
+        digest = chain_hash(prev, link.payload)
+        if link.header.get("hash") != digest:
+            return ChainBreak(link.position, "content does not match its hash (edited event)")
+        if link.run_id_in_payload is not None and link.run_id_in_payload != run_id:
+            return ChainBreak(link.position, "belongs to another run (moved event)")
+        prev = digest
+    if indexed_length is not None and indexed_length != len(links):
+        return ChainBreak(
+            len(links) + 1,
+            f"the run index records {indexed_length} events but {len(links)} are stored",
+        )
+    if indexed_tip is not None and links and indexed_tip != prev:
+        return ChainBreak(len(links), "the last event does not match the recorded chain tip")
+    return None

@@ -1,0 +1,36 @@
+"""Read-side use cases: list runs, a run's timeline, its status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ledger.service import Ledger
+from projections.status import run_status
+from projections.timeline import TimelineLine, timeline
+
+
+def list_runs(ledger: Ledger) -> list[dict[str, Any]]:
+    rows = []
+    for row in ledger.runs():
+        events = ledger.events(row.run_id)
+        rows.append(
+            {
+                "run_id": row.run_id,
+                "started_at": row.started_at,
+                "repo": row.repo,
+                "head": row.head,
+                "base": row.base,
+                "head_ref": row.head_ref,
+                "base_ref": row.base_ref,
+                "status": run_status(events),
+                "events": row.length,
+            }
+        )
+    return rows
+
+
+def run_timeline(ledger: Ledger, run_id: str) -> list[TimelineLine]:
+    records = ledger.read(run_id)
+    events = [r.event for r in records]
+    return timeline([(r.position, r.event) for r in records], ledger.artifacts_for(events))
+

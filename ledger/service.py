@@ -1,0 +1,198 @@
+"""The Ledger: the only writer. Start runs, append facts, read streams, list, export, verify."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol, TypeVar
+
+from adapters.clock import SystemClock
+from adapters.event_store import EventStore, Recorded, RunRow, open_store
+from domain.chain import StoredLink, find_break, sha256_hex
+from domain.errors import BadInput
+from domain.events import Event, RunStarted, event_from_json
+
+E = TypeVar("E", bound=Event)
+
+
+class Clock(Protocol):
+    def now(self) -> datetime: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    run_id: str
+    ok: bool
+    events: int
+    position: int | None = None
+    problem: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "ok": self.ok,
+            "events": self.events,
+            "position": self.position,
+            "problem": self.problem,
+        }
+
+
+class Ledger:
+    """Application service over the event store; everything else writes through it."""
+
+    def __init__(self, store: EventStore, clock: Clock | None = None) -> None:
+        self.store = store
+        self.clock: Clock = clock or SystemClock()
+
+    @classmethod
+    def open(cls, url: str | None, *, create: bool = True, clock: Clock | None = None) -> Ledger:
+        return cls(open_store(url, create=create), clock)
+
+    def close(self) -> None:
+        self.store.close()
+
+    # -- writing --
+
+    def new_run_id(self) -> str:
+        return uuid.uuid4().hex
+
+    def make(self, cls: type[E], run_id: str, **fields: Any) -> E:
+        """Build an event stamped with the run and the clock's time."""
+        return cls(run_id=run_id, at=self.clock.now(), **fields)
+
+    def record(
+        self, run_id: str, cls: type[E], *, artifacts: dict[str, bytes] | None = None, **fields: Any
+    ) -> E:
+        event = self.make(cls, run_id, **fields)
+        self.append(run_id, [event], artifacts=artifacts)
+        return event
+
+    def append(
+        self,
+        run_id: str,
+        events: Sequence[Event],
+        *,
+        artifacts: dict[str, bytes] | None = None,
+        expected_length: int | None = None,
+    ) -> list[Recorded]:
+        for event in events:
+            if event.run_id != run_id:
+                raise ValueError(f"event for run {event.run_id} appended to run {run_id}")
+        return self.store.append(
+            run_id, events, artifacts=artifacts, expected_length=expected_length
+        )
+
+    def put_artifact(self, data: bytes) -> str:
+        digest = sha256_hex(data)
+        self.store.put_artifacts({digest: data})
+        return digest
+
+    # -- reading --
+
+    def resolve(self, prefix: str) -> str:
+        """A run id from any unique prefix; BadInput when unknown or ambiguous."""
+        cleaned = prefix.strip().lower().replace("-", "")
+        if not cleaned or any(c not in "0123456789abcdef" for c in cleaned):
+            raise BadInput(f"unknown run {prefix!r}: run ids are hexadecimal")
+        matches = self.store.run_ids_matching(cleaned)
+        if not matches:
+            raise BadInput(f"unknown run {prefix!r} in ledger {self.store.description}")
+        if len(matches) > 1:
+            raise BadInput(f"run prefix {prefix!r} is ambiguous: {len(matches)} runs match")
+        return matches[0]
+
+    def read(self, run_id: str) -> list[Recorded]:
+        return self.store.read(run_id)
+
+    def events(self, run_id: str) -> list[Event]:
+        return [r.event for r in self.store.read(run_id)]
+
+    def runs(self) -> list[RunRow]:
+        return self.store.runs()
+
+    def artifacts_for(self, events: Sequence[Event]) -> dict[str, bytes]:
+        return self.store.artifacts(h for e in events for h in e.artifact_hashes())
+
+    def artifact(self, digest: str) -> bytes | None:
+        return self.store.artifact(digest)
+
+    def started(self, run_id: str) -> RunStarted:
+        records = self.store.read(run_id)
+        first = records[0].event if records else None
+        if not isinstance(first, RunStarted):
+            raise BadInput(f"run {run_id} has no RunStarted event")
+        return first
+
+    def export_lines(self, run_id: str) -> Iterator[str]:
+        """The run's events as JSON lines, in order, with their chain hashes."""
+        for record in self.store.read(run_id):
+            yield json.dumps(
+                {
+                    "position": record.position,
+                    "kind": record.event.kind,
+                    "hash": record.hash,
+                    "prev": record.prev,
+                    "event": record.event.model_dump(mode="json"),
+                },
+                sort_keys=True,
+            )
+
+    # -- integrity --
+
+    def verify(self, run_id: str | None = None) -> list[VerifyResult]:
+        """Recompute every chain and every referenced artifact's hash."""
+        indexed = {row.run_id: row for row in self.store.runs()}
+        run_ids = [run_id] if run_id else sorted(set(indexed) | set(self.store.stream_ids()))
+        results = [self._verify_run(rid, indexed.get(rid)) for rid in run_ids]
+        return results
+
+    def _verify_run(self, run_id: str, row: RunRow | None) -> VerifyResult:
+        raw = self.store.read_raw(run_id)
+        links = []
+        referenced: list[tuple[int, str]] = []
+        for record in raw:
+            run_in_payload: str | None = None
+            try:
+                event = event_from_json(record.payload)
+                run_in_payload = event.run_id
+                referenced.extend((record.position, h) for h in event.artifact_hashes())
+            except ValueError:
+                pass  # unparseable payloads still get their hash checked
+            links.append(StoredLink(record.position, record.header, record.payload, run_in_payload))
+        broken = find_break(run_id, links, row.length if row else None, row.tip if row else None)
+        if broken is None and row is None:
+            broken_position, problem = 1, "the run is missing from the run index"
+            return VerifyResult(run_id, False, len(raw), broken_position, problem)
+        if broken is not None:
+            return VerifyResult(run_id, False, len(raw), broken.position, broken.problem)
+        blobs = self.store.artifacts(h for _, h in referenced)
+        for position, digest in referenced:
+            data = blobs.get(digest)
+            if data is None:
+                return VerifyResult(
+                    run_id, False, len(raw), position, f"artifact {digest} is missing"
+                )
+            if sha256_hex(data) != digest:
+                return VerifyResult(
+                    run_id,
+                    False,
+                    len(raw),
+                    position,
+                    f"artifact {digest} no longer matches its hash",
+                )
+        return VerifyResult(run_id, True, len(raw))
+
+
+@contextmanager
+def opened(url: str | None, *, create: bool = True, clock: Clock | None = None) -> Iterator[Ledger]:
+    ledger = Ledger.open(url, create=create, clock=clock)
+    try:
+        yield ledger
+    finally:
+        ledger.close()
