@@ -1,0 +1,334 @@
+"""Git, read-only toward the user: resolve revisions, read commits, and keep clean checkouts.
+
+Checkouts are `git worktree`s under a cache inside the repository's own `.git`, so the user's
+working tree and index are never touched, and a commit checked out once is reused by later runs.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+import subprocess
+import threading
+import tomllib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from domain.errors import BadInput
+
+# Variables that would point git at another repository than the one we name with `-C`
+# (they are set when the gate runs inside a git hook).
+_REPO_ENV = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+    "GIT_PREFIX",
+)
+_SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
+# Hooks could touch anything (even the user's tree); a checkout for the gate runs none.
+_NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _REPO_ENV}
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    return env
+
+
+def _git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
+    """Run git in `cwd`; raise `GitError` on failure when `check`."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(cwd), *args],
+            capture_output=True,
+            env=_env(),
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+    except FileNotFoundError as error:
+        raise BadInput("git is not installed (no 'git' on PATH)") from error
+    if check and done.returncode != 0:
+        raise GitError(args, done.returncode, done.stderr.decode(errors="replace").strip())
+    return done
+
+
+class GitError(RuntimeError):
+    """A git command that should have worked did not (not the user's input: a real fault)."""
+
+    def __init__(self, args: tuple[str, ...], code: int, stderr: str) -> None:
+        super().__init__(f"git {' '.join(args)} exited {code}: {stderr}")
+        self.code = code
+        self.stderr = stderr
+
+
+def _require_repo(repo: Path) -> None:
+    if not repo.is_dir() or _git(repo, "rev-parse", "--git-dir", check=False).returncode != 0:
+        raise BadInput(f"not a git repository: {repo}")
+
+
+def resolve_commit(repo: Path, rev: str) -> str:
+    """The full SHA of `rev^{commit}`; an unknown revision is the user's input to correct."""
+    _require_repo(repo)
+    done = _git(
+        repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}",
+        check=False,
+    )  # fmt: skip
+    sha = done.stdout.decode().strip()
+    if done.returncode != 0 or not _SHA.match(sha) or rev.startswith("-"):
+        raise BadInput(f"unknown revision '{rev}' in {repo}")
+    return sha
+
+
+def repo_root(path: Path) -> Path:
+    """The top of the working tree that contains `path`."""
+    _require_repo(path)
+    done = _git(path, "rev-parse", "--show-toplevel", check=False)
+    if done.returncode != 0 or not done.stdout.strip():
+        raise BadInput(f"not a git repository: {path}")
+    return Path(done.stdout.decode().strip()).resolve()
+
+
+def _common_dir(repo: Path) -> Path:
+    out = _git(repo, "rev-parse", "--git-common-dir").stdout.decode().strip()
+    common = Path(out)
+    return (common if common.is_absolute() else repo / common).resolve()
+
+
+def files_at_commit(repo: Path, sha: str) -> set[str]:
+    """Every file path in the commit's tree, as git spells it (POSIX, relative)."""
+    done = _git(repo, "ls-tree", "-r", "-z", "--name-only", "--end-of-options", sha, check=False)
+    if done.returncode != 0:
+        raise BadInput(f"unknown revision '{sha}' in {repo}")
+    return {name.decode() for name in done.stdout.split(b"\0") if name}
+
+
+def origin_url(repo: Path) -> str | None:
+    """The `origin` remote's URL, or None when there is no origin."""
+    done = _git(repo, "config", "--get", "remote.origin.url", check=False)
+    url = done.stdout.decode().strip()
+    return url if done.returncode == 0 and url else None
+
+
+def read_file_at_commit(repo: Path, sha: str, path: str) -> bytes | None:
+    """The file's bytes at the commit, or None when it does not exist there (or is no file)."""
+    spec = f"{sha}:{path.removeprefix('./')}"
+    if _git(repo, "cat-file", "-e", spec, check=False).returncode != 0:
+        return None
+    done = _git(repo, "cat-file", "blob", spec, check=False)
+    return done.stdout if done.returncode == 0 else None
+
+
+def runtime_pin(repo: Path, sha: str) -> str | None:
+    """The Python the commit asks for: `.python-version`, else `[project] requires-python`."""
+    pinned = read_file_at_commit(repo, sha, ".python-version")
+    if pinned is not None:
+        for line in pinned.decode(errors="replace").splitlines():
+            line = line.strip()
+            if line and not line.startswith("#"):
+                return line
+    pyproject = read_file_at_commit(repo, sha, "pyproject.toml")
+    if pyproject is None:
+        return None
+    try:
+        document = tomllib.loads(pyproject.decode(errors="replace"))
+    except tomllib.TOMLDecodeError:
+        return None  # a broken pyproject at some commit is that commit's problem, not the gate's
+    project = document.get("project")
+    requires = project.get("requires-python") if isinstance(project, dict) else None
+    return requires.strip() if isinstance(requires, str) and requires.strip() else None
+
+
+class WorktreeBusy(RuntimeError):
+    """The checkout is in use (by this process) and cannot be removed now."""
+
+
+@dataclass
+class _Lease:
+    """One open lock file per checkout per process, shared by every holder in the process.
+
+    flock locks belong to the open file description, so two descriptors in one process would
+    contend with each other; holders in one process therefore share one descriptor.
+    """
+
+    guard: threading.Lock = field(default_factory=threading.Lock)
+    fd: int | None = None
+    holders: int = 0
+
+
+_LEASES: dict[Path, _Lease] = {}
+_LEASES_GUARD = threading.Lock()
+
+
+def _lease_for(lock_path: Path) -> _Lease:
+    with _LEASES_GUARD:
+        return _LEASES.setdefault(lock_path, _Lease())
+
+
+class Worktrees:
+    """Clean, detached checkouts of exact commits, cached and shared between gate processes.
+
+    `checkout` holds a shared lock on the commit's lock file until `release`/`close` (or the
+    process exits), so a checkout is only ever repaired or removed (exclusive lock) while nobody
+    runs tests in it.
+    """
+
+    def __init__(self, repo: Path, cache_dir: Path | None = None) -> None:
+        _require_repo(repo)
+        self.repo = repo_root(repo)
+        if cache_dir is None:
+            cache_dir = _common_dir(self.repo) / "release-ledger" / "worktrees"
+        self.cache_dir = cache_dir
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        self.cache_dir = self.cache_dir.resolve()
+        self._held: set[str] = set()
+        self._held_guard = threading.Lock()
+
+    def path_for(self, sha: str) -> Path:
+        return self.cache_dir / sha
+
+    def checkout(self, sha: str) -> Path:
+        """A clean detached worktree at exactly `sha`, created or repaired as needed."""
+        sha = resolve_commit(self.repo, sha)
+        path = self.path_for(sha)
+        with self._held_guard:
+            if sha in self._held:
+                return path
+        lease = _lease_for(self._lock_path(sha))
+        with lease.guard:
+            if lease.fd is None:
+                lease.fd = os.open(self._lock_path(sha), os.O_RDWR | os.O_CREAT, 0o644)
+                try:
+                    self._acquire_ready(lease.fd, sha, path)
+                except BaseException:
+                    os.close(lease.fd)
+                    lease.fd = None
+                    raise
+            lease.holders += 1
+        with self._held_guard:
+            self._held.add(sha)
+        return path
+
+    def release(self, sha: str) -> None:
+        """Stop using the checkout (it stays cached for the next run)."""
+        with self._held_guard:
+            if sha not in self._held:
+                return
+            self._held.discard(sha)
+        lease = _lease_for(self._lock_path(sha))
+        with lease.guard:
+            lease.holders -= 1
+            if lease.holders <= 0 and lease.fd is not None:
+                os.close(lease.fd)  # closing drops the flock
+                lease.fd = None
+                lease.holders = 0
+
+    def close(self) -> None:
+        """Release every checkout this object holds."""
+        with self._held_guard:
+            held = list(self._held)
+        for sha in held:
+            self.release(sha)
+
+    def remove(self, sha: str, *, wait: bool = True) -> None:
+        """Remove the checkout once nobody uses it (`wait=False`: raise `WorktreeBusy` instead)."""
+        if not _SHA.match(sha):
+            sha = resolve_commit(self.repo, sha)
+        self.release(sha)
+        lease = _lease_for(self._lock_path(sha))
+        with lease.guard:
+            if lease.fd is not None:
+                raise WorktreeBusy(f"worktree {sha} is in use in this process")
+            fd = os.open(self._lock_path(sha), os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+                except BlockingIOError as error:
+                    raise WorktreeBusy(f"worktree {sha} is in use by another process") from error
+                self._remove_unlocked(self.path_for(sha))
+            finally:
+                os.close(fd)
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _lock_path(self, sha: str) -> Path:
+        return self.cache_dir / f"{sha}.lock"
+
+    @contextmanager
+    def _admin(self) -> Iterator[None]:
+        """Serialise `worktree add/remove/prune` (they all edit `.git/worktrees`)."""
+        fd = os.open(self.cache_dir / ".admin.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _acquire_ready(self, fd: int, sha: str, path: Path) -> None:
+        """Leave `fd` holding a shared lock on a checkout verified clean at `sha`."""
+        fcntl.flock(fd, fcntl.LOCK_SH)  # waits while another process repairs it
+        if self._is_ready(path, sha):
+            return
+        # Upgrade: waits until nobody runs tests in it. Not atomic, so check again.
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            if not self._is_ready(path, sha):
+                self._repair(path, sha)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+
+    def _is_ready(self, path: Path, sha: str) -> bool:
+        if not (path / ".git").exists():
+            return False
+        top = _git(path, "rev-parse", "--show-toplevel", check=False)
+        if top.returncode != 0 or Path(top.stdout.decode().strip()).resolve() != path.resolve():
+            return False
+        try:
+            if _common_dir(path) != _common_dir(self.repo):
+                return False
+        except GitError:
+            return False
+        head = _git(path, "rev-parse", "--verify", "--quiet", "HEAD", check=False)
+        if head.stdout.decode().strip() != sha:
+            return False
+        status = _git(
+            path, "--no-optional-locks", "status", "--porcelain", "-z",
+            "--ignored=matching", "--untracked-files=all", check=False,
+        )  # fmt: skip
+        return status.returncode == 0 and status.stdout == b""
+
+    def _repair(self, path: Path, sha: str) -> None:
+        if (path / ".git").exists() and self._clean_in_place(path, sha):
+            return
+        with self._admin():
+            self._remove_unlocked_admin(path)
+            # -f twice: a crash mid-add leaves the entry registered and locked.
+            _git(self.repo, *_NO_HOOKS, "worktree", "add", "-f", "-f", "--detach", str(path), sha)
+        if not self._is_ready(path, sha):
+            raise GitError(("worktree", "add", str(path), sha), 0, "checkout is not clean")
+
+    def _clean_in_place(self, path: Path, sha: str) -> bool:
+        top = _git(path, "rev-parse", "--show-toplevel", check=False)
+        if top.returncode != 0 or Path(top.stdout.decode().strip()).resolve() != path.resolve():
+            return False  # never reset a tree that is not our worktree
+        reset = _git(path, *_NO_HOOKS, "reset", "--hard", "--quiet", sha, check=False)
+        clean = _git(path, "clean", "-ffdxq", check=False)
+        return reset.returncode == 0 and clean.returncode == 0 and self._is_ready(path, sha)
+
+    def _remove_unlocked(self, path: Path) -> None:
+        with self._admin():
+            self._remove_unlocked_admin(path)
+
+    def _remove_unlocked_admin(self, path: Path) -> None:
+        if path.exists():
+            _git(self.repo, "worktree", "remove", "--force", "--force", str(path), check=False)
+        if path.exists() and path.resolve().is_relative_to(self.cache_dir):
+            shutil.rmtree(path, ignore_errors=True)
+        _git(self.repo, "worktree", "prune", check=False)
