@@ -1,0 +1,43 @@
+"""Shared fixtures: ledger URLs for SQLite on disk and, where a server is given, PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlparse, urlunparse
+
+import pytest
+
+POSTGRES_URL = os.environ.get("LEDGER_TEST_POSTGRES_URL")
+NO_POSTGRES = "no PostgreSQL server: set LEDGER_TEST_POSTGRES_URL (.ci/run starts one)"
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'ledger' / 'ledger.db'}"
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for one test, dropped afterwards."""
+    if not POSTGRES_URL:
+        pytest.skip(NO_POSTGRES)
+    import psycopg
+
+    name = f"ledger_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    parsed = urlparse(POSTGRES_URL)
+    yield urlunparse(parsed._replace(path=f"/{name}"))
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def ledger_url(request: pytest.FixtureRequest) -> str:
+    """The same test against a SQLite ledger on disk and a real PostgreSQL ledger."""
+    fixture = "sqlite_url" if request.param == "sqlite" else "postgres_url"
+    url: str = request.getfixturevalue(fixture)
+    return url
