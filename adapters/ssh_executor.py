@@ -1,0 +1,365 @@
+"""The SSH executor: shards run on one build host, from a bare mirror of pinned commits.
+
+`prepare` pushes the head and base commits to `refs/release-ledger/gate/<sha>` of a bare
+mirror on the host (only those not there yet). Each `run` is one ssh connection: a fresh
+`mktemp -d /tmp/release-ledger.XXXXXX`, a clone of the mirror detached at the exact SHA, the
+command measured on the host (`adapters/ssh_wrapper.py`), and the report and log tail sent
+back over the same connection with their sha256. Infrastructure faults become an
+`Observation.failure_reason` (`ssh-connect`, `ssh-auth`, `ssh-dropped`, `timeout`, ...) so the
+gate records the shard as unmeasured and retries it; test failures never raise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import subprocess
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO
+
+from adapters import ssh_faults as faults
+from adapters.ssh_remote import (
+    CLEANUP_SCRIPT,
+    EXIT_CHECKOUT,
+    EXIT_CLONE,
+    EXIT_MKTEMP,
+    EXIT_NOT_BARE,
+    MIRROR_SCRIPT,
+    RUN_SCRIPT,
+    TMP_MARK,
+    WRAPPER_SOURCE,
+    FrameError,
+    parse_frame,
+    remote_command,
+    session_started,
+    temporary_dir,
+)
+from adapters.ssh_target import SshTarget, validate_target
+from domain.errors import BadInput
+from domain.execution import Observation, ShardRun, expand_command
+
+LOG_TAIL_BYTES = 64 * 1024
+GATE_REF = "refs/release-ledger/gate/"
+# Beyond the shard's own timeout: connecting, cloning and sending the answer back.
+LOCAL_GRACE_S = 600.0
+PREPARE_TIMEOUT_S = 1800.0
+_GIT_REPO_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR")
+
+
+class SshFault(Exception):
+    """An ssh call failed for infrastructure reasons; `reason` is the recorded name."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+class SshExecutor:
+    """Runs shards on one build host over ssh; `run` is safe to call from many threads."""
+
+    name = "ssh"
+
+    def __init__(self, target: SshTarget, repo: Path) -> None:
+        self.target = target
+        self.repo = repo
+        self.mirror_path: str | None = None  # absolute, resolved on the host
+        self.pushed: list[str] = []  # commits actually transferred, in order (for tests, logs)
+        self._pinned: set[str] = set()
+        self._leftovers: set[str] = set()  # host temporaries a dropped connection left
+        self._live: set[subprocess.Popen[bytes]] = set()
+        self._cancelled = False
+        self._lock = threading.Lock()  # guards the sets above
+        self._prepare_lock = threading.Lock()  # one mirror update at a time
+
+    # --- Executor port ----------------------------------------------------------------------
+
+    def prepare(self, commits: list[str]) -> None:
+        """Pin the commits in the mirror. Faults are not raised: `run` retries and records them.
+
+        Raises `BadInput` only when the mirror path exists and is not a bare repository.
+        """
+        with contextlib.suppress(SshFault):
+            self._ensure_pinned(commits)
+
+    def run(self, shard: ShardRun) -> Observation:
+        """One connection: clone, check out, run, measure, send back; faults as failure_reason."""
+        if self._cancelled:
+            return self._fault(faults.CANCELLED, "the gate was cancelled")
+        try:
+            self._ensure_pinned([shard.commit])
+        except SshFault as fault:
+            return self._fault(fault.reason, fault.detail)
+        argv = expand_command(
+            shard.command,
+            python=self.target.remote_python,
+            junit=f"{TMP_MARK}/junit.xml",
+            files=shard.files,
+        )
+        command = remote_command(
+            RUN_SCRIPT,
+            self.target.remote_path,
+            self.target.mirror,
+            shard.commit,
+            self.target.remote_python,
+            repr(float(shard.timeout_s)),
+            str(LOG_TAIL_BYTES),
+            WRAPPER_SOURCE,
+            *argv,
+        )
+        deadline = shard.timeout_s + LOCAL_GRACE_S + self.target.connect_timeout
+        code, stdout, stderr, expired = self._ssh(command, deadline)
+        return self._observe(code, stdout, stderr, expired, deadline)
+
+    def cancel_all(self) -> None:
+        """Kill every ssh client; the host sees end-of-file and kills and removes the shard."""
+        with self._lock:
+            self._cancelled = True
+            live = list(self._live)
+        for process in live:
+            _kill(process)
+
+    def close(self) -> None:
+        """Remove host temporaries that dropped connections could not remove themselves."""
+        with self._lock:
+            leftovers = sorted(self._leftovers)
+        if not leftovers:
+            return
+        command = remote_command(CLEANUP_SCRIPT, self.target.remote_path, "-", *leftovers)
+        code, _, _, _ = self._ssh(command, 60.0 + self.target.connect_timeout)
+        if code == 0:
+            with self._lock:
+                self._leftovers.difference_update(leftovers)
+
+    # --- the mirror -------------------------------------------------------------------------
+
+    def _ensure_pinned(self, commits: Sequence[str]) -> None:
+        with self._lock:
+            wanted = [c for c in dict.fromkeys(commits) if c not in self._pinned]
+        if not wanted:
+            return
+        with self._prepare_lock:
+            with self._lock:
+                wanted = [c for c in wanted if c not in self._pinned]
+            if not wanted:
+                return
+            missing = self._check_mirror(wanted)
+            if missing:
+                self._push(missing)
+            with self._lock:
+                self._pinned.update(wanted)
+
+    def _check_mirror(self, commits: list[str]) -> list[str]:
+        """Create the mirror if needed, check it is bare, pin present commits; return the rest."""
+        command = remote_command(
+            MIRROR_SCRIPT, self.target.remote_path, self.target.mirror, *commits
+        )
+        code, stdout, stderr, expired = self._ssh(command, 300.0 + self.target.connect_timeout)
+        if code == EXIT_NOT_BARE:
+            raise BadInput(
+                f"remote mirror {self.target.mirror} on {self.target.host} "
+                "is not a bare git repository"
+            )
+        if expired or code != 0:
+            raise self._call_fault(code, stdout, stderr, expired, "checking the mirror")
+        missing: list[str] = []
+        for line in stdout.decode("utf-8", "replace").splitlines():
+            word, _, value = line.partition(" ")
+            if word == "mirror":
+                self.mirror_path = value
+            elif word == "missing":
+                missing.append(value)
+        return missing
+
+    def _push(self, commits: list[str]) -> None:
+        """One `git push` of the missing commits, over ssh with the same options."""
+        if self.mirror_path is None:
+            raise SshFault(faults.SSH_REMOTE, "the host did not report the mirror's path")
+        url = f"{self.target.host}:{self.mirror_path}"
+        refspecs = [f"{sha}:{GATE_REF}{sha}" for sha in commits]
+        receive_pack = f"env PATH={shlex.quote(self.target.remote_path)} git-receive-pack"
+        env = {k: v for k, v in os.environ.items() if k not in _GIT_REPO_ENV}
+        env |= {"GIT_SSH_COMMAND": self.target.git_ssh_command(), "GIT_TERMINAL_PROMPT": "0"}
+        try:
+            done = subprocess.run(
+                [
+                    "git",
+                    "-C",
+                    str(self.repo),
+                    "push",
+                    "--quiet",
+                    "--no-verify",
+                    f"--receive-pack={receive_pack}",
+                    url,
+                    *refspecs,
+                ],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                env=env,
+                timeout=PREPARE_TIMEOUT_S,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as error:
+            raise SshFault(faults.TIMEOUT, "git push to the mirror did not finish") from error
+        stderr = done.stderr.decode("utf-8", "replace")
+        if done.returncode != 0:
+            reason = faults.classify_ssh_failure(stderr, session_started=False)
+            if "unknown revision" in stderr or "does not match any" in stderr:
+                reason = faults.SSH_CHECKOUT
+            raise SshFault(reason, f"git push: {faults.last_line(stderr)}")
+        self.pushed.extend(commits)
+
+    # --- one connection ---------------------------------------------------------------------
+
+    def _ssh(self, command: str, deadline_s: float) -> tuple[int, bytes, str, bool]:
+        """Run ssh, keep its stdin open (its end-of-file tells the host we are gone)."""
+        process = subprocess.Popen(
+            self.target.ssh_argv(command),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        with self._lock:
+            self._live.add(process)
+            if self._cancelled:
+                _kill(process)
+        assert process.stdout is not None and process.stderr is not None
+        err_chunks: list[bytes] = []
+        reader = threading.Thread(target=_drain, args=(process.stderr, err_chunks), daemon=True)
+        reader.start()
+        timer = threading.Timer(deadline_s, _kill, args=(process,))
+        timer.daemon = True
+        started = time.monotonic()
+        timer.start()
+        try:
+            stdout = process.stdout.read()
+            code = process.wait()
+        finally:
+            timer.cancel()
+            if process.stdin is not None:
+                process.stdin.close()
+            process.stdout.close()
+            reader.join(timeout=5)
+            with self._lock:
+                self._live.discard(process)
+        expired = code < 0 and time.monotonic() - started >= deadline_s
+        stderr = b"".join(err_chunks)[-16384:].decode("utf-8", "replace")
+        return code, stdout, stderr, expired
+
+    def _observe(
+        self, code: int, stdout: bytes, stderr: str, expired: bool, deadline: float
+    ) -> Observation:
+        tmp = temporary_dir(stdout)
+        extra = {"host": self.target.host}
+        if tmp is not None:
+            extra["remote_tmp"] = tmp
+        try:
+            frame = parse_frame(stdout)
+        except FrameError as error:
+            if tmp is not None and code != 0:
+                with self._lock:  # the host may not have removed it (killed with its session)
+                    self._leftovers.add(tmp)
+            if self._cancelled:
+                return self._fault(faults.CANCELLED, "the gate was cancelled", extra)
+            if expired:
+                detail = f"no answer from {self.target.host} within {deadline:.0f}s"
+                return self._fault(faults.TIMEOUT, detail, extra, timed_out=True)
+            if error.complete:
+                return self._fault(faults.SSH_TRANSFER, str(error), extra)
+            reason, detail = self._no_frame(code, stdout, stderr, str(error))
+            return self._fault(reason, detail, extra)
+        observation = Observation(
+            exit_code=frame.exit_code,
+            signal=frame.signal,
+            report=frame.report,
+            log_tail=frame.log_tail,
+            rss_mb=round(frame.rss_kb / 1024.0, 3),
+            seconds=round(frame.seconds, 3),
+            timed_out=frame.timed_out,
+            extra=extra,
+        )
+        if frame.timed_out:
+            return observation.model_copy(
+                update={"failure_reason": faults.TIMEOUT, "failure_detail": "remote timeout"}
+            )
+        return observation
+
+    def _no_frame(self, code: int, stdout: bytes, stderr: str, why: str) -> tuple[str, str]:
+        started = session_started(stdout)
+        detail = faults.last_line(stderr) or why
+        if code == 255 or code < 0:
+            return faults.classify_ssh_failure(stderr, session_started=started), detail
+        if code in (EXIT_CLONE, EXIT_CHECKOUT):
+            return faults.SSH_CHECKOUT, detail
+        if code == EXIT_MKTEMP:
+            return faults.SSH_REMOTE, f"mktemp failed on the host: {detail}"
+        return faults.SSH_REMOTE, f"exit {code}: {detail}"
+
+    def _call_fault(
+        self, code: int, stdout: bytes, stderr: str, expired: bool, doing: str
+    ) -> SshFault:
+        if expired:
+            return SshFault(faults.TIMEOUT, f"{doing} on {self.target.host} did not finish")
+        reason, detail = self._no_frame(code, stdout, stderr, f"{doing} failed")
+        return SshFault(reason, detail)
+
+    def _fault(
+        self,
+        reason: str,
+        detail: str,
+        extra: dict[str, str] | None = None,
+        *,
+        timed_out: bool = False,
+    ) -> Observation:
+        return Observation(
+            failure_reason=reason,
+            failure_detail=detail,
+            timed_out=timed_out,
+            extra=extra or {"host": self.target.host},
+        )
+
+
+def build_ssh_executor(
+    *,
+    host: str,
+    repo: Path,
+    remote_mirror: str = "~/.cache/release-ledger/mirror.git",
+    port: int | None = None,
+    identity: Path | None = None,
+    ssh_options: Sequence[str] = (),
+    remote_python: str = "python3",
+    remote_path: str = "/usr/local/bin:/usr/bin:/bin",
+    connect_timeout: int = 10,
+) -> SshExecutor:
+    """Validate everything up front (`BadInput`, one line) and build the executor; no I/O."""
+    target = validate_target(
+        host=host,
+        remote_mirror=remote_mirror,
+        port=port,
+        identity=identity,
+        ssh_options=ssh_options,
+        remote_python=remote_python,
+        remote_path=remote_path,
+        connect_timeout=connect_timeout,
+    )
+    if not Path(repo).is_dir():
+        raise BadInput(f"repository {str(repo)!r} is not a directory")
+    return SshExecutor(target, Path(repo))
+
+
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        process.kill()
+
+
+def _drain(stream: IO[bytes], chunks: list[bytes]) -> None:
+    while chunk := stream.read(65536):
+        chunks.append(chunk)
+        if len(chunks) > 64:
+            del chunks[:32]
+    stream.close()
