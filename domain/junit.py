@@ -1,0 +1,703 @@
+"""The strict JUnit evidence reader: report bytes -> `Report` or `Rejection`.
+
+A report counts as a measurement only when it is well formed, self-consistent and attributes
+every test case to a file; anything else is a `Rejection` with a reason code and one sentence.
+Parsing streams through defusedxml (no DTDs, no entities) and keeps only compact columns per
+case, so a million-case report stays fast and small; `Report.cases` materialises on demand.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Callable, Collection, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Final, Literal, NoReturn
+from xml.etree.ElementTree import ParseError
+
+from defusedxml import DefusedXmlException, DTDForbidden, EntitiesForbidden
+from defusedxml.ElementTree import DefusedXMLParser
+
+Outcome = Literal["passed", "failed", "error", "skipped", "flaky"]
+
+MAX_TEXT: Final = 4096  # characters kept of each message and text
+CHUNK: Final = 1 << 20  # bytes handed to expat at a time
+
+# Outcome codes stored per case (a bytearray), in order of precedence when a case holds several
+# results: a failure outranks an error (pytest writes both for a failing test whose teardown
+# errors), an error outranks a skip, and a skip outranks a flaky pass.
+_PASSED, _FLAKY, _SKIPPED, _ERROR, _FAILED = range(5)
+_OUTCOMES: Final[tuple[Outcome, ...]] = ("passed", "flaky", "skipped", "error", "failed")
+_RESULT_CODE: Final = {"failure": _FAILED, "error": _ERROR, "skipped": _SKIPPED}
+_RERUN_KINDS: Final = frozenset({"flakyFailure", "flakyError", "rerunFailure", "rerunError"})
+_FLAKY_KINDS: Final = frozenset({"flakyFailure", "flakyError"})
+_SUITE_PARENTS: Final = frozenset({"testsuites", "testsuite"})
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """Why a report is not a measurement: a short code and one readable sentence."""
+
+    code: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class Rerun:
+    """A rerun or flaky attempt (Surefire/nextest `flaky*`/`rerun*`), kept as evidence."""
+
+    kind: str
+    message: str | None
+    text: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class TestCase:
+    """One test case as the report states it; `file` is always known for a read case."""
+
+    __test__ = False  # not a pytest test class
+
+    file: str
+    classname: str
+    name: str
+    outcome: Outcome
+    message: str | None = None
+    text: str | None = None
+    time: float | None = None
+    reruns: tuple[Rerun, ...] = ()
+
+
+class Report:
+    """A valid report: its test cases in document order and their counts.
+
+    Immutable. Built from compact columns by the reader; the `TestCase` tuple is created on
+    first access, so callers that only need counts (`ledger junit`) never pay for it.
+    """
+
+    __slots__ = (
+        "_build",
+        "_cases",
+        "_files",
+        "errors",
+        "failures",
+        "flaky",
+        "skipped",
+        "tests",
+    )
+
+    _cases: tuple[TestCase, ...] | None
+    _build: Callable[[], tuple[TestCase, ...]] | None
+    _files: frozenset[str]
+    tests: int
+    failures: int
+    errors: int
+    skipped: int
+    flaky: int
+
+    def __init__(self, cases: Iterable[TestCase]) -> None:
+        kept = tuple(cases)
+        outcomes = [case.outcome for case in kept]
+        counts = [outcomes.count(outcome) for outcome in _OUTCOMES]
+        self._init(kept, None, frozenset(case.file for case in kept), counts)
+
+    @classmethod
+    def _lazy(
+        cls, build: Callable[[], tuple[TestCase, ...]], files: frozenset[str], counts: list[int]
+    ) -> Report:
+        report = cls.__new__(cls)
+        report._init(None, build, files, counts)
+        return report
+
+    def _init(
+        self,
+        cases: tuple[TestCase, ...] | None,
+        build: Callable[[], tuple[TestCase, ...]] | None,
+        files: frozenset[str],
+        counts: list[int],
+    ) -> None:
+        set_ = object.__setattr__
+        set_(self, "_cases", cases)
+        set_(self, "_build", build)
+        set_(self, "_files", files)
+        set_(self, "tests", sum(counts))
+        set_(self, "failures", counts[_FAILED])
+        set_(self, "errors", counts[_ERROR])
+        set_(self, "skipped", counts[_SKIPPED])
+        set_(self, "flaky", counts[_FLAKY])
+
+    def __setattr__(self, name: str, value: object) -> NoReturn:
+        raise AttributeError(f"Report is immutable (cannot set {name})")
+
+    @property
+    def cases(self) -> tuple[TestCase, ...]:
+        if self._cases is None:
+            assert self._build is not None
+            object.__setattr__(self, "_cases", self._build())
+            object.__setattr__(self, "_build", None)
+        assert self._cases is not None
+        return self._cases
+
+    @property
+    def files(self) -> frozenset[str]:
+        """The files the cases belong to (what the gate compares with a shard's files)."""
+        return self._files
+
+    @property
+    def passed(self) -> int:
+        return self.tests - self.failures - self.errors - self.skipped - self.flaky
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Report) and self.cases == other.cases
+
+    def __hash__(self) -> int:
+        return hash(self.cases)
+
+    def __repr__(self) -> str:
+        return (
+            f"Report(tests={self.tests}, failures={self.failures}, errors={self.errors}, "
+            f"skipped={self.skipped}, flaky={self.flaky})"
+        )
+
+
+def test_id(case: TestCase) -> str:
+    """The id pytest prints: `FILE::NAME`, or `FILE::CLASS::NAME` when a class lies beyond
+    the module the file names (nested classes joined with `::`)."""
+    classname = case.classname
+    if not case.file:  # only in a rejection's sentence: the case that named no file
+        return "::".join(part for part in (classname, case.name) if part)
+    if not classname or classname == case.file:
+        return f"{case.file}::{case.name}"
+    if case.file.endswith(".py"):
+        module = case.file[:-3].split("/")
+        parts = classname.split(".")
+        for start in range(len(module)):
+            suffix = module[start:]
+            if parts[: len(suffix)] == suffix:
+                rest = parts[len(suffix) :]
+                return "::".join([case.file, *rest, case.name])
+    return f"{case.file}::{classname}::{case.name}"
+
+
+test_id.__test__ = False  # type: ignore[attr-defined]
+
+
+def read_report(data: bytes, expected_files: Collection[str] | None = None) -> Report | Rejection:
+    """Read one report. `expected_files`, when given, must be exactly the files it covers."""
+    view = memoryview(data)
+    return read_report_chunks(
+        (view[i : i + CHUNK] for i in range(0, len(view), CHUNK)), expected_files
+    )
+
+
+def read_report_chunks(
+    chunks: Iterable[bytes | memoryview], expected_files: Collection[str] | None = None
+) -> Report | Rejection:
+    """As `read_report`, for a report arriving in pieces (a large file read in chunks)."""
+    reader = _Reader(expected_files)
+    parser = DefusedXMLParser(
+        target=reader, forbid_dtd=True, forbid_entities=True, forbid_external=True
+    )
+    size = 0
+    try:
+        for chunk in chunks:
+            if chunk:
+                size += len(chunk)
+                parser.feed(chunk)
+    except ParseError as error:
+        return _syntax_rejection(error, reader, final=False)
+    except DTDForbidden:
+        return Rejection(
+            "dtd-forbidden", "the report declares a DTD (<!DOCTYPE>), which is refused"
+        )
+    except EntitiesForbidden:
+        return Rejection("entities-forbidden", "the report declares entities, which are refused")
+    except DefusedXmlException as error:
+        return Rejection("external-forbidden", f"the report refers to external content ({error})")
+    try:
+        parser.close()
+    except ParseError as error:
+        if size == 0:
+            return Rejection("empty", "the report is empty (0 bytes)")
+        return _syntax_rejection(error, reader, final=True)
+    return reader.finish()
+
+
+def _syntax_rejection(error: ParseError, reader: _Reader, *, final: bool) -> Rejection:
+    line, column = error.position
+    where = f"line {line}, column {column}"
+    what = str(error).rsplit(":", 2)[0]
+    if not reader.root_seen:
+        if final and error.code == 3:  # "no element found"
+            return Rejection("no-root", "the report holds no root element")
+        if error.code in (2, 4):  # syntax error / invalid token before any element
+            return Rejection("not-xml", f"the report is not XML ({what} at {where})")
+    if final:
+        return Rejection(
+            "truncated", f"the report ends before its root element is closed ({what} at {where})"
+        )
+    if error.code == 9:  # "junk after document element"
+        return Rejection(
+            "content-after-root",
+            f"the report holds more than whitespace, comments or processing instructions "
+            f"after its root element (at {where})",
+        )
+    return Rejection("malformed", f"the report is not well-formed XML ({what} at {where})")
+
+
+# When a report breaks several rules, the most fundamental fault is reported (then the first in
+# document order): broken structure hides everything else, inconsistent counts are reported even
+# when cases also lack files, and so on. Syntax errors (handled above) outrank them all.
+_RANK: Final = {
+    "not-junit": 1,
+    "misplaced-suites": 1,
+    "misplaced-suite": 1,
+    "case-under-testsuites": 1,
+    "misplaced-case": 1,
+    "suite-result": 1,
+    "no-count": 2,
+    "bad-count": 2,
+    "count-mismatch": 2,
+    "no-name": 3,
+    "duplicate-case": 3,
+    "no-file": 4,
+    "unexpected-file": 4,
+    "no-tests": 5,
+    "missing-file": 6,
+}
+_STRUCTURAL: Final = 1
+
+
+class _Broken(Exception):
+    """Raised inside a handler when the structure is broken: nothing below can be checked."""
+
+
+@dataclass(slots=True)
+class _Suite:
+    label: str
+    file: str | None
+    tests: int | None
+    failures: int | None
+    errors: int | None
+    cases_at_start: int
+    failed_at_start: int
+    errored_at_start: int
+
+
+def _bounded(text: str | None) -> str | None:
+    if text is None or len(text) <= MAX_TEXT:
+        return text
+    return text[: MAX_TEXT - 1] + "…"
+
+
+def _normalize_file(path: str) -> str:
+    """Compare paths as pytest prints them: forward slashes, no leading `./`."""
+    path = path.replace("\\", "/")
+    while path.startswith("./"):
+        path = path[2:]
+    return path
+
+
+def _modules(files: Iterable[str]) -> dict[str, str]:
+    """Dotted module name -> file, for pytest xunit2 classnames; full paths win, then suffixes
+    (a `src/` layout) when unambiguous."""
+    full: dict[str, str] = {}
+    suffixes: dict[str, str | None] = {}
+    for file in files:
+        if not file.endswith(".py"):
+            continue
+        parts = file[:-3].split("/")
+        full[".".join(parts)] = file
+        for start in range(1, len(parts)):
+            dotted = ".".join(parts[start:])
+            suffixes[dotted] = file if dotted not in suffixes else None
+    modules = {dotted: file for dotted, file in suffixes.items() if file is not None}
+    modules.update(full)
+    return modules
+
+
+class _Reader:
+    """The parser target: checks every rule as elements stream by and keeps compact columns."""
+
+    def __init__(self, expected_files: Collection[str] | None) -> None:
+        self.expected: frozenset[str] | None = (
+            None if expected_files is None else frozenset(map(_normalize_file, expected_files))
+        )
+        self.modules = _modules(self.expected or ())
+        self.derived: dict[str, str | None] = {}
+        self.normalized: dict[str, str] = {}
+        self.fault: Rejection | None = None
+        self.fault_rank = 99
+        self.root_seen = False
+        self.root_totals: tuple[int | None, int | None, int | None] | None = None
+        self.stack: list[str] = []
+        self.suites: list[_Suite] = []
+        self.suite_count = 0
+        # Columns, one entry per kept case.
+        self.names: list[str] = []
+        self.groups: list[tuple[str, str]] = []
+        self.group_ids: dict[tuple[str, str], int] = {}
+        self.case_group = array("I")
+        self.times = array("d")
+        self.outcomes = bytearray()
+        self.details: dict[int, tuple[str | None, str | None]] = {}
+        self.reruns: dict[int, tuple[Rerun, ...]] = {}
+        self.seen_names: set[str] = set()
+        self.repeated: set[str] = set()
+        self.counts = [0] * len(_OUTCOMES)
+        self.failed_elements = 0  # cases holding a <failure>, as suites count them
+        self.errored_elements = 0
+        # The case being read.
+        self.last_group: tuple[str, str, int] = ("\0", "\0", -1)
+        self.case_name = ""
+        self.case_group_id = 0
+        self.case_time = math.nan
+        self.results: list[tuple[str, str | None, list[str]]] = []
+        self.capture: list[str] | None = None
+        self.captured = 0
+        self.capture_depth = 0  # the element whose text is captured: the result or its stackTrace
+        self.result_depth = 0
+
+    # -- parser target protocol -------------------------------------------------------------
+
+    def start(self, tag: str, attrs: dict[str, str]) -> None:
+        stack = self.stack
+        parent = stack[-1] if stack else None
+        stack.append(tag)
+        try:
+            if tag == "testcase":
+                self._start_case(parent, attrs)
+            elif parent == "testcase":
+                self._start_result(tag, attrs)
+            elif tag == "testsuite":
+                self._start_suite(parent, attrs)
+            elif parent is None:
+                self._start_root(tag, attrs)
+            elif tag in _RESULT_CODE and parent == "testsuite":
+                self._broken(
+                    "suite-result",
+                    f"{self.suites[-1].label} holds an <{tag}> outside any test case"
+                    if tag == "error"
+                    else f"{self.suites[-1].label} holds a <{tag}> outside any test case",
+                )
+            elif tag == "testsuites":
+                self._broken("misplaced-suites", f"a <testsuites> element lies inside <{parent}>")
+            elif self.capture is not None and tag == "stackTrace":
+                self.capture_depth = len(stack)
+        except _Broken:
+            self._stop()
+
+    def end(self, tag: str) -> None:
+        stack = self.stack
+        depth = len(stack)
+        stack.pop()
+        if tag == "testcase":
+            self._end_case()
+        elif self.capture is not None:
+            if depth == self.result_depth:
+                self.capture = None
+            elif depth == self.capture_depth:
+                self.capture_depth = self.result_depth
+        elif tag == "testsuite":
+            self._end_suite()
+        elif depth == 1:
+            self._end_root()
+
+    def data(self, text: str) -> None:
+        capture = self.capture
+        if capture is not None and len(self.stack) == self.capture_depth:
+            room = MAX_TEXT - self.captured
+            if room > 0:
+                capture.append(text[:room])
+                self.captured += min(len(text), room)
+
+    def close(self) -> None:
+        return None
+
+    # -- faults --------------------------------------------------------------------------------
+
+    def _note(self, code: str, message: str) -> None:
+        rank = _RANK[code]
+        if rank < self.fault_rank:
+            self.fault, self.fault_rank = Rejection(code, message), rank
+
+    def _broken(self, code: str, message: str) -> NoReturn:
+        self._note(code, message)
+        raise _Broken
+
+    def _stop(self) -> None:
+        """The structure is broken: stop checking rules, but let expat read on, so that a
+        syntax error further on (truncation) is reported instead, as the deeper fault."""
+        self.capture = None
+        self.start = self._ignore_start  # type: ignore[method-assign]
+        self.end = self._ignore_end  # type: ignore[method-assign]
+
+    def _ignore_start(self, tag: str, attrs: dict[str, str]) -> None:
+        self.root_seen = True
+
+    def _ignore_end(self, tag: str) -> None:
+        pass
+
+    # -- suites --------------------------------------------------------------------------------
+
+    def _start_root(self, tag: str, attrs: dict[str, str]) -> None:
+        self.root_seen = True
+        if tag != "testsuites":
+            self._broken(
+                "not-junit", f"the root element is <{tag}>, not <testsuites> or <testsuite>"
+            )
+        label = "the root <testsuites>"
+        self.root_totals = (
+            self._count(label, attrs, "tests", False),
+            self._count(label, attrs, "failures", False),
+            self._count(label, attrs, "errors", False),
+        )
+
+    def _end_root(self) -> None:
+        if self.root_totals is None:
+            return
+        tests, failures, errors = self.root_totals
+        label = "the root <testsuites>"
+        self._check(label, "tests", tests, len(self.names), "test cases")
+        self._check(label, "failures", failures, self.failed_elements, "failed test cases")
+        self._check(label, "errors", errors, self.errored_elements, "test cases with errors")
+
+    def _start_suite(self, parent: str | None, attrs: dict[str, str]) -> None:
+        if parent is None:
+            self.root_seen = True
+        elif parent not in _SUITE_PARENTS:
+            self._broken("misplaced-suite", f"a <testsuite> element lies inside <{parent}>")
+        self.suite_count += 1
+        name = attrs.get("name")
+        label = f'suite "{name}"' if name else f"unnamed suite #{self.suite_count}"
+        own_file = attrs.get("file")
+        suites = self.suites
+        suites.append(
+            _Suite(
+                label,
+                _normalize_file(own_file) if own_file else (suites[-1].file if suites else None),
+                self._count(label, attrs, "tests", True),
+                self._count(label, attrs, "failures", False),
+                self._count(label, attrs, "errors", False),
+                len(self.names),
+                self.failed_elements,
+                self.errored_elements,
+            )
+        )
+
+    def _count(self, label: str, attrs: dict[str, str], key: str, required: bool) -> int | None:
+        value = attrs.get(key)
+        if value is None:
+            if required:
+                self._note("no-count", f"{label} has no {key} attribute")
+            return None
+        if not (value.isascii() and value.isdigit()):
+            self._note("bad-count", f'{label} declares {key}="{value}", not a non-negative integer')
+            return None
+        return int(value)
+
+    def _end_suite(self) -> None:
+        suite = self.suites.pop()
+        cases = len(self.names) - suite.cases_at_start
+        self._check(suite.label, "tests", suite.tests, cases, "test cases")
+        failed = self.failed_elements - suite.failed_at_start
+        self._check(suite.label, "failures", suite.failures, failed, "failed test cases")
+        errored = self.errored_elements - suite.errored_at_start
+        self._check(suite.label, "errors", suite.errors, errored, "test cases with errors")
+
+    def _check(self, label: str, key: str, declared: int | None, actual: int, noun: str) -> None:
+        if declared is not None and declared != actual:
+            self._note(
+                "count-mismatch", f"{label} declares {key}={declared} but holds {actual} {noun}"
+            )
+
+    # -- cases ---------------------------------------------------------------------------------
+
+    def _start_case(self, parent: str | None, attrs: dict[str, str]) -> None:
+        if parent != "testsuite":
+            name = attrs.get("name", "")
+            if parent is None:
+                self._broken("not-junit", "the root element is <testcase>, not <testsuites>")
+            if parent == "testsuites":
+                self._broken(
+                    "case-under-testsuites",
+                    f'test case "{name}" stands directly under <testsuites>, outside any suite',
+                )
+            self._broken(
+                "misplaced-case", f'test case "{name}" lies inside <{parent}>, not a <testsuite>'
+            )
+        suite = self.suites[-1]
+        name = attrs.get("name", "")
+        classname = attrs.get("classname", "")
+        if not name:
+            of_class = f' of class "{classname}"' if classname else ""
+            self._note("no-name", f"a test case{of_class} in {suite.label} has no name")
+        file = attrs.get("file")
+        if file:
+            normalized = self.normalized.get(file)
+            if normalized is None:
+                normalized = self.normalized[file] = _normalize_file(file)
+            file = normalized
+        else:
+            file = suite.file or self._derive(classname)
+            if file is None:
+                file = ""
+                hint = (
+                    "and no expected file matches its classname"
+                    if self.expected is not None
+                    else "(pass the expected files to derive it from the classname)"
+                )
+                self._note(
+                    "no-file",
+                    f'test case "{name}" of class "{classname}" in {suite.label} names no '
+                    f"file {hint}",
+                )
+        last_file, last_classname, group = self.last_group
+        if file != last_file or classname != last_classname:
+            group_key = (file, classname)
+            group = self.group_ids.get(group_key, -1)
+            if group < 0:
+                expected = self.expected
+                if file and expected is not None and file not in expected:
+                    self._note(
+                        "unexpected-file",
+                        f'test case "{name}" belongs to {file}, which is not an expected file',
+                    )
+                group = self.group_ids[group_key] = len(self.groups)
+                self.groups.append(group_key)
+            self.last_group = (file, classname, group)
+        self.case_name = name
+        self.case_group_id = group
+        time = attrs.get("time")
+        if time is None:
+            self.case_time = math.nan
+        else:
+            try:
+                self.case_time = float(time)
+            except ValueError:
+                self.case_time = math.nan
+        self.results.clear()
+
+    def _derive(self, classname: str) -> str | None:
+        """pytest xunit2 writes no file: take the longest dotted prefix of the classname that
+        names a module among the expected files."""
+        if classname in self.derived:
+            return self.derived[classname]
+        found = None
+        parts = classname.split(".")
+        for end in range(len(parts), 0, -1):
+            found = self.modules.get(".".join(parts[:end]))
+            if found is not None:
+                break
+        self.derived[classname] = found
+        return found
+
+    def _start_result(self, tag: str, attrs: dict[str, str]) -> None:
+        if tag in _RESULT_CODE or tag in _RERUN_KINDS:
+            capture: list[str] = []
+            self.results.append((tag, attrs.get("message"), capture))
+            self.capture = capture
+            self.captured = 0
+            self.capture_depth = self.result_depth = len(self.stack)
+
+    def _end_case(self) -> None:
+        self.capture = None
+        index = len(self.names)
+        name = self.case_name
+        self.names.append(name)
+        self.case_group.append(self.case_group_id)
+        self.times.append(self.case_time)
+        seen = self.seen_names
+        if name in seen:
+            self.repeated.add(name)
+        else:
+            seen.add(name)
+        results = self.results
+        if not results:
+            self.outcomes.append(_PASSED)
+            return
+        code = _PASSED
+        chosen: tuple[str, str | None, list[str]] | None = None
+        reruns: list[Rerun] = []
+        failed = errored = False
+        for result in results:
+            kind = result[0]
+            if kind in _RERUN_KINDS:
+                reruns.append(Rerun(kind, _bounded(result[1]), "".join(result[2]) or None))
+                rank = _FLAKY if kind in _FLAKY_KINDS else _PASSED
+            else:
+                rank = _RESULT_CODE[kind]
+                failed = failed or rank == _FAILED
+                errored = errored or rank == _ERROR
+            if rank > code:
+                code, chosen = rank, result
+        self.failed_elements += failed
+        self.errored_elements += errored
+        self.outcomes.append(code)
+        self.counts[code] += 1
+        if chosen is not None:
+            self.details[index] = (_bounded(chosen[1]), "".join(chosen[2]) or None)
+        if reruns:
+            self.reruns[index] = tuple(reruns)
+
+    # -- end of document --------------------------------------------------------------------
+
+    def finish(self) -> Report | Rejection:
+        if self.fault_rank > _RANK["duplicate-case"]:
+            duplicate = self._first_duplicate()
+            if duplicate is not None:
+                self._note(
+                    "duplicate-case",
+                    f'test case "{test_id(self._case(duplicate))}" appears more than once',
+                )
+        if not self.names:
+            self._note("no-tests", "the report holds no test cases")
+        files = frozenset(file for file, _ in self.groups)
+        if self.expected is not None:
+            missing = sorted(self.expected - files)
+            if missing:
+                more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+                self._note("missing-file", f"expected file {missing[0]} has no test case{more}")
+        if self.fault is not None:
+            return self.fault
+        counts = self.counts
+        counts[_PASSED] = len(self.names) - sum(counts[_FLAKY:])
+        return Report._lazy(self._materialise, files, counts)
+
+    def _first_duplicate(self) -> int | None:
+        if not self.repeated:
+            return None
+        repeated = self.repeated
+        seen: set[tuple[int, str]] = set()
+        groups = self.case_group
+        for index, name in enumerate(self.names):
+            if name in repeated:
+                identity = (groups[index], name)
+                if identity in seen:
+                    return index
+                seen.add(identity)
+        return None
+
+    def _case(self, index: int) -> TestCase:
+        file, classname = self.groups[self.case_group[index]]
+        message, text = self.details.get(index, (None, None))
+        time = self.times[index]
+        return TestCase(
+            file,
+            classname,
+            self.names[index],
+            _OUTCOMES[self.outcomes[index]],
+            message,
+            text,
+            None if math.isnan(time) else time,
+            self.reruns.get(index, ()),
+        )
+
+    def _materialise(self) -> tuple[TestCase, ...]:
+        return tuple(self._iter_cases())
+
+    def _iter_cases(self) -> Iterator[TestCase]:
+        for index in range(len(self.names)):
+            yield self._case(index)
