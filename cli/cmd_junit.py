@@ -10,7 +10,7 @@ import click
 
 from cli.options import EXIT_OK, EXIT_UNMEASURED, common, emit_json
 from domain.errors import BadInput
-from domain.junit import CHUNK, Report, Rejection, read_report_chunks
+from domain.junit import CHUNK, Rejection, Report, read_report_chunks
 
 
 def _chunks(stream: BinaryIO) -> Iterator[bytes]:
