@@ -163,6 +163,9 @@ class LocalExecutor:
 
     def run(self, shard: ShardRun) -> Observation:
         """Run one shard and observe it; test failures and crashes are data, never exceptions."""
+        if not shard.files and any("{files}" in token for token in shard.command):
+            # pytest given no file runs the whole checkout: never what an empty shard means.
+            raise ValueError(f"shard {shard.shard_id} has no files to run")
         cwd = self.checkout_for(shard.commit)
         if self._cancelled:
             return Observation(failure_reason="cancelled", failure_detail="not started")

@@ -238,3 +238,64 @@ def test_two_processes_checking_out_one_commit_get_one_clean_worktree(
     assert git(path, "rev-parse", "HEAD") == sha
     assert git(path, "status", "--porcelain", "--ignored") == ""
     assert len(git(repo, "worktree", "list", "--porcelain").split("worktree ")) == 3
+
+
+_HOLD_SCRIPT = """
+import sys
+from pathlib import Path
+from adapters.git import Worktrees
+path = Worktrees(Path(sys.argv[1]), Path(sys.argv[2])).checkout(sys.argv[3])
+(path / "written-by-a-running-test.txt").write_text("busy")
+print(path, flush=True)
+sys.stdin.read()  # hold the checkout until the parent closes our stdin
+"""
+
+
+def _holder(repo: Path, cache: Path, sha: str) -> tuple[subprocess.Popen[str], Path]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_SCRIPT, str(repo), str(cache), sha],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    return proc, Path(proc.stdout.readline().strip())
+
+
+def test_a_dirty_checkout_in_use_by_another_process_is_cleaned_only_after_it_is_released(
+    repo: Path, tmp_path: Path
+) -> None:
+    sha = head(repo)
+    proc, path = _holder(repo, tmp_path / "cache", sha)
+    got: list[Path] = []
+    waiter = threading.Thread(
+        target=lambda: got.append(Worktrees(repo, tmp_path / "cache").checkout(sha))
+    )
+    waiter.start()
+    waiter.join(timeout=1.0)
+    assert waiter.is_alive()  # waits rather than cleaning under a running test
+    assert (path / "written-by-a-running-test.txt").exists()
+    assert proc.stdin is not None
+    proc.stdin.close()
+    proc.wait(timeout=30)
+    waiter.join(timeout=30)
+    assert got == [path]
+    assert not (path / "written-by-a-running-test.txt").exists()
+
+
+def test_remove_without_waiting_refuses_a_checkout_in_use_by_another_process(
+    repo: Path, tmp_path: Path
+) -> None:
+    sha = head(repo)
+    proc, path = _holder(repo, tmp_path / "cache", sha)
+    try:
+        with pytest.raises(WorktreeBusy):
+            Worktrees(repo, tmp_path / "cache").remove(sha, wait=False)
+        assert path.exists()
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    Worktrees(repo, tmp_path / "cache").remove(sha, wait=False)
+    assert not path.exists()

@@ -246,7 +246,14 @@ def test_the_log_tail_keeps_only_the_last_64_kib(executor: LocalExecutor, repo: 
 
 def test_a_missing_test_runner_is_bad_input(executor: LocalExecutor, repo: Path) -> None:
     with pytest.raises(BadInput, match="no-such-runner"):
-        executor.run(shard(head(repo), command=("no-such-runner", "{files}")))
+        executor.run(shard(head(repo), "tests/test_pass.py", command=("no-such-runner", "{files}")))
+
+
+def test_a_shard_without_files_is_refused_rather_than_running_everything(
+    executor: LocalExecutor, repo: Path
+) -> None:
+    with pytest.raises(ValueError, match="no files"):
+        executor.run(shard(head(repo)))
 
 
 def test_close_removes_temporary_files(repo: Path, tmp_path: Path) -> None:
