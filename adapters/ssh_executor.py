@@ -47,7 +47,17 @@ GATE_REF = "refs/release-ledger/gate/"
 # Beyond the shard's own timeout: connecting, cloning and sending the answer back.
 LOCAL_GRACE_S = 600.0
 PREPARE_TIMEOUT_S = 1800.0
-_GIT_REPO_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR")
+# As adapters/git.py: variables that would point git at another repository than `-C` names.
+_GIT_REPO_ENV = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+    "GIT_PREFIX",
+)
 
 
 class SshFault(Exception):
@@ -108,6 +118,7 @@ class SshExecutor:
             self.target.remote_python,
             repr(float(shard.timeout_s)),
             str(LOG_TAIL_BYTES),
+            "-" if shard.memory_limit_mb is None else str(int(shard.memory_limit_mb)),
             WRAPPER_SOURCE,
             *argv,
         )
@@ -278,9 +289,10 @@ class SshExecutor:
             signal=frame.signal,
             report=frame.report,
             log_tail=frame.log_tail,
-            rss_mb=round(frame.rss_kb / 1024.0, 3),
+            rss_mb=round(frame.rss_kb / 1024, 1),
             seconds=round(frame.seconds, 3),
             timed_out=frame.timed_out,
+            oom=frame.oom,
             extra=extra,
         )
         if frame.timed_out:

@@ -59,12 +59,12 @@ done
 """
 )
 
-# Args: PATH MIRROR SHA PYTHON TIMEOUT_S TAIL_BYTES WRAPPER_SOURCE ARGV...
+# Args: PATH MIRROR SHA PYTHON TIMEOUT_S TAIL_BYTES LIMIT_MB|- WRAPPER_SOURCE ARGV...
 RUN_SCRIPT = (
     _PRELUDE
     + r"""
-sha=$3; py=$4; limit=$5; tail=$6; wrapper=$7
-shift 7
+sha=$3; py=$4; limit=$5; tail=$6; memory=$7; wrapper=$8
+shift 8
 umask 077
 d=$(mktemp -d /tmp/release-ledger.XXXXXX) || exit 90
 trap 'rm -rf "$d"' EXIT
@@ -73,7 +73,7 @@ printf 'release-ledger-tmp %s\n' "$d"
 git clone -q --shared --no-checkout "$m" "$d/w" </dev/null >&2 || exit 91
 git -C "$d/w" -c advice.detachedHead=false checkout -q --detach "$sha" </dev/null >&2 || exit 92
 [ "$(git -C "$d/w" rev-parse HEAD </dev/null)" = "$sha" ] || exit 92
-"$py" -c "$wrapper" "$d" "$limit" "$tail" "$@"
+"$py" -c "$wrapper" "$d" "$limit" "$tail" "$memory" "$@"
 """
 )
 
@@ -103,6 +103,7 @@ class Frame:
     exit_code: int | None
     signal: int | None
     timed_out: bool
+    oom: bool
     rss_kb: int
     seconds: float
     report: bytes | None
@@ -161,6 +162,7 @@ def parse_frame(stdout: bytes) -> Frame:
         exit_code=header["exit_code"],
         signal=header["signal"],
         timed_out=bool(header["timed_out"]),
+        oom=bool(header.get("oom", False)),
         rss_kb=int(header["rss_kb"]),
         seconds=float(header["seconds"]),
         report=report,
