@@ -281,9 +281,7 @@ class _Suite:
     tests: int | None
     failures: int | None
     errors: int | None
-    cases_at_start: int
-    failed_at_start: int
-    errored_at_start: int
+    at_start: tuple[int, int, int, int, int]  # the reader's tally when the suite opened
 
 
 def _bounded(text: str | None) -> str | None:
@@ -347,8 +345,12 @@ class _Reader:
         self.seen_names: set[str] = set()
         self.repeated: set[str] = set()
         self.counts = [0] * len(_OUTCOMES)
-        self.failed_elements = 0  # cases holding a <failure>, as suites count them
-        self.errored_elements = 0
+        # Producers count failures and errors two ways: test cases holding a <failure> (gtest,
+        # vitest, pytest) or <failure> elements (some hand-written fixtures); either matches.
+        self.failed_cases = 0
+        self.failure_elements = 0
+        self.errored_cases = 0
+        self.error_elements = 0
         # The case being read.
         self.last_group: tuple[str, str, int] = ("\0", "\0", -1)
         self.case_name = ""
@@ -369,10 +371,10 @@ class _Reader:
         try:
             if tag == "testcase":
                 self._start_case(parent, attrs)
-            elif parent == "testcase":
-                self._start_result(tag, attrs)
             elif tag == "testsuite":
                 self._start_suite(parent, attrs)
+            elif parent == "testcase":
+                self._start_result(tag, attrs)
             elif parent is None:
                 self._start_root(tag, attrs)
             elif tag in _RESULT_CODE and parent == "testsuite":
@@ -460,9 +462,7 @@ class _Reader:
             return
         tests, failures, errors = self.root_totals
         label = "the root <testsuites>"
-        self._check(label, "tests", tests, len(self.names), "test cases")
-        self._check(label, "failures", failures, self.failed_elements, "failed test cases")
-        self._check(label, "errors", errors, self.errored_elements, "test cases with errors")
+        self._check_counts(label, tests, failures, errors, self._tally())
 
     def _start_suite(self, parent: str | None, attrs: dict[str, str]) -> None:
         if parent is None:
@@ -481,9 +481,7 @@ class _Reader:
                 self._count(label, attrs, "tests", True),
                 self._count(label, attrs, "failures", False),
                 self._count(label, attrs, "errors", False),
-                len(self.names),
-                self.failed_elements,
-                self.errored_elements,
+                self._tally(),
             )
         )
 
@@ -500,18 +498,48 @@ class _Reader:
 
     def _end_suite(self) -> None:
         suite = self.suites.pop()
-        cases = len(self.names) - suite.cases_at_start
-        self._check(suite.label, "tests", suite.tests, cases, "test cases")
-        failed = self.failed_elements - suite.failed_at_start
-        self._check(suite.label, "failures", suite.failures, failed, "failed test cases")
-        errored = self.errored_elements - suite.errored_at_start
-        self._check(suite.label, "errors", suite.errors, errored, "test cases with errors")
+        now = self._tally()
+        since = (
+            now[0] - suite.at_start[0],
+            now[1] - suite.at_start[1],
+            now[2] - suite.at_start[2],
+            now[3] - suite.at_start[3],
+            now[4] - suite.at_start[4],
+        )
+        self._check_counts(suite.label, suite.tests, suite.failures, suite.errors, since)
 
-    def _check(self, label: str, key: str, declared: int | None, actual: int, noun: str) -> None:
-        if declared is not None and declared != actual:
+    def _tally(self) -> tuple[int, int, int, int, int]:
+        return (
+            len(self.names),
+            self.failed_cases,
+            self.failure_elements,
+            self.errored_cases,
+            self.error_elements,
+        )
+
+    def _check_counts(
+        self,
+        label: str,
+        tests: int | None,
+        failures: int | None,
+        errors: int | None,
+        held: tuple[int, int, int, int, int],
+    ) -> None:
+        cases, failed_cases, failure_elements, errored_cases, error_elements = held
+        if tests is not None and tests != cases:
             self._note(
-                "count-mismatch", f"{label} declares {key}={declared} but holds {actual} {noun}"
+                "count-mismatch", f"{label} declares tests={tests} but holds {cases} test cases"
             )
+        for key, declared, by_case, by_element, noun in (
+            ("failures", failures, failed_cases, failure_elements, "failed test cases"),
+            ("errors", errors, errored_cases, error_elements, "test cases with errors"),
+        ):
+            if declared is not None and declared not in (by_case, by_element):
+                also = "" if by_case == by_element else f" ({by_element} <{key[:-1]}> elements)"
+                self._note(
+                    "count-mismatch",
+                    f"{label} declares {key}={declared} but holds {by_case} {noun}{also}",
+                )
 
     # -- cases ---------------------------------------------------------------------------------
 
@@ -621,7 +649,7 @@ class _Reader:
         code = _PASSED
         chosen: tuple[str, str | None, list[str]] | None = None
         reruns: list[Rerun] = []
-        failed = errored = False
+        failed = errored = 0
         for result in results:
             kind = result[0]
             if kind in _RERUN_KINDS:
@@ -629,12 +657,16 @@ class _Reader:
                 rank = _FLAKY if kind in _FLAKY_KINDS else _PASSED
             else:
                 rank = _RESULT_CODE[kind]
-                failed = failed or rank == _FAILED
-                errored = errored or rank == _ERROR
+                failed += rank == _FAILED
+                errored += rank == _ERROR
             if rank > code:
                 code, chosen = rank, result
-        self.failed_elements += failed
-        self.errored_elements += errored
+        if failed:
+            self.failed_cases += 1
+            self.failure_elements += failed
+        if errored:
+            self.errored_cases += 1
+            self.error_elements += errored
         self.outcomes.append(code)
         self.counts[code] += 1
         if chosen is not None:
