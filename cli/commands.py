@@ -8,6 +8,7 @@ import click
 
 COMMAND_MODULES = [
     "cli.cmd_runs",
+    "cli.cmd_gate",
     "cli.cmd_junit",
 ]
 

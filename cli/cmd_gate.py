@@ -1,0 +1,221 @@
+"""`ledger gate`, `ledger resume`, `ledger verdict`, `ledger rules`."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from pathlib import Path
+
+import click
+
+from cli.options import common, emit_json
+from cli.progress import RichObserver
+from cli.render import print_verdict
+from domain.errors import BadInput
+from domain.execution import DEFAULT_PYTEST_COMMAND
+from ledger import use_cases
+from ledger.gate import GateInterrupted, GateOptions
+from ledger.service import opened
+from projections.verdict_view import exit_code
+
+
+def _parse_duration(text: str) -> float:
+    units = {"s": 1, "m": 60, "h": 3600}
+    text = text.strip().lower()
+    try:
+        unit = units.get(text[-1:], 0)
+        value = float(text[:-1]) * unit if unit else float(text)
+    except ValueError:
+        raise BadInput(f"bad duration {text!r}: use e.g. 45s, 30m or 2h") from None
+    if value <= 0:
+        raise BadInput(f"bad duration {text!r}: must be positive")
+    return value
+
+
+@click.command("gate")
+@click.option(
+    "--base", required=True, metavar="REV", help="The previous release (tag, branch, SHA)."
+)
+@click.option("--head", default="HEAD", show_default=True, metavar="REV", help="The candidate.")
+@click.option("--repo", default=".", show_default=True, type=click.Path(), help="Repository.")
+@click.option("--shards", type=int, default=None, help="Shard count (default: twice --jobs).")
+@click.option("--budget-gib", type=float, default=8.0, show_default=True, help="Memory per shard.")
+@click.option("--rounds", type=int, default=2, show_default=True, help="Retry rounds.")
+@click.option("--jobs", type=int, default=None, help="Parallel processes (default: CPU count).")
+@click.option("--timeout", "timeout_s", type=float, default=1200.0, show_default=True,
+              help="Seconds per shard before its process group is killed.")  # fmt: skip
+@click.option("--rule", default="default", show_default=True, help="Aggregation rule.")
+@click.option("--command", "command", default=None, metavar="TEMPLATE",
+              help="Test command with {python}, {junit}, {files} (default: pytest).")  # fmt: skip
+@click.option("--discover", "discover", multiple=True, metavar="GLOB",
+              help="Test file globs for non-pytest commands (repeatable).")  # fmt: skip
+@click.option("--measure", type=click.Choice(["always", "missing", "never"]), default="missing",
+              show_default=True, help="Measure files alone: always, new ones, never.")  # fmt: skip
+@click.option("--executor", type=click.Choice(["local", "kubernetes", "ssh"]), default="local",
+              show_default=True)  # fmt: skip
+@click.option("--pool", default=None, metavar="CTX[,CTX...]", help="Kubernetes contexts.")
+@click.option("--namespace", default=None, help="Kubernetes namespace.")
+@click.option("--capacity", type=int, default=None, help="Jobs per pool member (default 4).")
+@click.option("--image", default=None, help="Container image (default python:3.11-slim).")
+@click.option("--source", default=None, help="Git URL pods clone (default: origin).")
+@click.option("--pool-config", default=None, type=click.Path(), help="TOML pool config.")
+@click.option("--host", default=None, metavar="USER@HOST", help="SSH build host.")
+@click.option("--remote-mirror", default=None, metavar="PATH", help="Bare mirror on the host.")
+@click.option(
+    "--deadline", default="30m", show_default=True, help="Question deadline (45s, 30m, 2h)."
+)
+@click.option("--wait", is_flag=True, help="Wait for the owner's answers until each deadline.")
+@common
+def gate(
+    base: str, head: str, repo: str, shards: int | None, budget_gib: float, rounds: int,
+    jobs: int | None, timeout_s: float, rule: str, command: str | None, discover: tuple[str, ...],
+    measure: str, executor: str, pool: str | None, namespace: str | None, capacity: int | None,
+    image: str | None, source: str | None, pool_config: str | None, host: str | None,
+    remote_mirror: str | None, deadline: str, wait: bool, ledger_url: str | None, as_json: bool,
+) -> None:  # fmt: skip
+    """Run the regression gate: head against base, every step an event in the ledger.
+
+    Exit codes: 0 passed, 1 failed, 2 bad input, 3 unmeasured, 4 awaiting or parked on an
+    owner's question, 130 interrupted (continue with `ledger resume RUN`).
+
+    \b
+    Examples:
+      ledger gate --base v1.4.0
+      ledger gate --base v1.4.0 --head rc-2 --shards 8 --budget-gib 4 --json
+      ledger gate --base main~5 --command '{python} -m pytest -x --junitxml={junit} {files}'
+      ledger gate --base v1.4.0 --executor kubernetes --pool prod-a,prod-b
+      ledger gate --base v1.4.0 --executor ssh --host ci@build-1
+    """
+    template = tuple(shlex.split(command)) if command else DEFAULT_PYTEST_COMMAND
+    executor_options: dict[str, object] = {}
+    if executor == "kubernetes":
+        if not pool:
+            raise BadInput("--executor kubernetes needs --pool CTX[,CTX...]")
+        executor_options = {
+            k: v
+            for k, v in {
+                "pool": [p.strip() for p in pool.split(",") if p.strip()],
+                "namespace": namespace,
+                "capacity": capacity,
+                "image": image,
+                "source": source,
+                "pool_config": pool_config,
+            }.items()
+            if v is not None
+        }
+    elif executor == "ssh":
+        if not host:
+            raise BadInput("--executor ssh needs --host USER@HOST")
+        executor_options = {"host": host}
+        if remote_mirror:
+            executor_options["remote_mirror"] = remote_mirror
+    options = GateOptions(
+        repo=Path(repo).resolve(),
+        base=base,
+        head=head,
+        shards=shards,
+        budget_gib=budget_gib,
+        rounds=rounds,
+        jobs=jobs or (os.cpu_count() or 1),
+        timeout_s=timeout_s,
+        rule=rule,
+        command=template,
+        measure=measure,
+        discover=discover,
+        executor=executor,
+        executor_options=executor_options,
+        deadline_s=_parse_duration(deadline),
+        wait=wait,
+    )
+    if not Path(repo).is_dir():
+        raise BadInput(f"--repo {repo} is not a directory")
+    with opened(ledger_url) as ledger, RichObserver(quiet=as_json) as observer:
+        try:
+            document = use_cases.run_gate(ledger, options, observer)
+        except GateInterrupted as stopped:
+            click.echo(f"ledger: interrupted; continue with: ledger resume {stopped}", err=True)
+            sys.exit(130)
+    _finish(document, as_json)
+
+
+def _finish(document: dict[str, object], as_json: bool, replayed: bool = False) -> None:
+    if as_json:
+        emit_json(document)
+    else:
+        print_verdict(document, replayed=replayed)
+    sys.exit(exit_code(str(document["status"])))
+
+
+@click.command("resume")
+@click.argument("run")
+@common
+def resume(run: str, ledger_url: str | None, as_json: bool) -> None:
+    """Continue an interrupted (or killed) run from its ledger, running only what is missing.
+
+    \b
+    Examples:
+      ledger resume 3f2a
+    """
+    with opened(ledger_url, create=False) as ledger, RichObserver(quiet=as_json) as observer:
+        try:
+            document = use_cases.resume_gate(ledger, run, observer)
+        except GateInterrupted as stopped:
+            click.echo(f"ledger: interrupted; continue with: ledger resume {stopped}", err=True)
+            sys.exit(130)
+    _finish(document, as_json)
+
+
+@click.command("verdict")
+@click.argument("run")
+@click.option("--rule", default=None, help="Replay under this rule (default: the run's own).")
+@click.option("--compare", default=None, metavar="NAME", help="Compare with another rule.")
+@common
+def verdict(
+    run: str, rule: str | None, compare: str | None, ledger_url: str | None, as_json: bool
+) -> None:
+    """The verdict of a recorded run, replayed from its events (reading never appends).
+
+    \b
+    Examples:
+      ledger verdict 3f2a
+      ledger verdict 3f2a --rule strict --json
+      ledger verdict 3f2a --compare zero-failures
+    """
+    with opened(ledger_url, create=False) as ledger:
+        run_id = ledger.resolve(run)
+        if compare:
+            from ledger.replay import compare_rules
+
+            comparison = compare_rules(ledger, run_id, rule, compare)
+            if as_json:
+                emit_json(comparison)
+            else:
+                from cli.render_compare import print_comparison
+
+                print_comparison(comparison)
+            sys.exit(exit_code(str(comparison["verdicts"][0]["status"])))
+        document = use_cases.verdict_for(ledger, run_id, rule)
+    document["replayed"] = True
+    _finish(document, as_json, replayed=True)
+
+
+@click.command("rules")
+@common
+def rules(ledger_url: str | None, as_json: bool) -> None:
+    """The aggregation rules known: name, version, one-line description.
+
+    \b
+    Examples:
+      ledger rules
+      ledger rules --json
+    """
+    known = use_cases.rules()
+    if as_json:
+        emit_json(known)
+        return
+    for r in known:
+        click.echo(f"{r['name']:<15} v{r['version']}  {r['description']}")
+
+
+COMMANDS = [gate, resume, verdict, rules]

@@ -1,0 +1,56 @@
+"""Live progress on stderr with `rich`: one bar per phase, notices above the bars."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+
+class RichObserver:
+    """Implements `ledger.gate.Observer` for a terminal (or a quiet log when not a TTY)."""
+
+    def __init__(self, quiet: bool = False) -> None:
+        self.console = Console(stderr=True, quiet=quiet)
+        self.progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[detail]}"),
+            console=self.console,
+            transient=False,
+        )
+        self.tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> RichObserver:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def notice(self, message: str) -> None:
+        self.progress.console.print(f"[dim]•[/dim] {message}", highlight=False)
+
+    def begin(self, label: str, total: int) -> None:
+        self.tasks[label] = self.progress.add_task(label, total=total, detail="")
+
+    def advance(self, label: str, detail: str = "") -> None:
+        task = self.tasks.get(label)
+        if task is not None:
+            self.progress.update(task, advance=1, detail=detail)
+
+    def end(self, label: str) -> None:
+        task = self.tasks.pop(label, None)
+        if task is not None:
+            self.progress.update(task, detail="done")

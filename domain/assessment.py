@@ -1,0 +1,129 @@
+"""Is one shard attempt a measurement? The honest reading of what a run left behind.
+
+An attempt is measured only when the process exited 0 or 1 with no signal, the JUnit report
+is valid and covers exactly the files run, the exit code agrees with the report, and the
+pytest summary line (where present) agrees with the report's counts. Anything else is
+unmeasured, with a reason from a fixed vocabulary, so retries and bisection can act on it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from domain.junit import Rejection, Report, read_report
+
+# Reasons a shard (or a file) could not be measured.
+SIGNAL = "signal"
+TIMEOUT = "timeout"
+OOM = "oom"
+NO_OUTPUT = "no-output"
+INCOMPLETE = "incomplete"
+UNATTRIBUTED = "unattributed"
+JOB_FAILED = "job-failed"
+
+REASONS = (SIGNAL, TIMEOUT, OOM, NO_OUTPUT, INCOMPLETE, UNATTRIBUTED, JOB_FAILED)
+
+# Infrastructure failure reasons that name a more specific cause than `job-failed`.
+_INFRA_REASONS = {
+    "OOMKilled": OOM,
+    "DeadlineExceeded": TIMEOUT,
+    "timeout": TIMEOUT,
+}
+
+
+@dataclass(frozen=True)
+class Assessment:
+    measured: bool
+    reason: str | None = None
+    detail: str = ""
+    report: Report | None = None
+
+    @property
+    def failing(self) -> bool:
+        return self.report is not None and any(
+            c.outcome in ("failed", "error") for c in self.report.cases
+        )
+
+
+_SUMMARY = re.compile(r"^=+ (?P<body>[^=]*?) in [0-9.]+s(?: \([^)]*\))? =+\s*$", re.MULTILINE)
+_COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?)")
+
+
+def pytest_summary(log_tail: str) -> dict[str, int] | None:
+    """Counts from pytest's last summary line (`=== 1 failed, 2 passed in 0.1s ===`)."""
+    matches = list(_SUMMARY.finditer(log_tail))
+    if not matches:
+        return None
+    counts: dict[str, int] = {}
+    for number, word in _COUNT.findall(matches[-1].group("body")):
+        key = {"error": "errors", "warning": "warnings"}.get(word, word)
+        counts[key] = counts.get(key, 0) + int(number)
+    return counts
+
+
+def summary_disagreement(summary: dict[str, int], report: Report) -> str | None:
+    failed = summary.get("failed", 0)
+    if failed != report.failures:
+        return f"pytest reported {failed} failed but the report holds {report.failures} failures"
+    ran = sum(summary.get(k, 0) for k in ("passed", "failed", "skipped", "xfailed", "xpassed"))
+    if ran > report.tests or ran + summary.get("errors", 0) < report.tests:
+        return f"pytest reported {ran} tests run but the report holds {report.tests} test cases"
+    return None
+
+
+_STARTED_FILE = re.compile(r"^(?P<file>[\w./\\-]+\.py)(?:::\S+)? ", re.MULTILINE)
+
+
+def last_started_file(log_tail: str, files: Sequence[str]) -> str | None:
+    """The last test file pytest's progress output shows starting, among the files run."""
+    known = set(files)
+    last = None
+    for match in _STARTED_FILE.finditer(log_tail):
+        if match.group("file") in known:
+            last = match.group("file")
+    return last
+
+
+def assess(
+    *,
+    exit_code: int | None,
+    signal: int | None,
+    timed_out: bool,
+    oom: bool,
+    infrastructure_failure: str | None,
+    report: bytes | None,
+    log_tail: bytes,
+    files: Sequence[str],
+) -> Assessment:
+    """Judge one attempt from its facts alone (pure: the same facts give the same answer)."""
+    if infrastructure_failure:
+        reason = _INFRA_REASONS.get(infrastructure_failure, JOB_FAILED)
+        return Assessment(False, reason, infrastructure_failure)
+    if timed_out:
+        return Assessment(False, TIMEOUT, "the shard ran past its timeout and was killed")
+    if oom:
+        return Assessment(False, OOM, "the shard went over its memory limit and was killed")
+    if signal is not None:
+        return Assessment(False, SIGNAL, f"the process died of signal {signal}")
+    if report is None:
+        return Assessment(False, NO_OUTPUT, f"exit {exit_code} and no JUnit report")
+    parsed = read_report(report, expected_files=list(files))
+    if isinstance(parsed, Rejection):
+        return Assessment(False, INCOMPLETE, str(parsed))
+    if exit_code not in (0, 1):
+        return Assessment(False, JOB_FAILED, f"exit code {exit_code} is neither 0 nor 1", parsed)
+    failing = parsed.failures + parsed.errors
+    if exit_code == 0 and failing:
+        return Assessment(
+            False, UNATTRIBUTED, f"exit 0 but the report holds {failing} failures", parsed
+        )
+    if exit_code == 1 and not failing:
+        return Assessment(False, UNATTRIBUTED, "exit 1 but the report holds no failure", parsed)
+    summary = pytest_summary(log_tail.decode("utf-8", "replace"))
+    if summary is not None:
+        disagreement = summary_disagreement(summary, parsed)
+        if disagreement:
+            return Assessment(False, UNATTRIBUTED, disagreement, parsed)
+    return Assessment(True, report=parsed)

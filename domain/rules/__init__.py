@@ -1,0 +1,46 @@
+"""Aggregation rules: named, versioned, pure functions from a run's state to a verdict.
+
+Adding a rule: write one small module here with `NAME`, `VERSION`, `DESCRIPTION` and
+`decide(state) -> Verdict`, then add it to `REGISTRY` below (one line).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+
+from domain.errors import BadInput
+from domain.rules import default, strict, zero_failures
+from domain.run_state import RunState
+from domain.verdict import Verdict
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    version: int
+    description: str
+    decide: Callable[[RunState], Verdict]
+
+
+def _rule(module: ModuleType) -> Rule:
+    return Rule(module.NAME, module.VERSION, module.DESCRIPTION, module.decide)
+
+
+REGISTRY: dict[str, Rule] = {
+    rule.name: rule
+    for rule in (
+        _rule(strict),
+        _rule(default),
+        _rule(zero_failures),
+    )
+}
+
+
+def get_rule(name: str) -> Rule:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        known = ", ".join(sorted(REGISTRY))
+        raise BadInput(f"unknown rule {name!r}; known rules: {known}") from None

@@ -1,0 +1,319 @@
+"""A run's state, folded from its events: what the rules judge and the gate acts on.
+
+Pure: `fold(events, artifacts)` reads nothing but its arguments. Artifacts (report and log
+bytes by sha256) are passed in by the caller, so a changed reader or rule changes the
+verdict on replay without rerunning a test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from domain import events as ev
+from domain.assessment import Assessment, assess, last_started_file
+
+HEAD = "head"
+BASE = "base"
+
+
+@dataclass(frozen=True)
+class AttemptView:
+    shard: str
+    attempt: int
+    revision: str
+    files: tuple[str, ...]
+    member: str
+    assessment: Assessment
+    position: int
+    last_started: str | None = None
+    reused_from: str | None = None
+    report_hash: str | None = None
+    log_tail_hash: str | None = None
+    seconds: float = 0.0
+    rss_mb: float = 0.0
+
+
+@dataclass
+class ShardView:
+    id: str
+    files: tuple[str, ...]
+    parent: str | None = None
+    children: tuple[str, ...] = ()
+    split_reason: str = ""
+    attempts: dict[str, list[AttemptView]] = field(default_factory=lambda: {HEAD: [], BASE: []})
+
+    @property
+    def leaf(self) -> bool:
+        return not self.children
+
+    @property
+    def depth(self) -> int:
+        return self.id.count(".")
+
+    def latest(self, revision: str) -> AttemptView | None:
+        attempts = self.attempts[revision]
+        return attempts[-1] if attempts else None
+
+
+@dataclass(frozen=True)
+class IsolationView:
+    file: str
+    revision: str
+    assessment: Assessment
+    position: int
+
+
+@dataclass
+class QuestionView:
+    id: str
+    topic: str
+    text: str
+    options: tuple[str, ...]
+    recommended: str
+    impact: str
+    deadline: datetime | None
+    subject: tuple[str, ...]
+    asked_at: datetime
+    position: int
+    state: str = "open"  # open, answered, assumed, expired, taken, parked
+    choice: str | None = None
+    by: str | None = None
+    late: bool = False
+    decided_position: int | None = None
+    decided_at: datetime | None = None
+    history: list[tuple[int, str]] = field(default_factory=list)  # (position, kind)
+
+    @property
+    def decided(self) -> bool:
+        return self.choice is not None
+
+
+@dataclass
+class RunState:
+    run_id: str = ""
+    started: ev.RunStarted | None = None
+    files: tuple[str, ...] = ()
+    missing_at_base: tuple[str, ...] = ()
+    discovered: bool = False
+    measured: dict[str, tuple[float, float, str | None]] = field(default_factory=dict)
+    measure_failures: dict[str, ev.MeasurementFailed] = field(default_factory=dict)
+    plan: ev.ShardsPlanned | None = None
+    shards: dict[str, ShardView] = field(default_factory=dict)
+    isolations: dict[tuple[str, str], IsolationView] = field(default_factory=dict)
+    pool_rounds: list[ev.PoolMeasured] = field(default_factory=list)
+    placements: list[ev.ShardPlaced] = field(default_factory=list)
+    pod_failures: list[tuple[int, ev.PodFailed]] = field(default_factory=list)
+    questions: dict[str, QuestionView] = field(default_factory=dict)
+    checks: dict[str, tuple[int, ev.CheckRecorded]] = field(default_factory=dict)
+    approvals: list[tuple[int, ev.ApprovalIssued]] = field(default_factory=list)
+    interrupted: bool = False
+    completed: bool = False
+    completed_position: int | None = None
+    last_at: datetime | None = None
+    length: int = 0
+
+    # -- views --
+
+    @property
+    def base_files(self) -> frozenset[str]:
+        missing = set(self.missing_at_base)
+        return frozenset(f for f in self.files if f not in missing)
+
+    def leaves(self) -> list[ShardView]:
+        return [s for s in self.shards.values() if s.leaf]
+
+    def base_files_of(self, shard: ShardView) -> tuple[str, ...]:
+        missing = set(self.missing_at_base)
+        return tuple(f for f in shard.files if f not in missing)
+
+    def option(self, name: str, default: object) -> object:
+        if self.started is None:
+            return default
+        return self.started.options.get(name, default)
+
+
+def _attempt_view(
+    e: ev.ShardAttemptRecorded | ev.BaselineReused,
+    position: int,
+    artifacts: Mapping[str, bytes],
+) -> AttemptView:
+    report = artifacts.get(e.report_hash) if e.report_hash else None
+    log_tail = artifacts.get(e.log_tail_hash, b"") if e.log_tail_hash else b""
+    if isinstance(e, ev.BaselineReused):
+        assessment = assess(
+            exit_code=e.exit_code,
+            signal=e.signal,
+            timed_out=False,
+            oom=False,
+            infrastructure_failure=None,
+            report=report,
+            log_tail=log_tail,
+            files=e.files,
+        )
+        return AttemptView(
+            e.shard, 0, BASE, tuple(e.files), "reused", assessment, position,
+            reused_from=e.from_run, report_hash=e.report_hash, log_tail_hash=e.log_tail_hash,
+            seconds=e.seconds, rss_mb=e.rss_mb,
+        )  # fmt: skip
+    if e.report_hash and report is None:
+        assessment = Assessment(False, "no-output", "the report is missing from the ledger")
+    else:
+        assessment = assess(
+            exit_code=e.exit_code,
+            signal=e.signal,
+            timed_out=e.timed_out,
+            oom=e.oom,
+            infrastructure_failure=e.infrastructure_failure,
+            report=report,
+            log_tail=log_tail,
+            files=e.files,
+        )
+    last = None
+    if not assessment.measured:
+        last = last_started_file(log_tail.decode("utf-8", "replace"), e.files)
+    return AttemptView(
+        e.shard, e.attempt, e.revision, tuple(e.files), e.member, assessment, position,
+        last_started=last, report_hash=e.report_hash, log_tail_hash=e.log_tail_hash,
+        seconds=e.seconds, rss_mb=e.rss_mb,
+    )  # fmt: skip
+
+
+def _isolation_view(
+    e: ev.IsolationRecorded, position: int, artifacts: Mapping[str, bytes]
+) -> IsolationView:
+    report = artifacts.get(e.report_hash) if e.report_hash else None
+    log_tail = artifacts.get(e.log_tail_hash, b"") if e.log_tail_hash else b""
+    assessment = assess(
+        exit_code=e.exit_code,
+        signal=e.signal,
+        timed_out=e.timed_out,
+        oom=False,
+        infrastructure_failure=None,
+        report=report,
+        log_tail=log_tail,
+        files=[e.file],
+    )
+    return IsolationView(e.file, e.revision, assessment, position)
+
+
+def _question_decided(
+    q: QuestionView, position: int, at: datetime, choice: str, state: str, by: str | None = None
+) -> None:
+    q.choice = choice
+    q.state = state
+    q.by = by
+    q.decided_position = position
+    q.decided_at = at
+
+
+def apply(state: RunState, position: int, e: ev.Event, artifacts: Mapping[str, bytes]) -> None:
+    """Mutate `state` by one event (the fold's step)."""
+    state.length = max(state.length, position)
+    state.last_at = e.at
+    state.run_id = e.run_id
+    if isinstance(e, ev.RunStarted):
+        state.started = e
+    elif isinstance(e, ev.TestFilesDiscovered):
+        state.discovered = True
+        state.files = tuple(e.files)
+        state.missing_at_base = tuple(e.missing_at_base)
+    elif isinstance(e, ev.FileMeasured):
+        state.measured[e.file] = (e.rss_mb, e.seconds, None)
+    elif isinstance(e, ev.MeasurementReused):
+        state.measured[e.file] = (e.rss_mb, e.seconds, e.from_run)
+    elif isinstance(e, ev.MeasurementFailed):
+        state.measure_failures[e.file] = e
+    elif isinstance(e, ev.ShardsPlanned):
+        state.plan = e
+        for planned in e.shards:
+            state.shards[planned.id] = ShardView(planned.id, tuple(planned.files))
+    elif isinstance(e, ev.ShardSplit):
+        parent = state.shards.get(e.parent)
+        if parent is not None:
+            parent.children = tuple(c.id for c in e.children)
+            parent.split_reason = e.reason
+        for child in e.children:
+            state.shards[child.id] = ShardView(child.id, tuple(child.files), parent=e.parent)
+    elif isinstance(e, ev.ShardAttemptRecorded | ev.BaselineReused):
+        shard = state.shards.get(e.shard)
+        if shard is not None:
+            view = _attempt_view(e, position, artifacts)
+            shard.attempts[view.revision].append(view)
+    elif isinstance(e, ev.IsolationRecorded):
+        state.isolations[(e.file, e.revision)] = _isolation_view(e, position, artifacts)
+    elif isinstance(e, ev.PoolMeasured):
+        state.pool_rounds.append(e)
+    elif isinstance(e, ev.ShardPlaced):
+        state.placements.append(e)
+    elif isinstance(e, ev.PodFailed):
+        state.pod_failures.append((position, e))
+    else:
+        _apply_clarification(state, position, e)
+
+
+def _apply_clarification(state: RunState, position: int, e: ev.Event) -> None:
+    if isinstance(e, ev.QuestionAsked):
+        state.questions[e.question_id] = QuestionView(
+            e.question_id, e.topic, e.text, tuple(e.options), e.recommended, e.impact,
+            e.deadline, tuple(e.subject), e.at, position, history=[(position, e.kind)],
+        )  # fmt: skip
+    elif isinstance(e, ev.AssumptionMade):
+        q = QuestionView(
+            e.question_id, e.topic, e.text, tuple(e.options), e.choice, e.impact, None,
+            tuple(e.subject), e.at, position, history=[(position, e.kind)],
+        )  # fmt: skip
+        _question_decided(q, position, e.at, e.choice, "assumed", by="policy")
+        state.questions[e.question_id] = q
+    elif isinstance(e, ev.QuestionAnswered):
+        answered = state.questions.get(e.question_id)
+        if answered is not None:
+            q = answered
+            _question_decided(q, position, e.at, e.choice, "answered", by=e.by)
+            q.late = e.late
+            q.history.append((position, e.kind))
+    elif isinstance(e, ev.QuestionExpired):
+        expired = state.questions.get(e.question_id)
+        if expired is not None and expired.state == "open":
+            q = expired
+            q.state = "expired"
+            q.history.append((position, e.kind))
+    elif isinstance(e, ev.RecommendationTaken):
+        taken = state.questions.get(e.question_id)
+        if taken is not None and not taken.decided:
+            q = taken
+            _question_decided(q, position, e.at, e.choice, "taken", by="recommendation")
+            q.history.append((position, e.kind))
+    elif isinstance(e, ev.QuestionParked):
+        parked = state.questions.get(e.question_id)
+        if parked is not None and not parked.decided:
+            q = parked
+            q.state = "parked"
+            q.history.append((position, e.kind))
+    elif isinstance(e, ev.CheckRecorded):
+        state.checks[e.name] = (position, e)
+    elif isinstance(e, ev.ApprovalIssued):
+        state.approvals.append((position, e))
+    elif isinstance(e, ev.RunInterrupted):
+        state.interrupted = True
+    elif isinstance(e, ev.RunResumed):
+        state.interrupted = False
+    elif isinstance(e, ev.RunCompleted):
+        state.completed = True
+        state.completed_position = position
+
+
+def fold(
+    events: Iterable[tuple[int, ev.Event]] | Sequence[ev.Event],
+    artifacts: Mapping[str, bytes],
+) -> RunState:
+    """The run's state from its events, in ledger order (positions from 1 when not given)."""
+    state = RunState()
+    for index, item in enumerate(events, start=1):
+        if isinstance(item, tuple):
+            position, event = item
+        else:
+            position, event = index, item
+        apply(state, position, event, artifacts)
+    return state

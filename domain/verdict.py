@@ -1,0 +1,280 @@
+"""From a run's state to a verdict: classification of every test, unmeasured shards, status.
+
+The rules in `domain/rules/` are thin: each picks a `Policy` (are skips allowed, do flaky
+failures fail the gate, does any failure at head fail it) and calls `judge`. The order of
+precedence is fixed: a measured introduced failure fails the gate; otherwise anything
+unmeasured (and not waived) leaves the gate unmeasured — awaiting or parked while the owner's
+critical question is open; only a fully measured run can pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from domain.junit import Report, TestCase, test_id
+from domain.run_state import BASE, HEAD, RunState, ShardView
+
+FAILING = ("failed", "error")
+
+# Question topics the gate asks; their answers change the verdict.
+TOPIC_UNMEASURED = "unmeasured"
+TOPIC_FLAKY = "flaky"
+TOPIC_NEW_FILE = "new-test-file"
+WAIVE = "waive-culprits"
+BLOCK = "block"
+ALLOW = "allow"
+
+
+@dataclass(frozen=True)
+class Policy:
+    skips_allowed: bool
+    flaky_fails: bool
+    any_failure_fails: bool = False
+
+
+@dataclass(frozen=True)
+class Unmeasured:
+    shard: str
+    files: tuple[str, ...]
+    reason: str
+    culprits: tuple[str, ...] = ()
+    detail: str = ""
+    revision: str | None = None
+    last_started: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "shard": self.shard,
+            "files": list(self.files),
+            "reason": self.reason,
+            "culprits": list(self.culprits),
+            "detail": self.detail,
+            "revision": self.revision,
+            "last_started": self.last_started,
+        }
+
+
+@dataclass(frozen=True)
+class Verdict:
+    rule: str
+    rule_version: int
+    status: str  # passed, failed, unmeasured, awaiting, parked
+    introduced: tuple[str, ...] = ()
+    preexisting: tuple[str, ...] = ()
+    fixed: tuple[str, ...] = ()
+    flaky: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()
+    failing_at_head: tuple[str, ...] = ()
+    retry_shards: tuple[str, ...] = ()
+    unmeasured: tuple[Unmeasured, ...] = ()
+    waivers: tuple[dict[str, Any], ...] = ()
+    open_questions: tuple[str, ...] = ()
+    reasons: tuple[str, ...] = ()
+    tests: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "rule_version": self.rule_version,
+            "status": self.status,
+            "introduced": list(self.introduced),
+            "preexisting": list(self.preexisting),
+            "fixed": list(self.fixed),
+            "flaky": list(self.flaky),
+            "skipped": list(self.skipped),
+            "retry_shards": list(self.retry_shards),
+            "unmeasured": [u.as_dict() for u in self.unmeasured],
+            "waivers": list(self.waivers),
+            "open_questions": list(self.open_questions),
+            "reasons": list(self.reasons),
+            "tests": dict(sorted(self.tests.items())),
+        }
+
+
+def _outcomes(cases: Iterable[TestCase]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for case in cases:
+        out[test_id(case)] = case.outcome
+    return out
+
+
+def _report(shard: ShardView, revision: str) -> Report | None:
+    latest = shard.latest(revision)
+    if latest is None or not latest.assessment.measured:
+        return None
+    return latest.assessment.report
+
+
+def shard_unmeasured(state: RunState, shard: ShardView) -> Unmeasured | None:
+    """Why a leaf shard is not measured at both revisions, or None when it is."""
+    for revision in (HEAD, BASE):
+        files = shard.files if revision == HEAD else state.base_files_of(shard)
+        if not files:
+            continue  # every file is new at head: nothing to run at base
+        latest = shard.latest(revision)
+        if latest is None:
+            return Unmeasured(shard.id, shard.files, "not-run", revision=revision)
+        if not latest.assessment.measured:
+            single = len(shard.files) == 1
+            return Unmeasured(
+                shard.id,
+                shard.files,
+                latest.assessment.reason or "unmeasured",
+                culprits=shard.files if single else (),
+                detail=latest.assessment.detail,
+                revision=revision,
+                last_started=latest.last_started,
+            )
+    return None
+
+
+def retry_set(state: RunState) -> tuple[str, ...]:
+    """Leaf shards whose latest attempt at either revision is unmeasurable."""
+    return tuple(
+        s.id
+        for s in state.leaves()
+        if (u := shard_unmeasured(state, s)) is not None and u.reason != "not-run"
+    )
+
+
+def waived_files(state: RunState) -> tuple[set[str], list[dict[str, Any]]]:
+    files: set[str] = set()
+    waivers: list[dict[str, Any]] = []
+    for q in state.questions.values():
+        if q.topic == TOPIC_UNMEASURED and q.choice == WAIVE:
+            files.update(q.subject)
+            waivers.append(
+                {
+                    "question": q.id,
+                    "files": sorted(q.subject),
+                    "by": q.by,
+                    "state": q.state,
+                    "late": q.late,
+                    "position": q.decided_position,
+                }
+            )
+    return files, waivers
+
+
+def judge(state: RunState, policy: Policy, rule: str, version: int) -> Verdict:
+    """Classify every measured test and decide the status under `policy`."""
+    unmeasured: list[Unmeasured] = []
+    for file, failure in sorted(state.measure_failures.items()):
+        unmeasured.append(
+            Unmeasured("measure", (file,), failure.reason, (file,), "measuring it alone failed")
+        )
+    head: dict[str, str] = {}
+    base: dict[str, str] = {}
+    skipped: list[str] = []
+    for shard in state.leaves():
+        problem = shard_unmeasured(state, shard)
+        if problem is not None:
+            unmeasured.append(problem)
+            continue
+        head_report = _report(shard, HEAD)
+        base_report = _report(shard, BASE)
+        shard_head = _outcomes(head_report.cases) if head_report else {}
+        head.update(shard_head)
+        if base_report:
+            base.update(_outcomes(base_report.cases))
+        shard_skips = sorted(t for t, o in shard_head.items() if o == "skipped")
+        skipped.extend(shard_skips)
+        if shard_skips and not policy.skips_allowed:
+            unmeasured.append(
+                Unmeasured(
+                    shard.id,
+                    shard.files,
+                    "skipped",
+                    detail=f"{len(shard_skips)} skipped tests: {', '.join(shard_skips[:3])}",
+                    revision=HEAD,
+                )
+            )
+
+    introduced, preexisting, fixed, flaky = [], [], [], []
+    for test, outcome in sorted(head.items()):
+        file = test.split("::", 1)[0]
+        if outcome == "flaky":
+            flaky.append(test)
+            continue
+        if outcome not in FAILING:
+            if base.get(test) in FAILING:
+                fixed.append(test)
+            continue
+        alone_head = state.isolations.get((file, HEAD))
+        alone_base = state.isolations.get((file, BASE))
+        if base.get(test) in FAILING or _fails_alone(alone_base, test):
+            preexisting.append(test)
+        elif (
+            alone_head is not None
+            and alone_head.assessment.report is not None
+            and (not _fails_alone(alone_head, test))
+        ):
+            flaky.append(test)
+        else:
+            introduced.append(test)
+
+    waived, waivers = waived_files(state)
+    kept: list[Unmeasured] = []
+    for u in unmeasured:
+        if u.culprits and set(u.culprits) <= waived:
+            continue
+        kept.append(u)
+
+    flaky_blocked = any(
+        q.topic == TOPIC_FLAKY and q.choice == BLOCK for q in state.questions.values()
+    )
+    reasons: list[str] = []
+    failing_at_head = sorted(t for t, o in head.items() if o in FAILING)
+    if policy.any_failure_fails and failing_at_head:
+        reasons.append(f"{len(failing_at_head)} tests fail at head (rule fails on any failure)")
+    if introduced:
+        reasons.append(f"{len(introduced)} failures introduced at head")
+    if flaky and (policy.flaky_fails or flaky_blocked):
+        why = "the owner blocked flaky failures" if flaky_blocked else "the rule counts them"
+        reasons.append(f"{len(flaky)} flaky failures fail the gate ({why})")
+    open_critical = sorted(
+        q.id
+        for q in state.questions.values()
+        if q.impact == "critical" and not q.decided and q.state in ("open", "expired", "parked")
+    )
+    parked = any(
+        q.state == "parked" for q in state.questions.values() if q.id in set(open_critical)
+    )
+    if reasons:
+        status = "failed"
+    elif kept:
+        reasons.append(f"{len(kept)} shards or files could not be measured")
+        status = ("parked" if parked else "awaiting") if open_critical else "unmeasured"
+    else:
+        status = "passed"
+    counts = {
+        "head": len(head),
+        "base": len(base),
+        "failing_at_head": len(failing_at_head),
+        "skipped": len(skipped),
+    }
+    return Verdict(
+        rule=rule,
+        rule_version=version,
+        status=status,
+        introduced=tuple(introduced),
+        preexisting=tuple(preexisting),
+        fixed=tuple(fixed),
+        flaky=tuple(flaky),
+        skipped=tuple(skipped),
+        failing_at_head=tuple(failing_at_head),
+        retry_shards=retry_set(state),
+        unmeasured=tuple(kept),
+        waivers=tuple(waivers),
+        open_questions=tuple(open_critical),
+        reasons=tuple(reasons),
+        tests=counts,
+    )
+
+
+def _fails_alone(isolation: Any, test: str) -> bool:
+    if isolation is None or isolation.assessment.report is None:
+        return False
+    return _outcomes(isolation.assessment.report.cases).get(test) in FAILING

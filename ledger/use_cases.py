@@ -1,0 +1,72 @@
+"""The application's use cases, as the command line calls them."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from adapters import git
+from adapters.local_executor import LocalExecutor
+from domain import events as ev
+from domain.rules import REGISTRY, get_rule
+from ledger.executors import build_executor
+from ledger.gate import GateOptions, GateProcess, Observer, project, start, validate, verdict_of
+from ledger.service import Ledger
+from projections.verdict_view import verdict_document
+
+
+def run_gate(ledger: Ledger, options: GateOptions, observer: Observer) -> dict[str, Any]:
+    """Start a gate run and drive it to a verdict; returns the verdict document."""
+    validate(options)
+    repo = git.repo_root(options.repo)
+    options = dataclasses.replace(options, repo=repo)
+    executor = build_executor(options.executor, repo, options.executor_options)
+    run_id = start(ledger, options)
+    observer.notice(f"run {run_id}")
+    return _drive(ledger, run_id, executor, observer)
+
+
+def resume_gate(ledger: Ledger, run_prefix: str, observer: Observer) -> dict[str, Any]:
+    run_id = ledger.resolve(run_prefix)
+    state = project(ledger, run_id)
+    if state.started is None:
+        raise ValueError(f"run {run_id} has no RunStarted event")
+    started = state.started
+    executor = build_executor(
+        started.executor, Path(started.repo), dict(started.options.get("executor_options", {}))
+    )
+    ledger.record(run_id, ev.RunResumed)
+    return _drive(ledger, run_id, executor, observer)
+
+
+def _drive(ledger: Ledger, run_id: str, executor: Any, observer: Observer) -> dict[str, Any]:
+    measuring = None
+    if executor.name != "local":
+        state = project(ledger, run_id)
+        assert state.started is not None
+        measuring = LocalExecutor(Path(state.started.repo))
+    try:
+        process = GateProcess(ledger, run_id, executor, observer, measuring)
+        process.drive()
+    finally:
+        executor.close()
+        if measuring is not None:
+            measuring.close()
+    return verdict_for(ledger, run_id)
+
+
+def verdict_for(ledger: Ledger, run_id: str, rule: str | None = None) -> dict[str, Any]:
+    state = project(ledger, run_id)
+    return verdict_document(run_id, state, verdict_of(state, rule))
+
+
+def rules() -> list[dict[str, Any]]:
+    return [
+        {"name": r.name, "version": r.version, "description": r.description}
+        for r in sorted(REGISTRY.values(), key=lambda r: r.name)
+    ]
+
+
+def check_rule(name: str) -> None:
+    get_rule(name)

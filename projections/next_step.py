@@ -1,0 +1,142 @@
+"""What the gate should do next, decided from the run's projected state alone.
+
+The gate's process manager calls this after every batch of appended events. Because the
+decision reads only the ledger, a crashed or interrupted run resumes by asking again: work
+already recorded is never redone, work missing is done.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from domain.junit import test_id
+from domain.planning import child_shard_ids, split_in_halves
+from domain.run_state import BASE, HEAD, RunState, ShardView
+from domain.verdict import FAILING, shard_unmeasured
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    shard: str
+    revision: str
+    files: tuple[str, ...]
+    attempt: int
+    retry: bool = False
+
+
+@dataclass(frozen=True)
+class SplitRequest:
+    parent: str
+    children: tuple[tuple[str, tuple[str, ...]], ...]
+    reason: str
+
+
+@dataclass(frozen=True)
+class Step:
+    kind: str  # discover, measure, plan, run, split, isolate, clarify, complete, done
+    files: tuple[str, ...] = ()
+    runs: tuple[RunRequest, ...] = ()
+    splits: tuple[SplitRequest, ...] = ()
+    isolations: tuple[tuple[str, str], ...] = ()
+    round: int = 0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _files_for(state: RunState, shard: ShardView, revision: str) -> tuple[str, ...]:
+    return shard.files if revision == HEAD else state.base_files_of(shard)
+
+
+def pending_runs(state: RunState, rounds: int) -> list[RunRequest]:
+    """Leaf shards that still need an attempt at a revision: never run, or retryable."""
+    requests = []
+    for shard in state.leaves():
+        for revision in (HEAD, BASE):
+            files = _files_for(state, shard, revision)
+            if not files:
+                continue
+            attempts = shard.attempts[revision]
+            if not attempts:
+                requests.append(RunRequest(shard.id, revision, files, 1))
+                continue
+            latest = attempts[-1]
+            # Original shards get `rounds` retries; bisection children are run once.
+            allowed = 1 + rounds if shard.depth == 0 else 1
+            if not latest.assessment.measured and len(attempts) < allowed:
+                requests.append(
+                    RunRequest(shard.id, revision, files, len(attempts) + 1, retry=True)
+                )
+    return requests
+
+
+def pending_splits(state: RunState) -> list[SplitRequest]:
+    """Leaves still unmeasured after their attempts: halve them to find the culprits."""
+    splits = []
+    for shard in state.leaves():
+        problem = shard_unmeasured(state, shard)
+        if problem is None or problem.reason == "not-run" or len(shard.files) < 2:
+            continue
+        halves = split_in_halves(shard.files)
+        ids = child_shard_ids(shard.id, 2)
+        children = tuple((cid, tuple(files)) for cid, files in zip(ids, halves, strict=True))
+        splits.append(SplitRequest(shard.id, children, problem.reason))
+    return splits
+
+
+def files_with_new_failures(state: RunState) -> list[str]:
+    """Files whose tests fail at head but did not fail at base: rerun them alone."""
+    files: set[str] = set()
+    for shard in state.leaves():
+        if shard_unmeasured(state, shard) is not None:
+            continue
+        head = shard.latest(HEAD)
+        base = shard.latest(BASE)
+        if head is None or head.assessment.report is None:
+            continue
+        base_failing: set[str] = set()
+        if base is not None and base.assessment.report is not None:
+            base_failing = {
+                test_id(c) for c in base.assessment.report.cases if c.outcome in FAILING
+            }
+        for case in head.assessment.report.cases:
+            if case.outcome in FAILING and test_id(case) not in base_failing:
+                files.add(case.file)
+    return sorted(files)
+
+
+def pending_isolations(state: RunState) -> list[tuple[str, str]]:
+    needed = []
+    base_files = state.base_files
+    for file in files_with_new_failures(state):
+        for revision in (HEAD, BASE):
+            if revision == BASE and file not in base_files:
+                continue
+            if (file, revision) not in state.isolations:
+                needed.append((file, revision))
+    return needed
+
+
+def next_step(state: RunState, *, rounds: int, measure: str = "missing") -> Step:
+    if state.started is None:
+        return Step("done")
+    if not state.discovered:
+        return Step("discover")
+    unmeasured_files = tuple(
+        f for f in state.files if f not in state.measured and f not in state.measure_failures
+    )
+    if state.plan is None:
+        if unmeasured_files and measure != "never":
+            return Step("measure", files=unmeasured_files)
+        return Step("plan")
+    runs = pending_runs(state, rounds)
+    if runs:
+        round_number = max((r.attempt for r in runs), default=1)
+        return Step("run", runs=tuple(runs), round=round_number)
+    splits = pending_splits(state)
+    if splits:
+        return Step("split", splits=tuple(splits))
+    isolations = pending_isolations(state)
+    if isolations:
+        return Step("isolate", isolations=tuple(isolations))
+    if not state.completed:
+        return Step("complete")
+    return Step("done")
