@@ -1,12 +1,13 @@
 """Git, read-only toward the user: resolve revisions, read commits, and keep clean checkouts.
 
-Checkouts are `git worktree`s under a cache inside the repository's own `.git`, so the user's
-working tree and index are never touched, and a commit checked out once is reused by later runs.
+Checkouts are `git worktree`s in a cache outside the user's working tree, so the user's tree and
+index are never touched, and a commit checked out once is reused by later runs.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import re
 import shutil
@@ -146,6 +147,31 @@ def runtime_pin(repo: Path, sha: str) -> str | None:
     return requires.strip() if isinstance(requires, str) and requires.strip() else None
 
 
+def default_cache_dir(repo: Path) -> Path:
+    """Where a repository's checkouts are cached: outside its working tree, one folder per repo.
+
+    `$LEDGER_WORKTREES_DIR/<repo>-<hash>`, else `${XDG_CACHE_HOME:-~/.cache}/release-ledger/
+    worktrees/<repo>-<hash>`. Not under `.git`: pytest looks for its config file (and
+    `setup.py`) in every ancestor of the test files, so a checkout nested in the user's tree
+    would pick up the user's uncommitted `pyproject.toml` whenever the commit has none. Falls
+    back to `<git common dir>/release-ledger/worktrees` when no home cache is writable.
+    """
+    common = _common_dir(repo)
+    name = common.parent.name if common.name == ".git" else common.name
+    key = f"{name or 'repo'}-{hashlib.sha256(str(common).encode()).hexdigest()[:12]}"
+    override = os.environ.get("LEDGER_WORKTREES_DIR")
+    if override:
+        return Path(override).expanduser() / key
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+    candidate = base / "release-ledger" / "worktrees" / key
+    try:
+        candidate.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return common / "release-ledger" / "worktrees"
+    return candidate
+
+
 class WorktreeBusy(RuntimeError):
     """The checkout is in use (by this process) and cannot be removed now."""
 
@@ -184,7 +210,7 @@ class Worktrees:
         _require_repo(repo)
         self.repo = repo_root(repo)
         if cache_dir is None:
-            cache_dir = _common_dir(self.repo) / "release-ledger" / "worktrees"
+            cache_dir = default_cache_dir(self.repo)
         self.cache_dir = cache_dir
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.cache_dir = self.cache_dir.resolve()

@@ -112,11 +112,20 @@ def test_checkout_is_a_clean_detached_worktree_of_exactly_that_commit(
     trees.close()
 
 
-def test_default_cache_lives_inside_the_repositorys_git_dir(repo: Path) -> None:
+def test_default_cache_is_per_repository_and_outside_its_working_tree(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("LEDGER_WORKTREES_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    other = make_repo(tmp_path, {"x.txt": "x"}, name="other")
     trees = Worktrees(repo)
     path = trees.checkout("HEAD")
-    assert path.is_relative_to((repo / ".git").resolve())
-    assert git(repo, "status", "--porcelain") == ""  # the cache is invisible to the user
+    assert path.is_relative_to(tmp_path / "xdg" / "release-ledger" / "worktrees")
+    assert not path.is_relative_to(repo)
+    assert Worktrees(other).cache_dir != trees.cache_dir
+    assert git(repo, "status", "--porcelain") == ""
+    monkeypatch.setenv("LEDGER_WORKTREES_DIR", str(tmp_path / "elsewhere"))
+    assert Worktrees(repo).cache_dir.is_relative_to(tmp_path / "elsewhere")
     trees.close()
 
 

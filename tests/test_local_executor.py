@@ -263,3 +263,18 @@ def test_close_removes_temporary_files(repo: Path, tmp_path: Path) -> None:
     assert work_dir.exists()
     local.close()
     assert not work_dir.exists()
+
+
+def test_the_users_uncommitted_pytest_config_does_not_reach_a_checkout(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("LEDGER_WORKTREES_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    write(repo, {"pyproject.toml": '[tool.pytest.ini_options]\naddopts = "-k nothing"\n'})
+    local = LocalExecutor(repo)  # default cache
+    try:
+        seen = local.run(shard(head(repo), "tests/test_pass.py"))
+    finally:
+        local.close()
+    assert seen.exit_code == 0
+    assert b"2 passed" in seen.log_tail
