@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from domain.rules import get_rule
+from domain.run_state import fold
 from ledger.service import Ledger
 from projections.status import run_status
 from projections.timeline import TimelineLine, timeline
@@ -13,6 +15,11 @@ def list_runs(ledger: Ledger) -> list[dict[str, Any]]:
     rows = []
     for row in ledger.runs():
         events = ledger.events(row.run_id)
+        status = run_status(events)
+        if status == "completed" or any(e.kind == "QuestionAsked" for e in events):
+            state = fold(events, ledger.artifacts_for(events))
+            if state.started is not None:
+                status = get_rule(state.started.rule).decide(state).status
         rows.append(
             {
                 "run_id": row.run_id,
@@ -22,7 +29,7 @@ def list_runs(ledger: Ledger) -> list[dict[str, Any]]:
                 "base": row.base,
                 "head_ref": row.head_ref,
                 "base_ref": row.base_ref,
-                "status": run_status(events),
+                "status": status,
                 "events": row.length,
             }
         )
@@ -33,4 +40,3 @@ def run_timeline(ledger: Ledger, run_id: str) -> list[TimelineLine]:
     records = ledger.read(run_id)
     events = [r.event for r in records]
     return timeline([(r.position, r.event) for r in records], ledger.artifacts_for(events))
-
