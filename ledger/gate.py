@@ -627,6 +627,11 @@ class GateProcess:
                         label, f"{run.shard_id} {run.revision}: {_summary(observation)}"
                     )
                     yield run, observation
+        except BaseException:
+            # Ctrl-C / SIGTERM: kill the children first, or shutting the pool down would
+            # wait for every running shard to finish on its own.
+            executor.cancel_all()
+            raise
         finally:
             for future in futures:
                 future.cancel()
