@@ -1,0 +1,129 @@
+"""Build synthetic runs (events + report artifacts) for pure projection and rule tests."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from domain import events as ev
+from domain.chain import sha256_hex
+
+
+def junit(cases: dict[str, str]) -> bytes:
+    """A pytest xunit1 report. `cases` maps `FILE::NAME` to passed/failed/error/skipped."""
+    body = []
+    counts = {"failed": 0, "error": 0, "skipped": 0}
+    for test, outcome in cases.items():
+        file, name = test.split("::", 1)
+        classname = file[:-3].replace("/", ".")
+        inner = {
+            "passed": "",
+            "failed": '<failure message="assert">assert 0</failure>',
+            "error": '<error message="boom">boom</error>',
+            "skipped": '<skipped message="skip"/>',
+        }[outcome]
+        counts[outcome] = counts.get(outcome, 0) + 1
+        body.append(
+            f'<testcase file="{file}" classname="{classname}" name="{name}">{inner}</testcase>'
+        )
+    return (
+        f'<testsuites><testsuite name="pytest" tests="{len(cases)}" '
+        f'failures="{counts["failed"]}" errors="{counts["error"]}" '
+        f'skipped="{counts["skipped"]}">{"".join(body)}</testsuite></testsuites>'
+    ).encode()
+
+
+class RunBuilder:
+    def __init__(self, run_id: str = "a" * 32, rule: str = "default") -> None:
+        self.run_id = run_id
+        self.events: list[ev.Event] = []
+        self.artifacts: dict[str, bytes] = {}
+        self.clock = datetime(2026, 1, 1, tzinfo=UTC)
+        self.add(
+            ev.RunStarted,
+            repo="/repo",
+            head_ref="HEAD",
+            base_ref="v1",
+            head="1" * 40,
+            base="2" * 40,
+            rule=rule,
+            executor="local",
+            command=["{python}", "-m", "pytest", "--junitxml={junit}", "{files}"],
+            tool_version="test",
+        )
+
+    def add(self, cls: type[ev.Event], **fields: Any) -> ev.Event:
+        self.clock += timedelta(seconds=1)
+        event = cls(run_id=self.run_id, at=self.clock, **fields)
+        self.events.append(event)
+        return event
+
+    def discover(self, files: list[str], missing_at_base: list[str] | None = None) -> RunBuilder:
+        self.add(ev.TestFilesDiscovered, files=files, missing_at_base=missing_at_base or [])
+        for f in files:
+            self.add(ev.FileMeasured, file=f, rss_mb=50.0, seconds=1.0)
+        return self
+
+    def plan(self, shards: dict[str, list[str]]) -> RunBuilder:
+        planned = [
+            ev.PlannedShard(id=sid, files=files, rss_mb=50.0, seconds=float(len(files)))
+            for sid, files in shards.items()
+        ]
+        self.add(ev.ShardsPlanned, budget_mb=8192.0, count=len(planned), shards=planned)
+        return self
+
+    def attempt(
+        self,
+        shard: str,
+        revision: str,
+        files: list[str],
+        cases: dict[str, str] | None,
+        *,
+        attempt: int = 1,
+        exit_code: int | None = None,
+        signal: int | None = None,
+        timed_out: bool = False,
+    ) -> RunBuilder:
+        report_hash = None
+        if cases is not None:
+            data = junit(cases)
+            report_hash = sha256_hex(data)
+            self.artifacts[report_hash] = data
+            if exit_code is None and signal is None:
+                failing = any(o in ("failed", "error") for o in cases.values())
+                exit_code = 1 if failing else 0
+        self.add(
+            ev.ShardAttemptRecorded,
+            shard=shard,
+            attempt=attempt,
+            revision=revision,
+            files=files,
+            exit_code=exit_code,
+            signal=signal,
+            timed_out=timed_out,
+            report_hash=report_hash,
+        )
+        return self
+
+    def isolation(self, file: str, revision: str, cases: dict[str, str]) -> RunBuilder:
+        data = junit(cases)
+        digest = sha256_hex(data)
+        self.artifacts[digest] = data
+        failing = any(o in ("failed", "error") for o in cases.values())
+        self.add(
+            ev.IsolationRecorded,
+            file=file,
+            revision=revision,
+            exit_code=1 if failing else 0,
+            report_hash=digest,
+        )
+        return self
+
+    def split(self, parent: str, children: dict[str, list[str]], reason: str) -> RunBuilder:
+        self.add(
+            ev.ShardSplit,
+            parent=parent,
+            children=[ev.ChildShard(id=c, files=f) for c, f in children.items()],
+            reason=reason,
+        )
+        return self
