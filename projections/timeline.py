@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from domain import events as ev
+from domain.junit import Report, read_report, test_id
 
 Describer = Callable[[Any, Mapping[str, bytes]], str]
 
@@ -118,8 +119,6 @@ def _report_summary(
     data = artifacts.get(report_hash)
     if data is None:
         return ", report missing from the ledger"
-    from domain.junit import Report, read_report, test_id
-
     result = read_report(data, expected_files=list(files) or None)
     if not isinstance(result, Report):
         return f", report rejected: {result}"
@@ -245,7 +244,14 @@ def describe(event: ev.Event, artifacts: Mapping[str, bytes]) -> str:
 def timeline(
     events: Sequence[tuple[int, ev.Event]], artifacts: Mapping[str, bytes]
 ) -> list[TimelineLine]:
-    return [
-        TimelineLine(position, event.at.isoformat(), event.kind, describe(event, artifacts))
-        for position, event in events
-    ]
+    lines = []
+    placed: dict[str, str] = {}  # shard -> member of its last placement
+    for position, event in events:
+        text = describe(event, artifacts)
+        if isinstance(event, ev.ShardPlaced):
+            before = placed.get(event.shard)
+            if before is not None and before != event.member:
+                text += f"; re-placed from {before}"
+            placed[event.shard] = event.member
+        lines.append(TimelineLine(position, event.at.isoformat(), event.kind, text))
+    return lines
