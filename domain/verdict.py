@@ -3,8 +3,9 @@
 The rules in `domain/rules/` are thin: each picks a `Policy` (are skips allowed, do flaky
 failures fail the gate, does any failure at head fail it) and calls `judge`. The order of
 precedence is fixed: a measured introduced failure fails the gate; otherwise anything
-unmeasured (and not waived) leaves the gate unmeasured — awaiting or parked while the owner's
-critical question is open; only a fully measured run can pass.
+unmeasured (and not waived) leaves the gate unmeasured; while a question put to the owner is
+undecided the gate is awaiting (parked once a critical one expired); only a fully measured run
+with no open question can pass.
 """
 
 from __future__ import annotations
@@ -234,19 +235,21 @@ def judge(state: RunState, policy: Policy, rule: str, version: int) -> Verdict:
     if flaky and (policy.flaky_fails or flaky_blocked):
         why = "the owner blocked flaky failures" if flaky_blocked else "the rule counts them"
         reasons.append(f"{len(flaky)} flaky failures fail the gate ({why})")
-    open_critical = sorted(
+    # Any question asked and not yet decided can still change the verdict: it waits.
+    open_questions = sorted(
         q.id
         for q in state.questions.values()
-        if q.impact == "critical" and not q.decided and q.state in ("open", "expired", "parked")
+        if not q.decided and q.state in ("open", "expired", "parked")
     )
-    parked = any(
-        q.state == "parked" for q in state.questions.values() if q.id in set(open_critical)
-    )
+    parked = any(q.state == "parked" for q in state.questions.values() if not q.decided)
     if reasons:
         status = "failed"
-    elif kept:
-        reasons.append(f"{len(kept)} shards or files could not be measured")
-        status = ("parked" if parked else "awaiting") if open_critical else "unmeasured"
+    elif kept or open_questions:
+        if kept:
+            reasons.append(f"{len(kept)} shards or files could not be measured")
+        if open_questions:
+            reasons.append("the owner has not answered " + ", ".join(open_questions))
+        status = ("parked" if parked else "awaiting") if open_questions else "unmeasured"
     else:
         status = "passed"
     counts = {
@@ -268,7 +271,7 @@ def judge(state: RunState, policy: Policy, rule: str, version: int) -> Verdict:
         retry_shards=retry_set(state),
         unmeasured=tuple(kept),
         waivers=tuple(waivers),
-        open_questions=tuple(open_critical),
+        open_questions=tuple(open_questions),
         reasons=tuple(reasons),
         tests=counts,
     )
