@@ -66,13 +66,16 @@ def _parse_duration(text: str) -> float:
     "--deadline", default="30m", show_default=True, help="Question deadline (45s, 30m, 2h)."
 )
 @click.option("--wait", is_flag=True, help="Wait for the owner's answers until each deadline.")
+@click.option("--questions", "question_budget", type=int, default=3, show_default=True,
+              help="Questions the gate may put to the owner per run.")  # fmt: skip
 @common
 def gate(
     base: str, head: str, repo: str, shards: int | None, budget_gib: float, rounds: int,
     jobs: int | None, timeout_s: float, rule: str, command: str | None, discover: tuple[str, ...],
     measure: str, executor: str, pool: str | None, namespace: str | None, capacity: int | None,
     image: str | None, source: str | None, pool_config: str | None, host: str | None,
-    remote_mirror: str | None, deadline: str, wait: bool, ledger_url: str | None, as_json: bool,
+    remote_mirror: str | None, deadline: str, wait: bool, question_budget: int,
+    ledger_url: str | None, as_json: bool,
 ) -> None:  # fmt: skip
     """Run the regression gate: head against base, every step an event in the ledger.
 
@@ -127,6 +130,7 @@ def gate(
         executor_options=executor_options,
         deadline_s=_parse_duration(deadline),
         wait=wait,
+        question_budget=question_budget,
     )
     if not Path(repo).is_dir():
         raise BadInput(f"--repo {repo} is not a directory")

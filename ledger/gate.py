@@ -41,6 +41,10 @@ class GateInterrupted(Exception):
     """Ctrl-C or SIGTERM: children killed, `RunInterrupted` recorded."""
 
 
+class GateSuspended(Exception):
+    """Raised by a hook: stop without `RunCompleted` (owner questions open, nobody waits)."""
+
+
 class Observer(Protocol):
     """What the command line shows while the gate works (progress, notices)."""
 
@@ -85,6 +89,7 @@ class GateOptions:
     executor_options: dict[str, Any] = field(default_factory=dict)
     deadline_s: float = 1800.0
     wait: bool = False
+    question_budget: int = 3
 
     @property
     def shard_count(self) -> int:
@@ -107,6 +112,7 @@ class GateOptions:
             "executor_options": self.executor_options,
             "deadline_s": self.deadline_s,
             "wait": self.wait,
+            "question_budget": self.question_budget,
         }
 
 
@@ -123,6 +129,8 @@ def validate(options: GateOptions) -> None:
         raise BadInput(f"--shards must be at least 1, got {options.shards}")
     if options.timeout_s <= 0:
         raise BadInput(f"--timeout must be positive, got {options.timeout_s}")
+    if options.question_budget < 0:
+        raise BadInput(f"--questions must be 0 or more, got {options.question_budget}")
     if options.measure not in ("always", "missing", "never"):
         raise BadInput(f"--measure must be always, missing or never, got {options.measure!r}")
     if not options.command:
@@ -193,6 +201,7 @@ def options_from(started: ev.RunStarted) -> GateOptions:
         executor_options=dict(recorded.get("executor_options", {})),
         deadline_s=float(recorded.get("deadline_s", 1800.0)),
         wait=bool(recorded.get("wait", False)),
+        question_budget=int(recorded.get("question_budget", 3)),
     )
 
 
@@ -264,8 +273,11 @@ class GateProcess:
             state = project(self.ledger, self.run_id)
             step = next_step(state, rounds=self.options.rounds, measure=self.options.measure)
             if step.kind == "complete":
-                if any(hook(self, state) for hook in self.hooks):
-                    continue
+                try:
+                    if any(hook(self, state) for hook in self.hooks):
+                        continue
+                except GateSuspended:
+                    return verdict_of(project(self.ledger, self.run_id))
                 self.ledger.record(self.run_id, ev.RunCompleted)
                 continue
             if step.kind == "done":
