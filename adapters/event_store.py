@@ -198,6 +198,8 @@ class EventStore:
             # The tip this process last wrote is trusted; a conflict re-reads it.
             length, tip = self._tips.get(run_id) or self.tip(run_id)
             if expected_length is not None and length != expected_length:
+                length, tip = self.tip(run_id)  # the cache predates another process's append
+            if expected_length is not None and length != expected_length:
                 raise ConcurrencyConflict(
                     f"run {run_id} has {length} events, expected {expected_length}"
                 )
