@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -204,12 +205,46 @@ class LocalExecutor:
             except (FileNotFoundError, PermissionError, NotADirectoryError) as error:
                 raise BadInput(f"cannot run the test command '{argv[0]}': {error}") from error
         running = _Running(proc)
+        watch = _Watch()
+        try:
+            status, usage, seconds = self._supervise(proc, running, watch, started, shard)
+        except BaseException:
+            _kill_session(proc.pid, signal.SIGKILL)  # never leave a shard running behind us
+            with self._lock:
+                self._running.pop(proc.pid, None)
+            proc.wait()
+            raise
+        limit_kb = shard.memory_limit_mb * 1024 if shard.memory_limit_mb is not None else None
+        # A peak between two samples still broke the limit: say so whatever the watchdog saw.
+        oom = watch.oom or (limit_kb is not None and usage.ru_maxrss > limit_kb)
+        exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+        sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+        return Observation(
+            exit_code=exit_code,
+            signal=sig,
+            report=junit.read_bytes() if junit.is_file() else None,
+            log_tail=_tail(log_path),
+            rss_mb=round(max(watch.peak_kb, usage.ru_maxrss) / 1024, 1),
+            seconds=round(seconds, 3),
+            timed_out=watch.timed_out,
+            oom=oom,
+            failure_reason="cancelled" if running.cancelled else None,
+        )
+
+    def _supervise(
+        self,
+        proc: subprocess.Popen[bytes],
+        running: _Running,
+        watch: _Watch,
+        started: float,
+        shard: ShardRun,
+    ) -> tuple[int, resource.struct_rusage, float]:
+        """Wait for the shard under the watchdog; return its wait status, rusage and seconds."""
         with self._lock:
             self._running[proc.pid] = running
             if self._cancelled:
                 running.cancelled = True
                 _kill_session(proc.pid, signal.SIGKILL)
-        watch = _Watch()
         watchdog = threading.Thread(
             target=self._watch,
             args=(proc.pid, running.done, watch, started, shard),
@@ -228,22 +263,7 @@ class LocalExecutor:
             del self._running[proc.pid]
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
-        limit_kb = shard.memory_limit_mb * 1024 if shard.memory_limit_mb is not None else None
-        # A peak between two samples still broke the limit: say so whatever the watchdog saw.
-        oom = watch.oom or (limit_kb is not None and usage.ru_maxrss > limit_kb)
-        exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
-        sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-        return Observation(
-            exit_code=exit_code,
-            signal=sig,
-            report=junit.read_bytes() if junit.is_file() else None,
-            log_tail=_tail(log_path),
-            rss_mb=round(max(watch.peak_kb, usage.ru_maxrss) / 1024, 1),
-            seconds=round(seconds, 3),
-            timed_out=watch.timed_out,
-            oom=oom,
-            failure_reason="cancelled" if running.cancelled else None,
-        )
+        return status, usage, seconds
 
     def _watch(
         self, sid: int, done: threading.Event, watch: _Watch, started: float, shard: ShardRun
