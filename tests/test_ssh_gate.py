@@ -1,0 +1,134 @@
+"""`ledger gate --executor ssh` end to end against a real sshd on 127.0.0.1.
+
+The command line names the host and the mirror; how to reach this test server (port, key,
+known hosts, the host's python) is what a user's ~/.ssh/config and host setup would give,
+so it is filled in by wrapping `build_ssh_executor` for the in-process CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+import adapters.ssh_executor as ssh_executor
+from cli.main import cli
+from tests.gitrepo import commit, make_repo, tag
+from tests.sshd import SshServer, free_port, start_sshd
+
+pytestmark = [pytest.mark.ssh, pytest.mark.slow]
+
+BASE = {
+    "tests/test_math.py": "def test_add():\n    assert 1 + 1 == 2\n\n\ndef test_sub():\n    pass\n",
+    "tests/test_old.py": "def test_known_bug():\n    assert 0\n",
+    "tests/test_io.py": "def test_read():\n    pass\n",
+}
+HEAD = {
+    "tests/test_math.py": "def test_add():\n    assert 2 == 2\n\n\ndef test_sub():\n    assert 0\n",
+    "tests/test_new.py": "def test_new():\n    pass\n",
+}
+RUN_SPECIFIC = ("run_id", "baseline_reused")
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[SshServer]:
+    running = start_sshd(tmp_path / "sshd")
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    repo = make_repo(tmp_path, BASE)
+    tag(repo, "v1")
+    commit(repo, HEAD, "break test_sub, add test_new")
+    return repo
+
+
+def reach(
+    server: SshServer, monkeypatch: pytest.MonkeyPatch, **overrides: Any
+) -> list[ssh_executor.SshExecutor]:
+    """Fill in the connection details; return the executors the CLI builds, as it builds them."""
+    settings: dict[str, Any] = {
+        "port": server.port,
+        "identity": server.identity,
+        "ssh_options": server.client_options,
+        "remote_python": sys.executable,
+        "connect_timeout": 5,
+    } | overrides
+    built: list[ssh_executor.SshExecutor] = []
+    original = ssh_executor.build_ssh_executor
+
+    def build(**options: Any) -> ssh_executor.SshExecutor:
+        built.append(original(**(settings | options)))
+        return built[-1]
+
+    monkeypatch.setattr(ssh_executor, "build_ssh_executor", build)
+    return built
+
+
+def gate(repo: Path, ledger: Path, *extra: str) -> tuple[int, dict[str, Any]]:
+    result = CliRunner().invoke(
+        cli,
+        ["gate", "--base", "v1", "--repo", str(repo), "--ledger", f"sqlite:///{ledger}",
+         "--jobs", "2", "--json", *extra],
+    )  # fmt: skip
+    assert result.exit_code in (0, 1, 3), (result.output, result.exception)
+    return result.exit_code, json.loads(result.stdout)
+
+
+def events(ledger: Path, run_id: str) -> list[dict[str, Any]]:
+    result = CliRunner().invoke(cli, ["export", run_id, "--ledger", f"sqlite:///{ledger}"])
+    assert result.exit_code == 0, result.output
+    return [json.loads(line)["event"] for line in result.stdout.splitlines() if line.strip()]
+
+
+def host_temporaries() -> set[Path]:
+    return set(Path("/tmp").glob("release-ledger.*"))
+
+
+def test_the_same_repository_gets_the_same_verdict_locally_and_over_ssh(
+    server: SshServer, repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built = reach(server, monkeypatch)
+    before = host_temporaries()
+    local_code, local = gate(repo, tmp_path / "local.db", "--executor", "local")
+    mirror = tmp_path / "mirror.git"
+    ssh_args = ("--executor", "ssh", "--host", server.host, "--remote-mirror", str(mirror))
+    ssh_code, over_ssh = gate(repo, tmp_path / "ssh.db", *ssh_args)
+
+    assert (ssh_code, over_ssh["status"]) == (local_code, local["status"]) == (1, "failed")
+    assert over_ssh["introduced"] == ["tests/test_math.py::test_sub"]
+    assert over_ssh["preexisting"] == ["tests/test_old.py::test_known_bug"]
+    assert {k: v for k, v in over_ssh.items() if k not in RUN_SPECIFIC} == {
+        k: v for k, v in local.items() if k not in RUN_SPECIFIC
+    }
+    recorded = events(tmp_path / "ssh.db", over_ssh["run_id"])
+    assert recorded[0]["kind"] == "RunStarted" and recorded[0]["executor"] == "ssh"
+    attempts = [e for e in recorded if e["kind"] == "ShardAttemptRecorded"]
+    assert {e["revision"] for e in attempts} == {"head", "base"}
+    assert host_temporaries() - before == set()  # only the mirror stays on the host
+    assert mirror.is_dir()
+
+    # A second gate of the same commits pushes nothing and reaches the same verdict.
+    again_code, again = gate(repo, tmp_path / "ssh-again.db", *ssh_args)
+    assert (again_code, again["status"]) == (1, "failed")
+    assert [len(executor.pushed) for executor in built] == [2, 0]
+    assert host_temporaries() - before == set()
+
+
+def test_an_unreachable_host_makes_the_gate_unmeasured_with_the_named_reason(
+    server: SshServer, repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reach(server, monkeypatch, port=free_port())
+    code, verdict = gate(
+        repo, tmp_path / "ssh.db", "--executor", "ssh", "--host", server.host,
+        "--remote-mirror", str(tmp_path / "mirror.git"), "--rounds", "1",
+    )  # fmt: skip
+    assert (code, verdict["status"]) == (3, "unmeasured")
+    assert "ssh-connect" in json.dumps(verdict["unmeasured"])
