@@ -10,6 +10,7 @@ from adapters import git
 from adapters.local_executor import LocalExecutor
 from domain import events as ev
 from domain.rules import REGISTRY, get_rule
+from ledger import clarify  # noqa: F401  (registers the owner-question hook in the gate)
 from ledger.executors import build_executor
 from ledger.gate import GateOptions, GateProcess, Observer, project, start, validate, verdict_of
 from ledger.service import Ledger
