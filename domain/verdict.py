@@ -68,6 +68,7 @@ class Verdict:
     flaky: tuple[str, ...] = ()
     skipped: tuple[str, ...] = ()
     failing_at_head: tuple[str, ...] = ()
+    blocking: tuple[str, ...] = ()  # tests whose failure fails the gate under this rule
     retry_shards: tuple[str, ...] = ()
     unmeasured: tuple[Unmeasured, ...] = ()
     waivers: tuple[dict[str, Any], ...] = ()
@@ -242,6 +243,11 @@ def judge(state: RunState, policy: Policy, rule: str, version: int) -> Verdict:
         if not q.decided and q.state in ("open", "expired", "parked")
     )
     parked = any(q.state == "parked" for q in state.questions.values() if not q.decided)
+    blocking = set(introduced)
+    if policy.any_failure_fails:
+        blocking.update(failing_at_head)
+    if flaky and (policy.flaky_fails or flaky_blocked):
+        blocking.update(flaky)
     if reasons:
         status = "failed"
     elif kept or open_questions:
@@ -268,6 +274,7 @@ def judge(state: RunState, policy: Policy, rule: str, version: int) -> Verdict:
         flaky=tuple(flaky),
         skipped=tuple(skipped),
         failing_at_head=tuple(failing_at_head),
+        blocking=tuple(sorted(blocking)),
         retry_shards=retry_set(state),
         unmeasured=tuple(kept),
         waivers=tuple(waivers),
