@@ -208,7 +208,7 @@ class KubernetesExecutor:
         except ApiFailure as error:
             return self._failure(member, "ApiError", str(error), name, None, started)
         except Cancelled:
-            return self._failure(member, "Cancelled", "the run was cancelled", name, None, started)
+            return self._failure(member, "cancelled", "the run was cancelled", name, None, started)
         finally:
             self._delete_job(member, namespace, name)
             with self._lock:

@@ -303,7 +303,7 @@ def test_cancel_all_deletes_every_job_and_returns_promptly(
         thread.join(timeout=20)
 
     assert not any(thread.is_alive() for thread in threads)
-    assert {getattr(r, "failure_reason", None) for r in results} == {"Cancelled"}
+    assert {getattr(r, "failure_reason", None) for r in results} == {"cancelled"}
     assert members["east"].live_jobs() == [] and members["west"].live_jobs() == []
 
 
