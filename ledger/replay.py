@@ -1,0 +1,22 @@
+"""Replaying a recorded run under other rules: answers from the ledger alone, never appends."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from domain.rules import get_rule
+from ledger.gate import project, verdict_of
+from ledger.service import Ledger
+from projections.rule_comparison import comparison_document
+
+
+def compare_rules(ledger: Ledger, run_id: str, rule: str | None, compare: str) -> dict[str, Any]:
+    """The run's verdict under `rule` (default: its own) and under `compare`, with the tests
+    and shards whose classification differs."""
+    get_rule(compare)
+    if rule is not None:
+        get_rule(rule)
+    state = project(ledger, run_id)
+    first = verdict_of(state, rule)
+    second = verdict_of(state, compare)
+    return comparison_document(run_id, state, first, second)
