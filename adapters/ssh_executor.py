@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
+import shutil
 import subprocess
 import threading
 import time
@@ -361,6 +362,9 @@ def build_ssh_executor(
     )
     if not Path(repo).is_dir():
         raise BadInput(f"repository {str(repo)!r} is not a directory")
+    for tool in ("ssh", "git"):
+        if shutil.which(tool) is None:
+            raise BadInput(f"the ssh executor needs {tool!r} on PATH (OpenSSH client, git)")
     return SshExecutor(target, Path(repo))
 
 

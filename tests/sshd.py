@@ -94,6 +94,25 @@ class SshServer:
                 time.sleep(0.05)
         raise RuntimeError(f"sshd did not listen on {self.port}: {self.log.read_text()[-2000:]}")
 
+    def probe(self) -> None:
+        """Log in once with the authorised key, so a broken setup fails with its reason."""
+        options = [arg for option in self.client_options for arg in ("-o", option)]
+        done = subprocess.run(
+            ["ssh", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", *options,
+             "-i", str(self.identity), "-p", str(self.port), self.host, "true"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )  # fmt: skip
+        if done.returncode != 0:
+            self.stop()
+            raise RuntimeError(
+                f"cannot log in to the test sshd as {self.user}: {done.stderr.strip()[-500:]}; "
+                f"sshd log: {self.log.read_text()[-1500:]}"
+            )
+
     def stop(self) -> None:
         """Stop the listener and every connection it serves (sessions see end-of-file)."""
         self.kill(sessions=False)
@@ -167,6 +186,7 @@ def start_sshd(directory: Path) -> SshServer:
         log=directory / "sshd.log",
     )
     server.start()
+    server.probe()
     return server
 
 
