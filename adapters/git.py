@@ -155,21 +155,57 @@ def default_cache_dir(repo: Path) -> Path:
     `setup.py`) in every ancestor of the test files, so a checkout nested in the user's tree
     would pick up the user's uncommitted `pyproject.toml` whenever the commit has none. Falls
     back to `<git common dir>/release-ledger/worktrees` when no home cache is writable.
+    Folders of repositories that no longer exist are swept when another one is opened.
     """
     common = _common_dir(repo)
     name = common.parent.name if common.name == ".git" else common.name
     key = f"{name or 'repo'}-{hashlib.sha256(str(common).encode()).hexdigest()[:12]}"
     override = os.environ.get("LEDGER_WORKTREES_DIR")
     if override:
-        return Path(override).expanduser() / key
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
-    candidate = base / "release-ledger" / "worktrees" / key
+        base = Path(override).expanduser()
+    else:
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        home_cache = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+        base = home_cache / "release-ledger" / "worktrees"
+    candidate = base / key
     try:
         candidate.mkdir(parents=True, exist_ok=True)
+        marker = candidate / _REPO_MARKER
+        if not marker.is_file():
+            marker.write_text(str(common))
     except OSError:
         return common / "release-ledger" / "worktrees"
+    _sweep_orphans(base)
     return candidate
+
+
+_REPO_MARKER = ".repository"
+
+
+def _sweep_orphans(base: Path) -> None:
+    """Remove cache folders whose repository is gone (its worktrees died with it)."""
+    try:
+        folders = [d for d in base.iterdir() if d.is_dir()]
+    except OSError:
+        return
+    for folder in folders:
+        try:
+            owner = Path((folder / _REPO_MARKER).read_text().strip())
+        except OSError:
+            continue  # no marker: not ours to judge
+        if not owner.is_absolute() or owner.exists():
+            continue
+        try:
+            fd = os.open(folder / ".admin.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            shutil.rmtree(folder, ignore_errors=True)
+        except OSError:
+            pass  # someone is working in it
+        finally:
+            os.close(fd)
 
 
 class WorktreeBusy(RuntimeError):

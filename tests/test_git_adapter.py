@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -127,6 +128,21 @@ def test_default_cache_is_per_repository_and_outside_its_working_tree(
     monkeypatch.setenv("LEDGER_WORKTREES_DIR", str(tmp_path / "elsewhere"))
     assert Worktrees(repo).cache_dir.is_relative_to(tmp_path / "elsewhere")
     trees.close()
+
+
+def test_cached_checkouts_of_deleted_repositories_are_swept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LEDGER_WORKTREES_DIR", str(tmp_path / "cache"))
+    gone = make_repo(tmp_path, {"a.txt": "a"}, name="gone")
+    stale = Worktrees(gone)
+    stale.checkout("HEAD")
+    stale.close()
+    shutil.rmtree(gone)
+    kept = make_repo(tmp_path, {"b.txt": "b"}, name="kept")
+    fresh = Worktrees(kept)
+    assert fresh.cache_dir.exists()
+    assert not stale.cache_dir.exists()
 
 
 def test_checkout_of_an_unknown_revision_is_bad_input(repo: Path, tmp_path: Path) -> None:
