@@ -79,7 +79,12 @@ def discover_test_files(checkout: Path, patterns: Sequence[str] | None = None) -
     python_files = config.python_files
 
     def wanted(rel: str, name: str) -> bool:
-        return name.endswith(".py") and any(_fnmatch_ex(p, root / rel, name) for p in python_files)
+        # conftest.py is configuration even when a broad python_files pattern matches it.
+        return (
+            name.endswith(".py")
+            and name != "conftest.py"
+            and any(_fnmatch_ex(p, root / rel, name) for p in python_files)
+        )
 
     found = _walk(root, starts, config.norecursedirs, wanted, ignored, config=config)
     # An initial path that is a file is collected whatever its name (pytest's isinitpath).

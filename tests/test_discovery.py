@@ -202,23 +202,50 @@ def test_a_malformed_config_is_bad_input(tmp_path: Path) -> None:
         discover_test_files(root)
 
 
+LAYOUTS: dict[str, dict[str, str]] = {
+    "setup.cfg": {
+        "setup.cfg": "[tool:pytest]\ntestpaths = tests more\nnorecursedirs = data .*\n",
+        "tests/test_a.py": PASS,
+        "tests/sub/b_test.py": PASS,
+        "tests/data/test_no.py": PASS,
+        "tests/.cache/test_no.py": PASS,
+        "tests/node_modules/test_yes.py": PASS,  # default list replaced
+        "tests/conftest.py": 'collect_ignore_glob = ["*_ignored.py"]\n',
+        "tests/test_x_ignored.py": PASS,
+        "more/test_m.py": PASS,
+        "elsewhere/test_e.py": PASS,
+    },
+    "pyproject native toml": {
+        "pyproject.toml": '[tool.pytest]\ntestpaths = ["t*"]\npython_files = ["check_*.py"]\n',
+        "tests/check_a.py": PASS,
+        "tests/test_b.py": PASS,
+        "tools/check_c.py": PASS,
+        "src/check_d.py": PASS,
+    },
+    "pytest.toml with path pattern": {
+        "pytest.toml": '[pytest]\npython_files = ["unit/*.py", "test_*.py"]\n',
+        "pkg/unit/anything.py": PASS,
+        "pkg/unit/conftest.py": "",
+        "pkg/other.py": PASS,
+        "pkg/test_z.py": PASS,
+        "build/test_no.py": PASS,
+        "env/pyvenv.cfg": "",
+        "env/test_no.py": PASS,
+    },
+    "no config": {
+        "test_root.py": PASS,
+        "a/b/c/d_test.py": PASS,
+        "a/conftest.py": 'collect_ignore = ["skip"]\n',
+        "a/skip/test_no.py": PASS,
+        "venv/test_no.py": PASS,
+    },
+}
+
+
 @pytest.mark.slow
-def test_static_discovery_agrees_with_pytest_collect_only(tmp_path: Path) -> None:
-    root = tree(
-        tmp_path,
-        {
-            "setup.cfg": "[tool:pytest]\ntestpaths = tests more\nnorecursedirs = data .*\n",
-            "tests/test_a.py": PASS,
-            "tests/sub/b_test.py": PASS,
-            "tests/data/test_no.py": PASS,
-            "tests/.cache/test_no.py": PASS,
-            "tests/node_modules/test_yes.py": PASS,  # default list replaced
-            "tests/conftest.py": 'collect_ignore_glob = ["*_ignored.py"]\n',
-            "tests/test_x_ignored.py": PASS,
-            "more/test_m.py": PASS,
-            "elsewhere/test_e.py": PASS,
-        },
-    )
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_static_discovery_agrees_with_pytest_collect_only(tmp_path: Path, layout: str) -> None:
+    root = tree(tmp_path, LAYOUTS[layout])
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
         cwd=root,
@@ -227,4 +254,5 @@ def test_static_discovery_agrees_with_pytest_collect_only(tmp_path: Path) -> Non
         check=False,
     )
     collected = sorted({line.split("::")[0] for line in done.stdout.splitlines() if "::" in line})
+    assert collected, done.stdout
     assert collected == discover_test_files(root)
