@@ -10,6 +10,7 @@ COMMAND_MODULES = [
     "cli.cmd_runs",
     "cli.cmd_gate",
     "cli.cmd_junit",
+    "cli.cmd_views",
 ]
 
 

@@ -14,6 +14,7 @@ from ledger import clarify  # noqa: F401  (registers the owner-question hook in 
 from ledger.executors import build_executor
 from ledger.gate import GateOptions, GateProcess, Observer, project, start, validate, verdict_of
 from ledger.service import Ledger
+from ledger.views import catch_up_after_gate
 from projections.verdict_view import verdict_document
 
 
@@ -54,6 +55,9 @@ def _drive(ledger: Ledger, run_id: str, executor: Any, observer: Observer) -> di
         executor.close()
         if measuring is not None:
             measuring.close()
+    notice = catch_up_after_gate(ledger)
+    if notice:
+        observer.notice(notice)
     return verdict_for(ledger, run_id)
 
 

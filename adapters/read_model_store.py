@@ -1,0 +1,227 @@
+"""The read-model file: SQLite tables written with `sqlite-utils`, queryable by any SQLite tool.
+
+Rows are replaced per run in one transaction together with the tracking position (the last
+ledger notification reflected), so a crash between batches loses nothing and repeating a
+catch-up changes nothing. The schema comes from the caller (`projections.read_models.TABLES`)
+so this adapter knows tables, not events.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import sqlite_utils
+
+from domain.errors import BadInput
+
+TRACKING = "tracking"
+TRACKING_NAME = "views"
+
+
+class TableSpec(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def columns(self) -> tuple[tuple[str, type], ...]: ...
+
+    @property
+    def pk(self) -> tuple[str, ...]: ...
+
+    @property
+    def indexes(self) -> tuple[tuple[str, ...], ...]: ...
+
+    @property
+    def column_names(self) -> tuple[str, ...]: ...
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+class ReadModelStore:
+    """One views file. Writes happen only inside `transaction()` (BEGIN IMMEDIATE)."""
+
+    def __init__(self, path: Path, tables: Sequence[TableSpec], *, timeout: float = 60) -> None:
+        self.path = path
+        self.tables = tuple(tables)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.conn = sqlite3.connect(str(path), timeout=timeout, isolation_level=None)
+            self.db = sqlite_utils.Database(self.conn)
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+        except (OSError, sqlite3.DatabaseError) as error:
+            raise BadInput(f"cannot open views file {path}: {error}") from error
+        self._insert_sql = {
+            t.name: f"INSERT INTO {_quote(t.name)} ({', '.join(map(_quote, t.column_names))}) "
+            f"VALUES ({', '.join('?' * len(t.columns))})"
+            for t in self.tables
+        }
+        if not self.has_schema():
+            with self.transaction():
+                self._create(indexes=True)
+
+    # -- schema --
+
+    def has_schema(self) -> bool:
+        names = set(self.db.table_names())
+        return TRACKING in names and all(t.name in names for t in self.tables)
+
+    def _create(self, *, indexes: bool) -> None:
+        self.db[TRACKING].create(  # type: ignore[union-attr]
+            {"name": str, "notification_id": int},
+            pk="name",
+            not_null={"notification_id"},
+            if_not_exists=True,
+        )
+        for t in self.tables:
+            self.db[t.name].create(  # type: ignore[union-attr]
+                dict(t.columns),
+                pk=t.pk[0] if len(t.pk) == 1 else t.pk,
+                not_null=set(t.pk),
+                column_order=list(t.column_names),
+                if_not_exists=True,
+            )
+        if indexes:
+            self._create_indexes()
+
+    def _create_indexes(self) -> None:
+        for t in self.tables:
+            for columns in t.indexes:
+                self.db[t.name].create_index(  # type: ignore[union-attr]
+                    list(columns), index_name=f"idx_{t.name}_{'_'.join(columns)}",
+                    if_not_exists=True,
+                )  # fmt: skip
+
+    # -- writing --
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[ReadModelStore]:
+        """One write transaction, taken up front so concurrent catch-ups serialise."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    def position(self) -> int:
+        row = self.conn.execute(
+            f"SELECT notification_id FROM {TRACKING} WHERE name = ?", (TRACKING_NAME,)
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    def set_position(self, notification_id: int) -> None:
+        self.conn.execute(
+            f"INSERT INTO {TRACKING} (name, notification_id) VALUES (?, ?) "
+            "ON CONFLICT(name) DO UPDATE SET notification_id = excluded.notification_id",
+            (TRACKING_NAME, notification_id),
+        )
+
+    def replace_runs(self, runs: Mapping[str, Mapping[str, Sequence[tuple[Any, ...]]]]) -> None:
+        """Delete every row of these runs, then insert their new rows (inside a transaction)."""
+        ids = [(run_id,) for run_id in runs]
+        for t in self.tables:
+            self.conn.executemany(f"DELETE FROM {_quote(t.name)} WHERE run_id = ?", ids)
+        self.insert_runs(runs)
+
+    def insert_runs(self, runs: Mapping[str, Mapping[str, Sequence[tuple[Any, ...]]]]) -> None:
+        for t in self.tables:
+            sql = self._insert_sql[t.name]
+            for rows in runs.values():
+                if rows.get(t.name):
+                    self.conn.executemany(sql, rows[t.name])
+
+    def reset(self) -> None:
+        """Drop every table and create them empty, without indexes (inside a transaction);
+        `finish_rebuild` adds the indexes once the rows are in, which is faster."""
+        for name in [TRACKING, *(t.name for t in self.tables)]:
+            self.conn.execute(f"DROP TABLE IF EXISTS {_quote(name)}")
+        self._create(indexes=False)
+
+    def finish_rebuild(self) -> None:
+        self._create_indexes()
+
+    # -- reading --
+
+    def table_names(self) -> list[str]:
+        return sorted([TRACKING, *(t.name for t in self.tables)])
+
+    def _order(self, name: str) -> tuple[list[str], str]:
+        if name == TRACKING:
+            return ["name", "notification_id"], "name"
+        spec = next(t for t in self.tables if t.name == name)
+        return list(spec.column_names), ", ".join(map(_quote, spec.pk))
+
+    def rows(self, name: str) -> Iterator[tuple[Any, ...]]:
+        """A table's rows in primary-key order (a total order: the key is unique)."""
+        columns, order = self._order(name)
+        select = ", ".join(map(_quote, columns))
+        yield from self.conn.execute(f"SELECT {select} FROM {_quote(name)} ORDER BY {order}")
+
+    def digest(self) -> str:
+        """sha256 over every table's name, columns and rows in key order."""
+        h = hashlib.sha256()
+        for name in self.table_names():
+            columns, _ = self._order(name)
+            h.update(json.dumps([name, columns]).encode() + b"\n")
+            for row in self.rows(name):
+                h.update(json.dumps(list(row), ensure_ascii=False).encode() + b"\n")
+        return h.hexdigest()
+
+    def counts(self) -> dict[str, int]:
+        return {
+            name: int(self.conn.execute(f"SELECT count(*) FROM {_quote(name)}").fetchone()[0])
+            for name in self.table_names()
+        }
+
+    def first_difference(self, other: ReadModelStore) -> str | None:
+        """The first table and row where two views files differ, in one sentence; or None."""
+        for name in self.table_names():
+            columns, _ = self._order(name)
+            spec = next((t for t in self.tables if t.name == name), None)
+            key = len(spec.pk) if spec else 1
+            mine, theirs = self.rows(name), other.rows(name)
+            while True:
+                a, b = next(mine, None), next(theirs, None)
+                if a is None and b is None:
+                    break
+                if a == b:
+                    continue
+                return _describe(name, columns, key, a, b)
+        return None
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.conn.close()
+
+
+def _describe(
+    table: str,
+    columns: list[str],
+    key: int,
+    a: tuple[Any, ...] | None,
+    b: tuple[Any, ...] | None,
+) -> str:
+    def keyed(row: tuple[Any, ...]) -> str:
+        return ", ".join(f"{c}={v!r}" for c, v in zip(columns[:key], row[:key], strict=True))
+
+    if a is None or (b is not None and a[:key] > b[:key]):
+        assert b is not None
+        return f"table {table}: row ({keyed(b)}) only in the incremental views"
+    if b is None or a[:key] < b[:key]:
+        return f"table {table}: row ({keyed(a)}) only in the rebuild"
+    diffs = [
+        f"{c}: rebuild {x!r}, incremental {y!r}"
+        for c, x, y in zip(columns, a, b, strict=True)
+        if x != y
+    ]
+    return f"table {table}: row ({keyed(a)}) differs: " + "; ".join(diffs)

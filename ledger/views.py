@@ -1,0 +1,183 @@
+"""Keeping the read models: catch up from the tracking position, rebuild, prove a rebuild equal.
+
+Catching up polls the ledger's notifications after the tracking position (the library's
+ProjectionRunner needs subscriptions, which SQLite lacks), re-projects every run those events
+belong to from its whole stream, and writes the rows with the new position in one transaction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from adapters.read_model_store import ReadModelStore
+from domain.errors import BadInput
+from ledger.service import Ledger
+from projections.read_models import TABLES, RunRows, run_rows
+
+VIEWS_FILE = "views.db"
+RUNS_PER_TRANSACTION = 100
+NOTIFICATION_PAGE = 10_000
+
+
+def views_path(ledger: Ledger, views: str | Path | None) -> Path:
+    """`--views PATH`, else `views.db` beside a SQLite ledger; a PostgreSQL ledger needs one."""
+    if views:
+        return Path(views)
+    store = ledger.store
+    if store.dialect != "sqlite":
+        raise BadInput("a PostgreSQL ledger keeps its read models in a local file: --views PATH")
+    if store.description.endswith("(not created yet)"):
+        raise BadInput(f"no ledger at {store.description.removesuffix(' (not created yet)')}")
+    return Path(store.description).parent / VIEWS_FILE
+
+
+def open_views(path: Path) -> ReadModelStore:
+    return ReadModelStore(path, TABLES)
+
+
+def project_run(ledger: Ledger, run_id: str) -> tuple[RunRows, int]:
+    """A run's view rows from its whole stream, and how many events that was."""
+    records = ledger.read(run_id)
+    events = [r.event for r in records]
+    rows = run_rows(run_id, [(r.position, r.event) for r in records], ledger.artifacts_for(events))
+    return rows, len(records)
+
+
+def touched_runs(ledger: Ledger, after: int, until: int) -> list[str]:
+    """Run ids with events in (after, until], read without parsing the events."""
+    recorder = ledger.store.recorder
+    runs: set[str] = set()
+    position = after
+    while position < until:
+        page = recorder.select_notifications(
+            start=position, limit=NOTIFICATION_PAGE, stop=until, inclusive_of_start=False
+        )
+        if not page:
+            break
+        runs.update(str(n.originator_id).replace("-", "") for n in page)
+        position = int(page[-1].id)
+    return sorted(runs)
+
+
+def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def catch_up(ledger: Ledger, views: ReadModelStore) -> dict[str, Any]:
+    """Bring the views up to the ledger's last notification; only runs with new events are
+    re-projected. Idempotent: a second call with nothing new changes nothing."""
+    started = time.perf_counter()
+    after = views.position()
+    until = ledger.store.max_notification_id()
+    if after > until:  # the views of another (or a replaced) ledger: start afresh
+        return rebuild_into(ledger, views)
+    runs = touched_runs(ledger, after, until) if until > after else []
+    events = 0
+    chunks = list(_chunks(runs, RUNS_PER_TRANSACTION)) or [[]]
+    for index, chunk in enumerate(chunks):
+        with views.transaction():
+            if views.position() >= until:
+                break  # another process caught up meanwhile
+            projected: dict[str, RunRows] = {}
+            for run_id in chunk:
+                projected[run_id], count = project_run(ledger, run_id)
+                events += count
+            views.replace_runs(projected)
+            if index == len(chunks) - 1:
+                views.set_position(until)
+    return {
+        "path": str(views.path),
+        "position": until,
+        "runs": len(runs),
+        "events": events,
+        "seconds": round(time.perf_counter() - started, 6),
+    }
+
+
+def rebuild_into(ledger: Ledger, views: ReadModelStore) -> dict[str, Any]:
+    """Drop every table and project every run again, in one transaction."""
+    started = time.perf_counter()
+    until = ledger.store.max_notification_id()  # before reading: later events are caught up
+    run_ids = sorted(row.run_id for row in ledger.runs())
+    events = 0
+    with views.transaction():
+        views.reset()
+        for chunk in _chunks(run_ids, RUNS_PER_TRANSACTION):
+            projected: dict[str, RunRows] = {}
+            for run_id in chunk:
+                projected[run_id], count = project_run(ledger, run_id)
+                events += count
+            views.insert_runs(projected)
+        views.finish_rebuild()
+        views.set_position(until)
+    return {
+        "path": str(views.path),
+        "position": until,
+        "runs": len(run_ids),
+        "events": events,
+        "seconds": round(time.perf_counter() - started, 6),
+    }
+
+
+def rebuild(ledger: Ledger, path: Path) -> dict[str, Any]:
+    """`ledger rebuild`: drop and rebuild the views file; its digest proves reproducibility."""
+    views = open_views(path)
+    try:
+        result = rebuild_into(ledger, views)
+        result["digest"] = views.digest()
+    finally:
+        views.close()
+    return result
+
+
+def check(ledger: Ledger, path: Path) -> dict[str, Any]:
+    """`ledger rebuild --check`: catch the maintained views up, rebuild into a temporary file
+    beside them, and compare; the maintained views are left as they were otherwise."""
+    maintained = open_views(path)
+    fd, temporary = tempfile.mkstemp(prefix=".views-check-", suffix=".db", dir=path.parent)
+    os.close(fd)
+    rebuilt = None
+    try:
+        caught_up = catch_up(ledger, maintained)
+        rebuilt = open_views(Path(temporary))
+        result = rebuild_into(ledger, rebuilt)
+        result["path"] = str(path)
+        result["digest"] = rebuilt.digest()
+        result["incremental_digest"] = maintained.digest()
+        result["caught_up_runs"] = caught_up["runs"]
+        difference = None
+        if result["digest"] != result["incremental_digest"]:
+            difference = rebuilt.first_difference(maintained) or "the digests differ"
+        result["identical"] = difference is None
+        result["difference"] = difference
+    finally:
+        maintained.close()
+        if rebuilt is not None:
+            rebuilt.close()
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary + suffix)
+    return result
+
+
+def catch_up_after_gate(ledger: Ledger) -> str | None:
+    """After `gate`/`resume`: bring a SQLite ledger's views up to date. Never fails the gate:
+    returns a one-line notice when the views could not be updated (`ledger rebuild` can)."""
+    if ledger.store.dialect != "sqlite":
+        return None  # PostgreSQL ledgers name their views file explicitly (`--views`)
+    try:
+        views = open_views(views_path(ledger, None))
+        try:
+            catch_up(ledger, views)
+        finally:
+            views.close()
+    except Exception as error:  # the verdict stands; the views can be rebuilt
+        return f"read models not updated ({' '.join(str(error).split())}); run `ledger rebuild`"
+    return None

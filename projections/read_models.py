@@ -1,0 +1,356 @@
+"""Read models: the rows of every view table for one run, built from its events alone.
+
+Pure: `run_rows(run_id, records, artifacts)` folds the run's whole stream (every JUnit report
+parsed once, as the gate does) and judges it under every registered rule. The same events
+always give the same rows, so a rebuild is reproducible to the digest and a run's rows can be
+replaced whenever new events for it arrive. `TABLES` is the schema, with explicit column types
+and the indexes for the questions people ask of it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from domain import events as ev
+from domain.assessment import Assessment, assess
+from domain.junit import test_id
+from domain.rules import REGISTRY
+from domain.run_state import AttemptView, RunState, fold
+from domain.verdict import Verdict
+from projections.rule_comparison import shard_classes, test_classes
+from projections.verdict_view import verdict_document
+
+Row = tuple[Any, ...]
+TRACKING_TABLE = "tracking"
+
+
+@dataclass(frozen=True)
+class Table:
+    """One view table: typed columns (str, int, float), primary key, secondary indexes."""
+
+    name: str
+    columns: tuple[tuple[str, type], ...]
+    pk: tuple[str, ...]
+    indexes: tuple[tuple[str, ...], ...] = ()
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.columns)
+
+
+TABLES: tuple[Table, ...] = (
+    Table(
+        "runs",
+        (
+            ("run_id", str), ("repo", str), ("head", str), ("base", str), ("head_ref", str),
+            ("base_ref", str), ("rule", str), ("executor", str), ("tool_version", str),
+            ("started_at", str), ("last_at", str), ("events", int), ("files", int),
+            ("shards", int), ("completed", int), ("interrupted", int), ("status", str),
+        ),
+        ("run_id",),
+        (("repo", "started_at"), ("status",)),
+    ),
+    Table(
+        "files",  # the measurement of each test file alone: "slowest files"
+        (
+            ("run_id", str), ("file", str), ("source", str), ("rss_mb", float),
+            ("seconds", float), ("from_run", str), ("reason", str),
+        ),
+        ("run_id", "file"),
+        (("seconds",), ("file", "seconds"), ("rss_mb",)),
+    ),
+    Table(
+        "shards",
+        (
+            ("run_id", str), ("shard", str), ("parent", str), ("depth", int), ("leaf", int),
+            ("file_count", int), ("files", str), ("planned_rss_mb", float),
+            ("planned_seconds", float), ("split_reason", str),
+        ),
+        ("run_id", "shard"),
+    ),
+    Table(
+        "attempts",  # shard attempts, reused baselines and isolations, one row per event
+        (
+            ("run_id", str), ("position", int), ("kind", str), ("shard", str),
+            ("revision", str), ("attempt", int), ("file", str), ("member", str),
+            ("exit_code", int), ("signal", int), ("measured", int), ("reason", str),
+            ("detail", str), ("tests", int), ("failures", int), ("errors", int),
+            ("skipped", int), ("report_hash", str), ("log_tail_hash", str),
+            ("seconds", float), ("rss_mb", float), ("reused_from", str), ("last_started", str),
+        ),
+        ("run_id", "position"),
+        (("run_id", "shard", "revision"), ("reason",), ("seconds",)),
+    ),
+    Table(
+        "test_cases",  # one row per test per revision per attempt
+        (
+            ("run_id", str), ("position", int), ("revision", str), ("shard", str),
+            ("attempt", int), ("test", str), ("file", str), ("outcome", str),
+            ("seconds", float),
+        ),
+        ("run_id", "position", "test"),
+        (("test", "outcome"), ("outcome", "test"), ("file", "seconds")),
+    ),
+    Table(
+        "classifications",  # per rule: "every run where this test was introduced", "flakiest"
+        (
+            ("run_id", str), ("rule", str), ("rule_version", int), ("test", str),
+            ("file", str), ("class", str), ("effect", str),
+        ),
+        ("run_id", "rule", "test"),
+        (("test", "class", "run_id"), ("class", "rule", "test")),
+    ),
+    Table(
+        "shard_classifications",
+        (
+            ("run_id", str), ("rule", str), ("rule_version", int), ("shard", str),
+            ("classification", str),
+        ),
+        ("run_id", "rule", "shard"),
+    ),
+    Table(
+        "verdicts",  # every registered rule; `document` is the byte-exact verdict JSON
+        (
+            ("run_id", str), ("rule", str), ("rule_version", int), ("own", int),
+            ("status", str), ("introduced", int), ("preexisting", int), ("fixed", int),
+            ("flaky", int), ("skipped", int), ("unmeasured", int), ("retry_shards", int),
+            ("reasons", str), ("document", str),
+        ),
+        ("run_id", "rule"),
+        (("rule", "status"),),
+    ),
+    Table(
+        "questions",
+        (
+            ("run_id", str), ("question_id", str), ("topic", str), ("text", str),
+            ("options", str), ("recommended", str), ("impact", str), ("deadline", str),
+            ("subject", str), ("asked_at", str), ("position", int), ("state", str),
+            ("choice", str), ("by", str), ("late", int), ("decided_at", str),
+        ),
+        ("run_id", "question_id"),
+        (("state", "impact"),),
+    ),
+    Table(
+        "checks",
+        (
+            ("run_id", str), ("name", str), ("verdict", str), ("value", str), ("by", str),
+            ("at", str), ("position", int),
+        ),
+        ("run_id", "name"),
+        (("name", "verdict"),),
+    ),
+)  # fmt: skip
+
+TABLE_NAMES = tuple(t.name for t in TABLES)
+RunRows = dict[str, list[Row]]
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _iso(at: datetime | None) -> str | None:
+    return at.isoformat() if at is not None else None
+
+
+def verdicts_of(state: RunState) -> list[Verdict]:
+    """The run judged under every registered rule, in name order."""
+    return [REGISTRY[name].decide(state) for name in sorted(REGISTRY)]
+
+
+def run_rows(
+    run_id: str, records: Sequence[tuple[int, ev.Event]], artifacts: Mapping[str, bytes]
+) -> RunRows:
+    """Every view row of one run from its whole stream (positions from the ledger)."""
+    state = fold(records, artifacts)
+    verdicts = verdicts_of(state)
+    own_rule = state.started.rule if state.started else "default"
+    rows: RunRows = {name: [] for name in TABLE_NAMES}
+    own = next((v for v in verdicts if v.rule == own_rule), None)
+    rows["runs"].append(_run_row(run_id, state, len(records), own))
+    rows["files"] = _file_rows(run_id, state)
+    rows["shards"] = _shard_rows(run_id, state)
+    rows["attempts"], rows["test_cases"] = _attempt_rows(run_id, state, records, artifacts)
+    for verdict in verdicts:
+        rows["verdicts"].append(_verdict_row(run_id, state, verdict, verdict.rule == own_rule))
+        for test, (cls, effect) in test_classes(verdict).items():
+            rows["classifications"].append(
+                (run_id, verdict.rule, verdict.rule_version, test, test.split("::", 1)[0],
+                 cls, effect)
+            )  # fmt: skip
+        for shard, classification in shard_classes(state, verdict).items():
+            rows["shard_classifications"].append(
+                (run_id, verdict.rule, verdict.rule_version, shard, classification)
+            )
+    rows["questions"] = _question_rows(run_id, state)
+    rows["checks"] = [
+        (run_id, name, e.verdict, e.value, e.by, _iso(e.at), position)
+        for name, (position, e) in sorted(state.checks.items())
+    ]
+    return rows
+
+
+def _run_row(run_id: str, state: RunState, events: int, own: Verdict | None) -> Row:
+    s = state.started
+    return (
+        run_id,
+        s.repo if s else None,
+        s.head if s else None,
+        s.base if s else None,
+        s.head_ref if s else None,
+        s.base_ref if s else None,
+        s.rule if s else None,
+        s.executor if s else None,
+        s.tool_version if s else None,
+        _iso(s.at) if s else None,
+        _iso(state.last_at),
+        events,
+        len(state.files),
+        len(state.leaves()),
+        int(state.completed),
+        int(state.interrupted),
+        own.status if own else None,
+    )
+
+
+def _file_rows(run_id: str, state: RunState) -> list[Row]:
+    rows: list[Row] = []
+    for file in sorted(set(state.measured) | set(state.measure_failures)):
+        if file in state.measured:
+            rss, seconds, from_run = state.measured[file]
+            source = "reused" if from_run else "measured"
+            rows.append((run_id, file, source, rss, seconds, from_run, None))
+        else:
+            f = state.measure_failures[file]
+            rows.append((run_id, file, "failed", f.rss_mb, f.seconds, None, f.reason))
+    return rows
+
+
+def _shard_rows(run_id: str, state: RunState) -> list[Row]:
+    planned = {s.id: s for s in state.plan.shards} if state.plan else {}
+    rows: list[Row] = []
+    for shard_id in sorted(state.shards):
+        shard = state.shards[shard_id]
+        plan = planned.get(shard_id)
+        rows.append(
+            (
+                run_id,
+                shard_id,
+                shard.parent,
+                shard.depth,
+                int(shard.leaf),
+                len(shard.files),
+                canonical_json(list(shard.files)),
+                plan.rss_mb if plan else None,
+                plan.seconds if plan else None,
+                shard.split_reason or None,
+            )
+        )
+    return rows
+
+
+def _attempt_rows(
+    run_id: str,
+    state: RunState,
+    records: Sequence[tuple[int, ev.Event]],
+    artifacts: Mapping[str, bytes],
+) -> tuple[list[Row], list[Row]]:
+    views: dict[int, AttemptView] = {
+        a.position: a
+        for shard in state.shards.values()
+        for revision in shard.attempts.values()
+        for a in revision
+    }
+    isolations = {v.position: v.assessment for v in state.isolations.values()}
+    attempts: list[Row] = []
+    cases: list[Row] = []
+    for position, e in records:
+        if isinstance(e, ev.ShardAttemptRecorded | ev.BaselineReused):
+            view = views.get(position)
+            if view is None:
+                continue  # an attempt of a shard the run never planned: the fold ignores it
+            assessment = view.assessment
+            kind = "reused" if isinstance(e, ev.BaselineReused) else "shard"
+            shard, file, attempt = e.shard, None, view.attempt
+            member, revision, last_started = view.member, view.revision, view.last_started
+            rss_mb, reused_from = e.rss_mb, view.reused_from
+        elif isinstance(e, ev.IsolationRecorded):
+            assessment = isolations.get(position) or _isolation_assessment(e, artifacts)
+            kind, shard, file, attempt = "isolation", None, e.file, 1
+            member, revision, last_started, rss_mb, reused_from = None, e.revision, None, 0.0, None
+        else:
+            continue
+        report = assessment.report
+        attempts.append(
+            (
+                run_id, position, kind, shard, revision, attempt, file, member, e.exit_code,
+                e.signal, int(assessment.measured), assessment.reason,
+                assessment.detail or None,
+                report.tests if report else None, report.failures if report else None,
+                report.errors if report else None, report.skipped if report else None,
+                e.report_hash, e.log_tail_hash, e.seconds, rss_mb, reused_from, last_started,
+            )
+        )  # fmt: skip
+        if report is None:
+            continue
+        outcomes = {test_id(case): case for case in report.cases}
+        for test in sorted(outcomes):
+            case = outcomes[test]
+            cases.append(
+                (run_id, position, revision, shard, attempt, test, case.file, case.outcome,
+                 case.time)
+            )  # fmt: skip
+    return attempts, cases
+
+
+def _isolation_assessment(e: ev.IsolationRecorded, artifacts: Mapping[str, bytes]) -> Assessment:
+    """An isolation superseded by a later one of the same file: the fold keeps only the last."""
+    report = artifacts.get(e.report_hash) if e.report_hash else None
+    log_tail = artifacts.get(e.log_tail_hash, b"") if e.log_tail_hash else b""
+    return assess(
+        exit_code=e.exit_code,
+        signal=e.signal,
+        timed_out=e.timed_out,
+        oom=False,
+        infrastructure_failure=None,
+        report=report,
+        log_tail=log_tail,
+        files=[e.file],
+    )
+
+
+def _verdict_row(run_id: str, state: RunState, verdict: Verdict, own: bool) -> Row:
+    return (
+        run_id,
+        verdict.rule,
+        verdict.rule_version,
+        int(own),
+        verdict.status,
+        len(verdict.introduced),
+        len(verdict.preexisting),
+        len(verdict.fixed),
+        len(verdict.flaky),
+        len(verdict.skipped),
+        len(verdict.unmeasured),
+        len(verdict.retry_shards),
+        canonical_json(list(verdict.reasons)),
+        canonical_json(verdict_document(run_id, state, verdict)),
+    )
+
+
+def _question_rows(run_id: str, state: RunState) -> list[Row]:
+    rows: list[Row] = []
+    for qid in sorted(state.questions):
+        q = state.questions[qid]
+        rows.append(
+            (
+                run_id, qid, q.topic, q.text, canonical_json(list(q.options)), q.recommended,
+                q.impact, _iso(q.deadline), canonical_json(list(q.subject)), _iso(q.asked_at),
+                q.position, q.state, q.choice, q.by, int(q.late), _iso(q.decided_at),
+            )
+        )  # fmt: skip
+    return rows
