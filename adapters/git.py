@@ -265,6 +265,9 @@ class Worktrees:
                 return path
         lease = _lease_for(self._lock_path(sha))
         with lease.guard:
+            with self._held_guard:
+                if sha in self._held:  # another thread of ours got here first
+                    return path
             if lease.fd is None:
                 lease.fd = os.open(self._lock_path(sha), os.O_RDWR | os.O_CREAT, 0o644)
                 try:

@@ -237,6 +237,19 @@ def test_two_threads_checking_out_one_commit_get_one_clean_worktree(
     assert git(results[0], "rev-parse", "HEAD") == head(repo)
 
 
+def test_threads_sharing_one_worktrees_object_hold_one_lease_released_by_close(
+    repo: Path, tmp_path: Path
+) -> None:
+    trees = Worktrees(repo, tmp_path / "cache")
+    threads = [threading.Thread(target=trees.checkout, args=("HEAD",)) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    trees.close()
+    Worktrees(repo, tmp_path / "cache").remove(head(repo), wait=False)  # nobody holds it
+
+
 _CHECKOUT_SCRIPT = """
 import sys
 from pathlib import Path
