@@ -121,6 +121,10 @@ def _listing(items: Sequence[str], limit: int = 5) -> str:
     return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
+def _count(items: Sequence[str], noun: str) -> str:
+    return f"{len(items)} {noun}" + ("" if len(items) == 1 else "s")
+
+
 def candidates(state: RunState, verdict: Verdict) -> list[Candidate]:
     """The questions this run raises now that its measuring is done, not yet put to anyone.
 
@@ -136,9 +140,9 @@ def candidates(state: RunState, verdict: Verdict) -> list[Candidate]:
                 id=f"q-{TOPIC_UNMEASURED}-{count + 1}",
                 topic=TOPIC_UNMEASURED,
                 text=(
-                    f"{len(culprits)} test files stay unmeasured after every retry and "
-                    f"bisection ({_listing(culprits)}). Block the release (the verdict stays "
-                    f"unmeasured) or waive them (conclude without these files)?"
+                    f"Unmeasured after every retry and bisection: {_count(culprits, 'test file')}"
+                    f" ({_listing(culprits)}). Block the release (the verdict stays unmeasured)"
+                    f" or waive the culprits (conclude without them)?"
                 ),
                 options=(BLOCK, WAIVE),
                 recommended=BLOCK,
@@ -154,8 +158,9 @@ def candidates(state: RunState, verdict: Verdict) -> list[Candidate]:
                 id=f"q-{TOPIC_FLAKY}-{count + 1}",
                 topic=TOPIC_FLAKY,
                 text=(
-                    f"{len(flaky)} new failures did not reproduce when their file ran alone "
-                    f"(flaky: {_listing(flaky)}). Allow them (reported, not failing) or block?"
+                    f"Not reproduced when their file ran alone (flaky): "
+                    f"{_count(flaky, 'new failure')} ({_listing(flaky)}). Allow them (reported, "
+                    f"not failing the gate) or block the release?"
                 ),
                 options=(ALLOW, BLOCK),
                 recommended=ALLOW,
@@ -171,8 +176,8 @@ def candidates(state: RunState, verdict: Verdict) -> list[Candidate]:
                 id=f"q-{TOPIC_NEW_FILE}-{count + 1}",
                 topic=TOPIC_NEW_FILE,
                 text=(
-                    f"{len(new_files)} test files exist at head but not at base "
-                    f"({_listing(new_files)}): new tests, whose failures count as introduced?"
+                    f"At head but absent at base: {_count(new_files, 'test file')} "
+                    f"({_listing(new_files)}). New tests, whose failures count as introduced?"
                 ),
                 options=(NEW_TEST, RENAMED),
                 recommended=NEW_TEST,

@@ -1,0 +1,204 @@
+"""`ledger questions`, `answer`, `check`, `approve`, `audit`: what the release owner does."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from cli.options import EXIT_FAILED, common, emit_json
+from cli.render import print_verdict
+from domain.errors import BadInput
+from ledger import owner
+from ledger.service import opened
+
+
+def _default_owner() -> str:
+    try:
+        return os.environ.get("LEDGER_USER") or getpass.getuser()
+    except (KeyError, OSError):
+        return "owner"
+
+
+@click.command("questions")
+@click.option("--run", "run", default=None, help="Only this run (id or unique prefix).")
+@common
+def questions(run: str | None, ledger_url: str | None, as_json: bool) -> None:
+    """Open and parked questions to the release owner, newest first.
+
+    \b
+    Examples:
+      ledger questions
+      ledger questions --run 3f2a --json
+    """
+    with opened(ledger_url, create=False) as ledger:
+        pending = owner.pending_questions(ledger, run)
+    if as_json:
+        emit_json(pending)
+        return
+    if not pending:
+        click.echo("no open questions")
+        return
+    for q in pending:
+        options = ", ".join(o["name"] + (" (recommended)" if o["recommended"] else "")
+                            for o in q["options"])  # fmt: skip
+        state = q["state"] + (" — deadline passed" if q["overdue"] else "")
+        click.echo(f"{q['id']}  run {q['run_id'][:12]}  [{q['impact']}]  {state}")
+        click.echo(f"  {q['text']}")
+        click.echo(f"  options: {options}")
+        click.echo(f"  deadline: {q['deadline'] or '-'}")
+        click.echo(f"  answer: ledger answer {q['run_id'][:12]} {q['id']} CHOICE")
+
+
+@click.command("answer")
+@click.argument("run")
+@click.argument("question")
+@click.argument("choice")
+@click.option("--by", default=None, metavar="NAME", help="Who answers (default: $LEDGER_USER).")
+@common
+def answer(
+    run: str, question: str, choice: str, by: str | None, ledger_url: str | None, as_json: bool
+) -> None:
+    """Record the owner's answer to a question; prints the verdict re-derived with it.
+
+    A late answer (the deadline passed) is accepted and recorded as late; an unknown
+    question, a choice not offered, or a second answer is refused (exit 2, nothing written).
+
+    \b
+    Examples:
+      ledger answer 3f2a q-unmeasured-1 waive-culprits --by alice
+      ledger answer 3f2a q-flaky-1 block --json
+    """
+    with opened(ledger_url, create=False) as ledger:
+        result = owner.answer(ledger, run, question, choice, by or _default_owner())
+    if as_json:
+        emit_json(result)
+        return
+    late = " (late)" if result["late"] else ""
+    click.echo(f"{result['question']}: {result['choice']!r} by {result['by']}{late}")
+    if result["observed"]:
+        click.echo("observed first: " + ", ".join(result["observed"]))
+    print_verdict(result["verdict"], replayed=True)
+    if result["resume"]:
+        click.echo(f"no question is open: `ledger resume {result['run_id'][:12]}` completes it")
+
+
+@click.command("check")
+@click.argument("run")
+@click.argument("name")
+@click.option("--verdict", "verdict", required=True,
+              type=click.Choice(["pass", "fail", "unmeasured"]))  # fmt: skip
+@click.option("--value", default="", metavar="TEXT", help="What was measured (shown in reports).")
+@click.option("--by", default=None, metavar="NAME", help="Who checked (default: $LEDGER_USER).")
+@common
+def check(
+    run: str,
+    name: str,
+    verdict: str,
+    value: str,
+    by: str | None,
+    ledger_url: str | None,
+    as_json: bool,
+) -> None:
+    """Record a check made elsewhere (docs, changelog, upgrade test) for the approval report.
+
+    A later check of the same name supersedes the earlier one; both stay in the ledger.
+
+    \b
+    Examples:
+      ledger check 3f2a docs --verdict pass --value "published 1.5.0"
+      ledger check 3f2a upgrade-test --verdict fail --value "schema migration 12 failed"
+    """
+    with opened(ledger_url, create=False) as ledger:
+        result = owner.record_check(ledger, run, name, verdict, value, by or _default_owner())
+    if as_json:
+        emit_json(result)
+        return
+    superseded = f" (supersedes position {result['supersedes']})" if result["supersedes"] else ""
+    click.echo(f"check {name}: {verdict}{superseded}")
+
+
+@click.command("approve")
+@click.argument("run")
+@click.option("--require", "required", multiple=True, metavar="NAME",
+              help="A check that must be recorded (repeatable); missing: unmeasured.")  # fmt: skip
+@click.option("--out", default=None, type=click.Path(dir_okay=False),
+              help="Also write the Markdown to FILE (e.g. $GITHUB_STEP_SUMMARY).")  # fmt: skip
+@common
+def approve(
+    run: str, required: tuple[str, ...], out: str | None, ledger_url: str | None, as_json: bool
+) -> None:
+    """The approval report: the gate, each check, the runtime pin — each with its deciding events.
+
+    Appends `ApprovalIssued`. Exit 0 ok, 1 when a metric fails, 3 when none fails but one is
+    unmeasured.
+
+    \b
+    Examples:
+      ledger approve 3f2a --require docs --require changelog
+      ledger approve 3f2a --out "$GITHUB_STEP_SUMMARY" --json
+    """
+    target = Path(out) if out else None
+    if target is not None and not target.parent.is_dir():
+        raise BadInput(f"--out {out}: directory {target.parent} does not exist")
+    with opened(ledger_url, create=False) as ledger:
+        report = owner.approve(ledger, run, list(required))
+    if target is not None:
+        target.write_text(report.markdown, encoding="utf-8")
+    if as_json:
+        emit_json(report.as_dict())
+    else:
+        click.echo(report.markdown, nl=False)
+    sys.exit(report.exit_code)
+
+
+@click.command("audit")
+@click.argument("run")
+@click.option("--rule", default=None, help="Also show what would differ under this rule.")
+@common
+def audit(run: str, rule: str | None, ledger_url: str | None, as_json: bool) -> None:
+    """Check every issued approval still derives byte for byte from the ledger (exit 1 if not).
+
+    \b
+    Examples:
+      ledger audit 3f2a
+      ledger audit 3f2a --rule strict --json
+    """
+    with opened(ledger_url, create=False) as ledger:
+        result = owner.audit(ledger, run, rule)
+    if as_json:
+        emit_json(result)
+    else:
+        if not result["approvals"]:
+            click.echo(f"run {result['run_id'][:12]}: no approval issued")
+        for a in result["approvals"]:
+            state = "derives" if a["derives"] else "NO LONGER DERIVES"
+            click.echo(
+                f"position {a['position']} ({a['at']}): {a['outcome']} under {a['rule']} "
+                f"v{a['rule_version']}, sha256 {a['issued_sha256'][:12]}: {state}"
+            )
+            if a["problem"]:
+                click.echo(f"  {a['problem']}")
+            for line in a["diff"]:
+                click.echo(f"  {line}")
+            other = a["under_rule"]
+            if other is not None:
+                change = "changes" if other["outcome_changes"] else "keeps"
+                click.echo(
+                    f"  under {other['rule']} v{other['rule_version']}: outcome {other['outcome']} "
+                    f"({change} the outcome)"
+                )
+                for m in other["metrics_changed"]:
+                    was = m["from"] or {"value": "-", "verdict": "-"}
+                    click.echo(
+                        f"    {m['name']}: {was['value']} ({was['verdict']}) -> "
+                        f"{m['to']['value']} ({m['to']['verdict']})"
+                    )
+    if not result["ok"]:
+        sys.exit(EXIT_FAILED)
+
+
+COMMANDS = [questions, answer, check, approve, audit]

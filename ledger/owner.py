@@ -1,0 +1,374 @@
+"""The owner's use cases: pending questions, answers, recorded checks, approval, audit.
+
+Every write validates first and appends with the length it read (`expected_length`), so a
+bad answer writes nothing and two writers racing on one run never contradict each other.
+"""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from adapters import git
+from adapters.event_store import ConcurrencyConflict, Recorded
+from domain import events as ev
+from domain.errors import BadInput
+from domain.rules import get_rule
+from domain.run_state import QuestionView, RunState, fold
+from ledger.clarify import expiry_events
+from ledger.gate import project
+from ledger.service import Ledger
+from projections.approval import NAME_PATTERN, RESERVED, ApprovalReport, approval_report
+from projections.verdict_view import verdict_document
+
+ATTEMPTS = 20  # optimistic appends retried after another writer got in first
+ANSWERABLE = ("open", "expired", "parked", "taken")
+_QUESTION_KINDS = {
+    "RunStarted",
+    "QuestionAsked",
+    "QuestionAnswered",
+    "AssumptionMade",
+    "QuestionExpired",
+    "RecommendationTaken",
+    "QuestionParked",
+}
+
+
+# --- questions ----------------------------------------------------------------------------------
+
+
+def _question_dict(run_id: str, q: QuestionView, now: Any) -> dict[str, Any]:
+    return {
+        "id": q.id,
+        "run_id": run_id,
+        "text": q.text,
+        "options": [{"name": o, "recommended": o == q.recommended} for o in q.options],
+        "recommended": q.recommended,
+        "impact": q.impact,
+        "topic": q.topic,
+        "subject": list(q.subject),
+        "asked_at": q.asked_at.isoformat(),
+        "deadline": q.deadline.isoformat() if q.deadline else None,
+        "overdue": bool(q.state == "open" and q.deadline is not None and now >= q.deadline),
+        "state": q.state,
+        "position": q.position,
+    }
+
+
+def pending_questions(ledger: Ledger, run_prefix: str | None = None) -> list[dict[str, Any]]:
+    """Open and parked questions, newest first. Reading appends nothing: an open question
+    past its deadline is shown `overdue` until someone observes it (resume, answer)."""
+    run_ids = [ledger.resolve(run_prefix)] if run_prefix else [row.run_id for row in ledger.runs()]
+    now = ledger.clock.now()
+    found = []
+    for run_id in run_ids:
+        records = [(r.position, r.event) for r in ledger.read(run_id)]
+        state = fold([(p, e) for p, e in records if e.kind in _QUESTION_KINDS], {})
+        for q in state.questions.values():
+            if not q.decided and q.state in ("open", "expired", "parked"):
+                found.append(_question_dict(run_id, q, now))
+    found.sort(key=lambda d: (d["asked_at"], d["run_id"], d["position"]), reverse=True)
+    return found
+
+
+def answer(
+    ledger: Ledger, run_prefix: str, question_id: str, choice: str, by: str
+) -> dict[str, Any]:
+    """Record the owner's choice (late when the deadline passed) and re-derive the verdict.
+
+    Unknown question, a choice not offered, an assumed question or a second answer: BadInput,
+    nothing written. A passed deadline not yet observed is recorded first (expired, then
+    taken or parked), in the same append as the answer.
+    """
+    run_id = ledger.resolve(run_prefix)
+    by = by.strip()
+    if not by:
+        raise BadInput("--by must name who answers")
+    for _ in range(ATTEMPTS):
+        state = project(ledger, run_id)
+        q = _answerable(state, run_id, question_id, choice)
+        now = ledger.clock.now()
+        expiry = expiry_events(ledger, run_id, state, now)
+        late = q.state != "open" or (q.deadline is not None and now >= q.deadline)
+        answered = ledger.make(
+            ev.QuestionAnswered, run_id, question_id=q.id, choice=choice, by=by, late=late
+        )
+        try:
+            ledger.append(run_id, [*expiry, answered], expected_length=state.length)
+        except ConcurrencyConflict:
+            continue
+        after = project(ledger, run_id)
+        document = verdict_document(run_id, after, get_rule(_rule(after)).decide(after))
+        return {
+            "run_id": run_id,
+            "question": q.id,
+            "choice": choice,
+            "by": by,
+            "late": late,
+            "observed": [e.kind for e in expiry],
+            "resume": not after.completed and not any(v.state == "open" for v in _qs(after)),
+            "verdict": document,
+        }
+    raise BadInput(f"run {run_id} keeps changing under the answer; try again")
+
+
+def _qs(state: RunState) -> list[QuestionView]:
+    return list(state.questions.values())
+
+
+def _rule(state: RunState) -> str:
+    return state.started.rule if state.started else "default"
+
+
+def _answerable(state: RunState, run_id: str, question_id: str, choice: str) -> QuestionView:
+    q = state.questions.get(question_id)
+    if q is None:
+        known = ", ".join(sorted(state.questions)) or "none"
+        raise BadInput(f"run {run_id[:12]} has no question {question_id!r} (questions: {known})")
+    if q.state == "assumed":
+        raise BadInput(f"{q.id} was never asked: {q.choice!r} was assumed ({q.impact} impact)")
+    if q.state == "answered":
+        raise BadInput(f"{q.id} is already answered: {q.choice!r} by {q.by}")
+    if q.state not in ANSWERABLE:
+        raise BadInput(f"{q.id} cannot be answered in state {q.state}")
+    if choice not in q.options:
+        raise BadInput(f"{choice!r} is not an option of {q.id}; options: {', '.join(q.options)}")
+    return q
+
+
+# --- checks ------------------------------------------------------------------------------------
+
+
+def check_name(name: str) -> str:
+    if not NAME_PATTERN.match(name):
+        raise BadInput(
+            f"bad check name {name!r}: letters, digits, '.', '_' and '-', at most 64 characters"
+        )
+    if name in RESERVED:
+        raise BadInput(f"{name!r} is a metric of its own; name the check differently")
+    return name
+
+
+def record_check(
+    ledger: Ledger, run_prefix: str, name: str, verdict: str, value: str, by: str
+) -> dict[str, Any]:
+    """Append a `CheckRecorded`; a later one of the same name supersedes it in reports."""
+    run_id = ledger.resolve(run_prefix)
+    check_name(name)
+    if verdict not in ("pass", "fail", "unmeasured"):
+        raise BadInput(f"--verdict must be pass, fail or unmeasured, got {verdict!r}")
+    records = ledger.read(run_id)
+    if not records or not isinstance(records[0].event, ev.RunStarted):
+        raise BadInput(f"run {run_id} has no RunStarted event")
+    earlier = [
+        r.position
+        for r in records
+        if isinstance(r.event, ev.CheckRecorded) and r.event.name == name
+    ]
+    event = ledger.record(run_id, ev.CheckRecorded, name=name, verdict=verdict, value=value, by=by)
+    return {
+        "run_id": run_id,
+        "name": name,
+        "verdict": verdict,
+        "value": value,
+        "by": by,
+        "at": event.at.isoformat(),
+        "supersedes": earlier[-1] if earlier else None,
+    }
+
+
+# --- approval ----------------------------------------------------------------------------------
+
+
+def rollback_template(started: ev.RunStarted) -> str | None:
+    """`[tool.release-ledger] rollback` from the repository's pyproject.toml at head."""
+    try:
+        data = git.read_file_at_commit(Path(started.repo), started.head, "pyproject.toml")
+        if data is None:
+            return None
+        document = tomllib.loads(data.decode("utf-8", "replace"))
+    except (BadInput, OSError, tomllib.TOMLDecodeError, ValueError, RuntimeError):
+        return None
+    tool = document.get("tool", {})
+    section = tool.get("release-ledger", {}) if isinstance(tool, dict) else {}
+    template = section.get("rollback") if isinstance(section, dict) else None
+    return template if isinstance(template, str) and template.strip() else None
+
+
+def derive_report(
+    ledger: Ledger,
+    records: list[Recorded],
+    rule: str,
+    required: list[str],
+) -> ApprovalReport:
+    """The approval report from these records (a prefix of a run's stream)."""
+    events = [r.event for r in records]
+    started = next((e for e in events if isinstance(e, ev.RunStarted)), None)
+    if started is None:
+        raise BadInput("the run has no RunStarted event")
+    return approval_report(
+        [(r.position, r.event) for r in records],
+        ledger.artifacts_for(events),
+        get_rule(rule).decide,
+        required=required,
+        rollback_template=rollback_template(started),
+    )
+
+
+def approve(
+    ledger: Ledger, run_prefix: str, required: list[str], rule: str | None = None
+) -> ApprovalReport:
+    """Derive the report, store its Markdown, append `ApprovalIssued` (outcome, rule, sha256)."""
+    run_id = ledger.resolve(run_prefix)
+    required = sorted({check_name(n) for n in required})
+    for _ in range(ATTEMPTS):
+        records = ledger.read(run_id)
+        started = ledger.started(run_id)
+        name = rule or started.rule
+        report = derive_report(ledger, records, name, required)
+        markdown = report.markdown.encode("utf-8")
+        event = ledger.make(
+            ev.ApprovalIssued,
+            run_id,
+            outcome=report.outcome,
+            rule=report.rule,
+            rule_version=report.rule_version,
+            report_sha256=report.sha256,
+            required=required,
+        )
+        try:
+            ledger.append(
+                run_id, [event], artifacts={report.sha256: markdown}, expected_length=len(records)
+            )
+        except ConcurrencyConflict:
+            continue
+        return report
+    raise BadInput(f"run {run_id} keeps changing under the approval; try again")
+
+
+# --- audit -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    position: int
+    at: str
+    outcome: str
+    rule: str
+    rule_version: int
+    issued_sha256: str
+    derived_sha256: str | None
+    derives: bool
+    problem: str = ""
+    diff: tuple[str, ...] = ()
+    compared: dict[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "position": self.position,
+            "at": self.at,
+            "outcome": self.outcome,
+            "rule": self.rule,
+            "rule_version": self.rule_version,
+            "issued_sha256": self.issued_sha256,
+            "derived_sha256": self.derived_sha256,
+            "derives": self.derives,
+            "problem": self.problem,
+            "diff": list(self.diff),
+            "under_rule": self.compared,
+        }
+
+
+def _differences(before: ApprovalReport, after: ApprovalReport) -> dict[str, Any]:
+    old = {m.name: m for m in before.metrics}
+    changed = []
+    for m in after.metrics:
+        was = old.get(m.name)
+        if was is None or (was.value, was.verdict) != (m.value, m.verdict):
+            changed.append(
+                {
+                    "name": m.name,
+                    "from": {"value": was.value, "verdict": was.verdict} if was else None,
+                    "to": {"value": m.value, "verdict": m.verdict},
+                }
+            )
+    return {
+        "rule": after.rule,
+        "rule_version": after.rule_version,
+        "outcome": after.outcome,
+        "outcome_changes": after.outcome != before.outcome,
+        "metrics_changed": changed,
+        "report_sha256": after.sha256,
+    }
+
+
+def audit(ledger: Ledger, run_prefix: str, rule: str | None = None) -> dict[str, Any]:
+    """For every `ApprovalIssued`: does the same report still derive, byte for byte, from the
+    events before it? With `rule`, also what that report would say under another rule."""
+    run_id = ledger.resolve(run_prefix)
+    if rule is not None:
+        get_rule(rule)
+    records = ledger.read(run_id)
+    entries = []
+    for index, record in enumerate(records):
+        issued = record.event
+        if not isinstance(issued, ev.ApprovalIssued):
+            continue
+        prefix = records[:index]
+        base: dict[str, Any] = {
+            "position": record.position,
+            "at": issued.at.isoformat(),
+            "outcome": issued.outcome,
+            "rule": issued.rule,
+            "rule_version": issued.rule_version,
+            "issued_sha256": issued.report_sha256,
+        }
+        try:
+            derived = derive_report(ledger, prefix, issued.rule, list(issued.required))
+        except BadInput as error:
+            entries.append(
+                AuditEntry(**base, derived_sha256=None, derives=False, problem=str(error))
+            )
+            continue
+        derives = derived.sha256 == issued.report_sha256
+        problem, diff = "", tuple[str, ...]()
+        if not derives:
+            current = get_rule(issued.rule).version
+            problem = (
+                f"rule {issued.rule} is now v{current} (issued under v{issued.rule_version})"
+                if current != issued.rule_version
+                else "the same events and rule no longer give the same report"
+            )
+            stored = ledger.artifact(issued.report_sha256)
+            if stored is not None:
+                diff = tuple(
+                    difflib.unified_diff(
+                        stored.decode("utf-8", "replace").splitlines(),
+                        derived.markdown.splitlines(),
+                        "issued",
+                        "derived now",
+                        lineterm="",
+                    )
+                )
+        compared = None
+        if rule is not None:
+            other = derive_report(ledger, prefix, rule, list(issued.required))
+            compared = _differences(derived, other)
+        entries.append(
+            AuditEntry(
+                **base,
+                derived_sha256=derived.sha256,
+                derives=derives,
+                problem=problem,
+                diff=diff,
+                compared=compared,
+            )
+        )
+    return {
+        "run_id": run_id,
+        "approvals": [e.as_dict() for e in entries],
+        "ok": all(e.derives for e in entries),
+    }
