@@ -11,6 +11,7 @@ COMMAND_MODULES = [
     "cli.cmd_gate",
     "cli.cmd_junit",
     "cli.cmd_views",
+    "cli.cmd_owner",
 ]
 
 
