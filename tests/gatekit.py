@@ -57,10 +57,15 @@ def run_ledger(workdir: Path, *args: str) -> Result:
     return Result(result.exit_code, result.stdout, result.stderr)
 
 
+# Issue 4's gate alone: no owner questions (`--questions 0` assumes the recommended answer to
+# every non-critical question and asks none), so a test sees the classification's own status.
+GATE_DEFAULTS = ("--jobs", "2", "--questions", "0")
+
+
 def gate(workdir: Path, repo: Path, *args: str, base: str = "v1") -> Result:
-    """`ledger gate --base BASE --repo REPO --jobs 2 --json ARGS` in this process."""
+    """`ledger gate --base BASE --repo REPO --jobs 2 --questions 0 --json ARGS` in this process."""
     return run_ledger(
-        workdir, "gate", "--base", base, "--repo", str(repo), "--jobs", "2", "--json", *args
+        workdir, "gate", "--base", base, "--repo", str(repo), *GATE_DEFAULTS, "--json", *args
     )
 
 
