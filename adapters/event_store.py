@@ -23,7 +23,7 @@ from urllib.parse import unquote, urlparse
 from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
-from domain.chain import GENESIS, chain_hash, decode_state, encode_state, sha256_hex
+from domain.chain import GENESIS, decode_state, link, sha256_hex
 from domain.errors import BadInput
 from domain.events import Event, RunStarted, event_from_json, event_to_json
 
@@ -71,7 +71,7 @@ class RunRow:
     tip: str
 
 
-# --- recorders that write artifacts and the run index in the events' transaction ----------
+# --- recorders: the library's event tables plus the ledger's artifact, run and meta tables --
 
 
 class _SQLiteRecorder(SQLiteApplicationRecorder):
@@ -86,23 +86,6 @@ class _SQLiteRecorder(SQLiteApplicationRecorder):
             "CREATE TABLE IF NOT EXISTS ledger_meta (key TEXT PRIMARY KEY, value TEXT)",
             f"INSERT OR IGNORE INTO ledger_meta (key, value) VALUES ('format', '{FORMAT}')",
         ]
-
-    def _insert_events(self, c: Any, stored_events: Sequence[StoredEvent], **kw: Any) -> Any:
-        ids = super()._insert_events(c, stored_events, **kw)
-        artifacts: dict[str, bytes] = kw.get("artifacts") or {}
-        if artifacts:
-            c.executemany(
-                "INSERT OR IGNORE INTO ledger_artifacts (sha256, size, data) VALUES (?, ?, ?)",
-                [(h, len(d), d) for h, d in artifacts.items()],
-            )
-        for row in kw.get("run_rows") or ():
-            c.execute(
-                "INSERT INTO ledger_runs (run_id, started_at, repo, head, base, head_ref, "
-                "base_ref, length, tip) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT(run_id) DO UPDATE SET length=excluded.length, tip=excluded.tip",
-                row,
-            )
-        return ids
 
 
 def _pg_recorder_class() -> type:
@@ -135,24 +118,6 @@ def _pg_recorder_class() -> type:
                 ]
             )
 
-        def _insert_events(
-            self, curs: Any, stored_events: Sequence[StoredEvent], **kw: Any
-        ) -> None:
-            artifacts: dict[str, bytes] = kw.get("artifacts") or {}
-            if artifacts:
-                curs.executemany(
-                    "INSERT INTO ledger_artifacts (sha256, size, data) VALUES (%s, %s, %s) "
-                    "ON CONFLICT DO NOTHING",
-                    [(h, len(d), d) for h, d in artifacts.items()],
-                )
-            for row in kw.get("run_rows") or ():
-                curs.execute(
-                    "INSERT INTO ledger_runs (run_id, started_at, repo, head, base, head_ref, "
-                    "base_ref, length, tip) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
-                    "ON CONFLICT (run_id) DO UPDATE SET length=excluded.length, tip=excluded.tip",
-                    row,
-                )
-
     return _PostgresRecorder
 
 
@@ -167,8 +132,26 @@ class EventStore:
         self.dialect = dialect
         self.description = description
         self._datastore = datastore
-        self._ph = "?" if dialect == "sqlite" else "%s"
-        self._tips: dict[str, tuple[int, str]] = {}
+        ph = self._ph = "?" if dialect == "sqlite" else "%s"
+        self._sql_ensure_run = (
+            f"INSERT INTO ledger_runs (run_id, length, tip) VALUES ({ph}, 0, {ph}) "
+            "ON CONFLICT (run_id) DO NOTHING"
+        )
+        self._sql_lock_tip = f"SELECT length, tip FROM ledger_runs WHERE run_id = {ph}" + (
+            "" if dialect == "sqlite" else " FOR UPDATE"
+        )
+        self._sql_update_run = (
+            f"UPDATE ledger_runs SET length = {ph}, tip = {ph}, "
+            + ", ".join(
+                f"{col} = COALESCE({ph}, {col})"
+                for col in ("started_at", "repo", "head", "base", "head_ref", "base_ref")
+            )
+            + f" WHERE run_id = {ph}"
+        )
+        self._sql_put_artifact = (
+            "INSERT INTO ledger_artifacts (sha256, size, data) "
+            f"VALUES ({ph}, {ph}, {ph}) ON CONFLICT (sha256) DO NOTHING"
+        )
 
     # -- writing --
 
@@ -183,10 +166,13 @@ class EventStore:
     ) -> list[Recorded]:
         """Append events atomically at the end of the run's stream.
 
-        With `expected_length`, a concurrent append by another writer raises
-        `ConcurrencyConflict`; without it, the append is retried on the new tip (the events
-        are independent facts), so two writers never lose or overwrite an event.
+        The run's tip is read under a write lock in the appending transaction (SQLite: the
+        database's write lock, PostgreSQL: the run's index row), so concurrent writers queue
+        instead of colliding and never lose or overwrite an event. With `expected_length`, an
+        append after another writer's raises `ConcurrencyConflict`. (`retries` is kept for
+        callers; the lock makes retrying unnecessary.)
         """
+        del retries
         if not events:
             return []
         artifacts = dict(artifacts or {})
@@ -194,67 +180,88 @@ class EventStore:
             if sha256_hex(data) != digest:
                 raise ValueError(f"artifact bytes do not match their hash {digest}")
         payloads = [event_to_json(e).encode() for e in events]
-        for attempt in range(retries + 1):
-            # The tip this process last wrote is trusted; a conflict re-reads it.
-            length, tip = self._tips.get(run_id) or self.tip(run_id)
-            if expected_length is not None and length != expected_length:
-                length, tip = self.tip(run_id)  # the cache predates another process's append
-            if expected_length is not None and length != expected_length:
-                raise ConcurrencyConflict(
-                    f"run {run_id} has {length} events, expected {expected_length}"
-                )
-            stored: list[StoredEvent] = []
-            recorded: list[Recorded] = []
-            prev = tip
-            for offset, (event, payload) in enumerate(zip(events, payloads, strict=True)):
-                position = length + 1 + offset
-                state = encode_state(prev, payload)
-                digest = chain_hash(prev, payload)
-                stored.append(StoredEvent(run_id, position, event.kind, state))
-                recorded.append(Recorded(position, event, prev, digest))
-                prev = digest
-            run_rows = [self._run_row(run_id, events, length + len(events), prev)]
-            try:
-                self.recorder.insert_events(stored, artifacts=artifacts, run_rows=run_rows)
-                self._tips[run_id] = (length + len(events), prev)
-                return recorded
-            except IntegrityError as conflict:
-                self._tips.pop(run_id, None)
-                if expected_length is not None or attempt == retries:
-                    raise ConcurrencyConflict(
-                        f"run {run_id}: another writer appended at position {length + 1}"
-                    ) from conflict
-        raise AssertionError("unreachable")
-
-    def _run_row(
-        self, run_id: str, events: Sequence[Event], length: int, tip: str
-    ) -> tuple[Any, ...]:
         started = next((e for e in events if isinstance(e, RunStarted)), None)
-        if started is not None:
-            return (
-                run_id,
-                started.at.isoformat(),
-                started.repo,
-                started.head,
-                started.base,
-                started.head_ref,
-                started.base_ref,
-                length,
-                tip,
+        length = 0
+        try:
+            with self._transaction(commit=True) as c:
+                length, tip = self._lock_tip(c, run_id)
+                if expected_length is not None and length != expected_length:
+                    raise ConcurrencyConflict(
+                        f"run {run_id} has {length} events, expected {expected_length}"
+                    )
+                stored: list[StoredEvent] = []
+                recorded: list[Recorded] = []
+                prev = tip
+                for position, (event, payload) in enumerate(
+                    zip(events, payloads, strict=True), start=length + 1
+                ):
+                    digest, state = link(prev, payload)
+                    stored.append(StoredEvent(run_id, position, event.kind, state))
+                    recorded.append(Recorded(position, event, prev, digest))
+                    prev = digest
+                self._insert(c, stored)
+                if artifacts:
+                    c.executemany(
+                        self._sql_put_artifact, [(h, len(d), d) for h, d in artifacts.items()]
+                    )
+                c.execute(
+                    self._sql_update_run,
+                    self._run_update(run_id, started, length + len(events), prev),
+                )
+        except IntegrityError as conflict:
+            # Only when stored events and the run index disagree (e.g. a tampered index).
+            raise ConcurrencyConflict(
+                f"run {run_id}: position {length + 1} is already taken"
+            ) from conflict
+        return recorded
+
+    def _lock_tip(self, c: Any, run_id: str) -> tuple[int, str]:
+        """Create the run's index row if new and read its tip, holding the write lock.
+
+        The INSERT comes first so that SQLite takes its write lock before reading (no stale
+        snapshot); on PostgreSQL, SELECT ... FOR UPDATE locks the run's row until commit.
+        """
+        c.execute(self._sql_ensure_run, (run_id, GENESIS))
+        c.execute(self._sql_lock_tip, (run_id,))
+        row = c.fetchone()
+        values = tuple(row.values()) if isinstance(row, dict) else tuple(row)
+        return int(values[0]), str(values[1])
+
+    def _insert(self, c: Any, stored: list[StoredEvent]) -> None:
+        if self.dialect == "sqlite":
+            c.executemany(
+                self.recorder.insert_events_statement,
+                [(s.originator_id, s.originator_version, s.topic, s.state) for s in stored],
             )
-        return (run_id, None, None, None, None, None, None, length, tip)
+        else:
+            # The library's own insert: locks the events table (commit order equals
+            # notification order), notifies listeners, inserts.
+            self.recorder._insert_stored_events(c, stored)
+
+    @staticmethod
+    def _run_update(
+        run_id: str, started: RunStarted | None, length: int, tip: str
+    ) -> tuple[Any, ...]:
+        if started is None:
+            return (length, tip, None, None, None, None, None, None, run_id)
+        return (
+            length,
+            tip,
+            started.at.isoformat(),
+            started.repo,
+            started.head,
+            started.base,
+            started.head_ref,
+            started.base_ref,
+            run_id,
+        )
 
     def put_artifacts(self, artifacts: dict[str, bytes]) -> None:
         """Store blobs ahead of the event that will reference them (idempotent)."""
         rows = [(h, len(d), d) for h, d in artifacts.items()]
         if not rows:
             return
-        conflict = "OR IGNORE " if self.dialect == "sqlite" else ""
-        tail = "" if self.dialect == "sqlite" else " ON CONFLICT DO NOTHING"
-        sql = (
-            f"INSERT {conflict}INTO ledger_artifacts (sha256, size, data) "
-            f"VALUES ({self._ph}, {self._ph}, {self._ph}){tail}"
-        )
+        sql = self._sql_put_artifact
         with self._transaction(commit=True) as c:
             c.executemany(sql, rows)
 
@@ -499,7 +506,7 @@ def _open_postgres(url: str) -> EventStore:
             password=password,
             connect_timeout=5,
         ).close()
-    except Exception as error:  # noqa: BLE001 - every failure to connect is one message
+    except Exception as error:  # every failure to connect is one message
         reason = " ".join(str(error).split()) or type(error).__name__
         raise BadInput(f"cannot reach PostgreSQL at {where}: {reason}") from error
     try:

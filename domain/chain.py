@@ -25,8 +25,14 @@ def chain_hash(prev: str, payload: bytes) -> str:
 
 def encode_state(prev: str, payload: bytes) -> bytes:
     """One JSON header line (`hash`, `prev`), then the event's canonical JSON."""
-    header = json.dumps({"hash": chain_hash(prev, payload), "prev": prev}, sort_keys=True)
-    return header.encode() + b"\n" + payload
+    return link(prev, payload)[1]
+
+
+def link(prev: str, payload: bytes) -> tuple[str, bytes]:
+    """(the event's chain hash, its stored state), hashing once."""
+    digest = chain_hash(prev, payload)
+    header = json.dumps({"hash": digest, "prev": prev}, sort_keys=True)
+    return digest, header.encode() + b"\n" + payload
 
 
 def decode_state(state: bytes) -> tuple[dict[str, str], bytes]:
