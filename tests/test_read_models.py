@@ -1,0 +1,183 @@
+"""Read models: rows per run, tracking position, idempotent catch-up, rebuild digest, --check."""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from domain import events as ev
+from domain.errors import BadInput
+from domain.rules import REGISTRY
+from ledger import views
+from ledger.service import Ledger
+from ledger.use_cases import verdict_for
+from projections.read_models import TABLE_NAMES, canonical_json, run_rows
+from tests.ledgerkit import run_cli
+from tests.synthetic_runs import SyntheticRun, synthetic_run
+
+
+def _run(seed: int, run_id: str, **kw: object) -> SyntheticRun:
+    return synthetic_run(random.Random(seed), run_id, **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Ledger:
+    led = Ledger.open(f"sqlite:///{tmp_path / 'ledger.db'}")
+    for index in range(3):
+        run = _run(index, f"{index + 1:x}" * 32, files=6, shards=2, questions=2, checks=2)
+        led.append(run.run_id, run.events, artifacts=run.artifacts)
+    return led
+
+
+def _query(path: Path, sql: str, *params: object) -> list[tuple[object, ...]]:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
+def test_a_runs_rows_fill_every_table_and_name_every_rule_with_its_version() -> None:
+    run = _run(5, "ab" * 16, files=5, tests_per_file=3, shards=2, questions=1, checks=2)
+    rows = run_rows(run.run_id, list(enumerate(run.events, start=1)), run.artifacts)
+    assert set(rows) == set(TABLE_NAMES)
+    for table in ("runs", "files", "shards", "attempts", "test_cases", "verdicts", "questions"):
+        assert rows[table], table
+    assert {(r[1], r[2]) for r in rows["verdicts"]} == {(n, r.version) for n, r in REGISTRY.items()}
+    assert {r[1] for r in rows["classifications"]} <= set(REGISTRY)
+    assert [r[1] for r in rows["checks"]] == ["check-1", "check-2"]
+
+
+def test_test_cases_hold_one_row_per_test_per_revision_per_attempt() -> None:
+    run = _run(11, "cd" * 16, files=4, tests_per_file=2, shards=2, p_unmeasured=0.0)
+    rows = run_rows(run.run_id, list(enumerate(run.events, start=1)), run.artifacts)
+    shard_attempts = [a for a in rows["attempts"] if a[2] == "shard"]
+    expected = sum(a[13] for a in shard_attempts)  # tests in each attempt's report
+    from_shards = [c for c in rows["test_cases"] if c[3] is not None]
+    assert len(from_shards) == expected
+    keys = {(c[1], c[5]) for c in rows["test_cases"]}
+    assert len(keys) == len(rows["test_cases"])  # (attempt position, test) is unique
+    heads = {c[5] for c in from_shards if c[2] == "head"}
+    assert len(heads) == 4 * 2
+
+
+def test_the_stored_verdict_document_is_the_replayed_verdict_byte_for_byte(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    path = tmp_path / "views.db"
+    views.rebuild(ledger, path)
+    for run_id, rule, document in _query(path, "SELECT run_id, rule, document FROM verdicts"):
+        replayed = verdict_for(ledger, str(run_id), str(rule))
+        assert document == canonical_json(replayed)
+
+
+def test_views_live_beside_a_sqlite_ledger_and_a_postgresql_ledger_needs_a_path(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    assert views.views_path(ledger, None) == tmp_path / "views.db"
+    assert views.views_path(ledger, "/x/v.db") == Path("/x/v.db")
+    postgres = SimpleNamespace(store=SimpleNamespace(dialect="postgresql", description="db"))
+    with pytest.raises(BadInput, match="--views PATH"):
+        views.views_path(postgres, None)  # type: ignore[arg-type]
+
+
+def test_catching_up_twice_changes_nothing_and_new_events_reproject_only_their_run(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    store = views.open_views(tmp_path / "views.db")
+    first = views.catch_up(ledger, store)
+    assert first["runs"] == 3
+    digest = store.digest()
+    again = views.catch_up(ledger, store)
+    assert again["runs"] == 0 and again["events"] == 0
+    assert store.digest() == digest
+
+    run_id = "2" * 32
+    ledger.record(run_id, ev.CheckRecorded, name="perf", verdict="fail", value="+30%")
+    assert views.touched_runs(ledger, store.position(), ledger.store.max_notification_id()) == [
+        run_id
+    ]
+    third = views.catch_up(ledger, store)
+    assert third["runs"] == 1
+    assert store.position() == ledger.store.max_notification_id()
+    assert _query(store.path, "SELECT verdict FROM checks WHERE name='perf'") == [("fail",)]
+    store.close()
+
+
+def test_rebuilding_twice_gives_the_same_digest_as_the_maintained_views(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    path = tmp_path / "views.db"
+    store = views.open_views(path)
+    views.catch_up(ledger, store)
+    maintained = store.digest()
+    store.close()
+    one = views.rebuild(ledger, path)
+    two = views.rebuild(ledger, path)
+    assert one["digest"] == two["digest"] == maintained
+    assert one["events"] == sum(len(ledger.read(r.run_id)) for r in ledger.runs())
+
+
+def test_check_names_the_first_difference_when_the_maintained_views_drift(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    path = tmp_path / "views.db"
+    views.rebuild(ledger, path)
+    assert views.check(ledger, path)["identical"] is True
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE files SET seconds = 999.0 WHERE file = (SELECT min(file) FROM files)")
+    conn.commit()
+    conn.close()
+    result = views.check(ledger, path)
+    assert result["identical"] is False
+    assert result["difference"].startswith("table files: row (run_id=")
+    assert (
+        "seconds: rebuild" in result["difference"] and "incremental 999.0" in result["difference"]
+    )
+    assert not list(tmp_path.glob(".views-check-*"))  # the temporary rebuild is removed
+
+
+def test_the_indexes_answer_the_questions_people_ask(ledger: Ledger, tmp_path: Path) -> None:
+    path = tmp_path / "views.db"
+    views.rebuild(ledger, path)
+    plans = {
+        "introduced": "SELECT run_id FROM classifications WHERE test = 'x' AND class = 'introduced'",
+        "slowest": "SELECT file, seconds FROM files ORDER BY seconds DESC LIMIT 10",
+        "flakiest": "SELECT test, count(*) FROM classifications WHERE class = 'flaky' "
+        "AND rule = 'default' GROUP BY test",
+    }
+    for name, sql in plans.items():
+        plan = " ".join(str(row[-1]) for row in _query(path, "EXPLAIN QUERY PLAN " + sql))
+        assert "USING" in plan and "INDEX" in plan, (name, plan)
+
+
+def test_cli_rebuild_reports_path_events_seconds_and_digest_and_check_fails_on_drift(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    done = run_cli("rebuild", "--json", "--ledger", url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert {"path", "events", "seconds", "digest"} <= set(document)
+    assert document["path"] == str(tmp_path / "views.db")
+    again = json.loads(run_cli("rebuild", "--json", "--ledger", url, cwd=tmp_path).stdout)
+    assert again["digest"] == document["digest"]
+    conn = sqlite3.connect(tmp_path / "views.db")
+    conn.execute("DELETE FROM checks")
+    conn.commit()
+    conn.close()
+    checked = run_cli("rebuild", "--check", "--ledger", url, cwd=tmp_path)
+    assert checked.returncode == 1
+    assert "differ: table checks: row (run_id=" in checked.stdout
+
+
+def test_cli_rebuild_of_a_missing_ledger_is_bad_input(tmp_path: Path) -> None:
+    done = run_cli("rebuild", "--ledger", f"sqlite:///{tmp_path / 'none.db'}", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.startswith("ledger: error: no ledger at")
+    assert not (tmp_path / "none.db").exists()
