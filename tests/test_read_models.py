@@ -146,7 +146,8 @@ def test_the_indexes_answer_the_questions_people_ask(ledger: Ledger, tmp_path: P
     path = tmp_path / "views.db"
     views.rebuild(ledger, path)
     plans = {
-        "introduced": "SELECT run_id FROM classifications WHERE test = 'x' AND class = 'introduced'",
+        "introduced": "SELECT run_id FROM classifications "
+        "WHERE test = 'x' AND class = 'introduced'",
         "slowest": "SELECT file, seconds FROM files ORDER BY seconds DESC LIMIT 10",
         "flakiest": "SELECT test, count(*) FROM classifications WHERE class = 'flaky' "
         "AND rule = 'default' GROUP BY test",
