@@ -51,9 +51,9 @@ def generate(path: Path, cases: int, per_file: int = 250, per_class: int = 25) -
         batch: list[str] = []
         for i in range(cases):
             module = f"tests/p{i // per_file % 16:02d}/test_m{i // per_file:05d}"
-            classname = module.replace("/", ".") + f".TestG{i % per_file // per_class:02d}"
+            classname = module.replace("/", ".") + f".TestGroup{i % per_file // per_class:02d}"
             attrs = (
-                f'classname="{classname}" name="test_c{i:07d}" file="{module}.py" '
+                f'classname="{classname}" name="test_case_{i:07d}" file="{module}.py" '
                 f'line="{i % per_file * 4 + 10}" time="0.{i % 997:03d}"'
             )
             if i % 1000 == 999:
@@ -75,8 +75,9 @@ def generate(path: Path, cases: int, per_file: int = 250, per_class: int = 25) -
         out.write("</testsuite></testsuites>")
 
 
-def measure(argv: list[str], scratch: Path) -> tuple[float, float, int, str]:
-    """Run one reader in a fresh process: wall seconds, peak RSS (MB), exit code, stdout."""
+def measure(argv: list[str], scratch: Path) -> tuple[float, float, float, int, str]:
+    """Run one reader in a fresh process: wall and CPU seconds, peak RSS (MB), exit code,
+    stdout. CPU time is printed too: on a shared machine it varies less than wall time."""
     out_path = scratch / "stdout.txt"
     with open(out_path, "wb") as out:
         start = time.perf_counter()
@@ -84,7 +85,8 @@ def measure(argv: list[str], scratch: Path) -> tuple[float, float, int, str]:
         _, status, usage = os.wait4(process.pid, 0)
         wall = time.perf_counter() - start
     process.returncode = os.waitstatus_to_exitcode(status)
-    return wall, usage.ru_maxrss / 1024, process.returncode, out_path.read_text().strip()
+    cpu = usage.ru_utime + usage.ru_stime
+    return wall, cpu, usage.ru_maxrss / 1024, process.returncode, out_path.read_text().strip()
 
 
 def main() -> None:
@@ -101,13 +103,15 @@ def main() -> None:
         size_mb = report.stat().st_size / 1e6
         print(
             f"report: {options.cases:,} test cases, {size_mb:.1f} MB "
-            f"(generated in {time.perf_counter() - started:.1f} s)"
+            f"(generated in {time.perf_counter() - started:.1f} s)",
+            flush=True,
         )
         readers = {
             "ledger junit": [sys.executable, "-c", OURS, "junit", str(report)],
             "junitparser": [sys.executable, "-c", JUNITPARSER, str(report)],
         }
         walls: dict[str, list[float]] = {name: [] for name in readers}
+        cpus: dict[str, list[float]] = {name: [] for name in readers}
         peaks: dict[str, list[float]] = {name: [] for name in readers}
         for round_ in range(1, options.rounds + 1):
             for name, argv in readers.items():
@@ -123,8 +127,13 @@ def main() -> None:
     ours, theirs = (statistics.median(walls[name]) for name in readers)
     ratio = ours / theirs
     ours_rss, theirs_rss = (max(peaks[name]) for name in readers)
+    ours_cpu, theirs_cpu = (statistics.median(cpus[name]) for name in readers)
     print()
     print(f"median wall: ledger junit {ours:.2f} s, junitparser {theirs:.2f} s")
+    print(
+        f"median cpu:  ledger junit {ours_cpu:.2f} s, junitparser {theirs_cpu:.2f} s "
+        f"(ratio {ours_cpu / theirs_cpu:.2f})"
+    )
     print(
         f"ratio (ledger junit / junitparser): {ratio:.2f}  "
         f"[target <= {TARGET_RATIO:.1f}: {'met' if ratio <= TARGET_RATIO else 'MISSED'}]"

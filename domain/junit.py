@@ -230,7 +230,7 @@ def read_report_chunks(
 def _syntax_rejection(error: ParseError, reader: _Reader, *, final: bool) -> Rejection:
     line, column = error.position
     where = f"line {line}, column {column}"
-    what = str(error).rsplit(":", 2)[0]
+    what = str(error).rsplit(":", 1)[0]  # drop ": line L, column C"
     if not reader.root_seen:
         if final and error.code == 3:  # "no element found"
             return Rejection("no-root", "the report holds no root element")
