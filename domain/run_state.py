@@ -16,6 +16,7 @@ from domain.assessment import Assessment, assess, last_started_file
 
 HEAD = "head"
 BASE = "base"
+NO_TESTS_COLLECTED = 5  # pytest's exit code for a file that holds no test
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,7 @@ class RunState:
     discovered: bool = False
     measured: dict[str, tuple[float, float, str | None]] = field(default_factory=dict)
     measure_failures: dict[str, ev.MeasurementFailed] = field(default_factory=dict)
+    empty_files: set[str] = field(default_factory=set)  # collected no test (pytest exit 5)
     plan: ev.ShardsPlanned | None = None
     shards: dict[str, ShardView] = field(default_factory=dict)
     isolations: dict[tuple[str, str], IsolationView] = field(default_factory=dict)
@@ -221,6 +223,8 @@ def apply(state: RunState, position: int, e: ev.Event, artifacts: Mapping[str, b
         state.missing_at_base = tuple(e.missing_at_base)
     elif isinstance(e, ev.FileMeasured):
         state.measured[e.file] = (e.rss_mb, e.seconds, None)
+        if e.exit_code == NO_TESTS_COLLECTED:
+            state.empty_files.add(e.file)
     elif isinstance(e, ev.MeasurementReused):
         state.measured[e.file] = (e.rss_mb, e.seconds, e.from_run)
     elif isinstance(e, ev.MeasurementFailed):

@@ -28,7 +28,7 @@ from domain.errors import BadInput
 from domain.execution import DEFAULT_PYTEST_COMMAND, Observation, ShardRun
 from domain.planning import FileCost, plan_shards
 from domain.rules import get_rule
-from domain.run_state import BASE, HEAD, RunState, fold
+from domain.run_state import BASE, HEAD, NO_TESTS_COLLECTED, RunState, fold
 from domain.verdict import Verdict
 from ledger.service import Ledger
 from projections.next_step import RunRequest, Step, next_step
@@ -350,6 +350,14 @@ class GateProcess:
             log_tail=o.log_tail,
             files=[file],
         )
+        if o.exit_code == NO_TESTS_COLLECTED and o.signal is None and not (o.timed_out or o.oom):
+            # A file that holds no test: measured, and left out of the plan (a shard report
+            # could never cover it).
+            self.ledger.record(
+                self.run_id, ev.FileMeasured, file=file, rss_mb=o.rss_mb, seconds=o.seconds,
+                exit_code=o.exit_code,
+            )  # fmt: skip
+            return
         dies = (
             o.timed_out
             or o.oom
@@ -412,9 +420,13 @@ class GateProcess:
         return found
 
     def _plan(self, state: RunState, step: Step) -> None:
-        costs = {file: FileCost(rss_mb=m[0], seconds=m[1]) for file, m in state.measured.items()}
+        costs = {
+            file: FileCost(rss_mb=m[0], seconds=m[1])
+            for file, m in state.measured.items()
+            if file not in state.empty_files
+        }
         for file in state.files:
-            if file not in costs and file not in state.measure_failures:
+            if file not in costs and file not in state.measure_failures.keys() | state.empty_files:
                 costs[file] = NOMINAL_COST
         if not costs:
             self.ledger.record(

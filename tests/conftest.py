@@ -14,6 +14,18 @@ POSTGRES_URL = os.environ.get("LEDGER_TEST_POSTGRES_URL")
 NO_POSTGRES = "no PostgreSQL server: set LEDGER_TEST_POSTGRES_URL (.ci/run starts one)"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _worktrees_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Keep the gate's cached checkouts out of the user's ~/.cache during tests."""
+    previous = os.environ.get("LEDGER_WORKTREES_DIR")
+    os.environ["LEDGER_WORKTREES_DIR"] = str(tmp_path_factory.mktemp("worktrees"))
+    yield
+    if previous is None:
+        os.environ.pop("LEDGER_WORKTREES_DIR", None)
+    else:
+        os.environ["LEDGER_WORKTREES_DIR"] = previous
+
+
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'ledger' / 'ledger.db'}"
