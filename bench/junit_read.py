@@ -115,11 +115,14 @@ def main() -> None:
         peaks: dict[str, list[float]] = {name: [] for name in readers}
         for round_ in range(1, options.rounds + 1):
             for name, argv in readers.items():
-                wall, rss, code, out = measure(argv, scratch)
+                wall, cpu, rss, code, out = measure(argv, scratch)
                 walls[name].append(wall)
+                cpus[name].append(cpu)
                 peaks[name].append(rss)
                 print(
-                    f"round {round_}  {name:<13} {wall:6.2f} s  {rss:7.1f} MB  exit {code}  {out}"
+                    f"round {round_}  {name:<13} wall {wall:6.2f} s  cpu {cpu:6.2f} s  "
+                    f"peak {rss:7.1f} MB  exit {code}  {out}",
+                    flush=True,
                 )
                 if code != 0:
                     sys.exit(f"{name} failed (exit {code})")

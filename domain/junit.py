@@ -31,7 +31,6 @@ _PASSED, _FLAKY, _SKIPPED, _ERROR, _FAILED = range(5)
 _OUTCOMES: Final[tuple[Outcome, ...]] = ("passed", "flaky", "skipped", "error", "failed")
 _RESULT_CODE: Final = {"failure": _FAILED, "error": _ERROR, "skipped": _SKIPPED}
 _RERUN_KINDS: Final = frozenset({"flakyFailure", "flakyError", "rerunFailure", "rerunError"})
-_FLAKY_KINDS: Final = frozenset({"flakyFailure", "flakyError"})
 _SUITE_PARENTS: Final = frozenset({"testsuites", "testsuite"})
 
 
@@ -667,7 +666,8 @@ class _Reader:
             kind = result[0]
             if kind in _RERUN_KINDS:
                 reruns.append(Rerun(kind, _bounded(result[1]), "".join(result[2]) or None))
-                rank = _FLAKY if kind in _FLAKY_KINDS else _PASSED
+                # Failed attempts with no final failure: the case passed only on a rerun.
+                rank = _FLAKY
             else:
                 rank = _RESULT_CODE[kind]
                 failed += rank == _FAILED

@@ -8,16 +8,22 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain.junit import Rejection, Report, Rerun, TestCase, read_report, read_report_chunks
+from domain.junit import (
+    Outcome,
+    Rejection,
+    Report,
+    Rerun,
+    TestCase,
+    read_report,
+    read_report_chunks,
+)
 
-OUTCOMES = ("passed", "failed", "error", "skipped", "flaky")
+OUTCOMES: tuple[Outcome, ...] = ("passed", "failed", "error", "skipped", "flaky")
 ELEMENT = {"failed": "failure", "error": "error", "skipped": "skipped", "flaky": "flakyFailure"}
 
 # Characters XML 1.0 can carry, including markup that must be escaped.
 xml_text = st.text(
-    alphabet=st.characters(
-        blacklist_categories=("Cs", "Cc"), blacklist_characters="\ufffe\uffff"
-    ).filter(lambda c: c not in "\ufffe\uffff")
+    alphabet=st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="\ufffe\uffff")
     | st.sampled_from("<>&\"'\n\t]]>"),
     max_size=40,
 )
@@ -155,7 +161,8 @@ def test_shuffling_suites_changes_nothing_but_order(
 @settings(max_examples=100, deadline=None)
 def test_chunk_boundaries_change_nothing(report: list[Suite], sizes: list[int]) -> None:
     data = render(report, declaration=True, indent="  ")
-    pieces, start = [], 0
+    pieces: list[bytes] = []
+    start = 0
     while start < len(data):
         size = sizes[len(pieces) % len(sizes)]
         pieces.append(data[start : start + size])

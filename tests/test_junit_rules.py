@@ -383,6 +383,11 @@ def test_reruns_of_a_final_failure_are_kept_as_evidence() -> None:
     assert [rerun.kind for rerun in case.reruns] == ["rerunFailure", "rerunError"]
 
 
+def test_reruns_without_a_final_failure_count_as_flaky_not_passed() -> None:
+    case = outcome_of('<rerunFailure message="first try"/>')
+    assert case.outcome == "flaky" and case.message == "first try"
+
+
 def test_flaky_counts_are_reported() -> None:
     body = (
         '<testcase name="a" file="f.py"><flakyFailure message="m"/></testcase>'
@@ -429,6 +434,6 @@ def test_ids_are_the_ones_pytest_prints(file: str, classname: str, expected: str
 def test_a_report_is_immutable_and_compares_by_its_cases() -> None:
     report = valid(GOOD)
     with pytest.raises(AttributeError):
-        report.tests = 3  # type: ignore[misc]
+        report.tests = 3
     assert report == Report(report.cases) and hash(report) == hash(Report(report.cases))
     assert Report(report.cases).failures == 0
