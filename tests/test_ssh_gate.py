@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -78,7 +80,7 @@ def gate(repo: Path, ledger: Path, *extra: str) -> tuple[int, dict[str, Any]]:
         ["gate", "--base", "v1", "--repo", str(repo), "--ledger", f"sqlite:///{ledger}",
          "--jobs", "2", "--json", *extra],
     )  # fmt: skip
-    assert result.exit_code in (0, 1, 3), (result.output, result.exception)
+    assert result.exit_code in (0, 1, 3, 4), (result.output, result.exception)
     return result.exit_code, json.loads(result.stdout)
 
 
@@ -130,5 +132,51 @@ def test_an_unreachable_host_makes_the_gate_unmeasured_with_the_named_reason(
         repo, tmp_path / "ssh.db", "--executor", "ssh", "--host", server.host,
         "--remote-mirror", str(tmp_path / "mirror.git"), "--rounds", "1",
     )  # fmt: skip
-    assert (code, verdict["status"]) == (3, "unmeasured")
-    assert "ssh-connect" in json.dumps(verdict["unmeasured"])
+    # Unmeasured, never passed: blocked, or parked on the owner's question about it.
+    assert (code, verdict["status"]) in ((3, "unmeasured"), (4, "awaiting"))
+    assert verdict["unmeasured"], verdict
+    assert {entry["detail"] for entry in verdict["unmeasured"]} == {"ssh-connect"}
+
+
+def test_a_server_stopped_mid_run_costs_a_retry_not_the_verdict(
+    server: SshServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slow = "import time\n\n\ndef test_{0}():\n    time.sleep(2)\n{1}"
+    files = {f"tests/test_{n}.py": slow.format(n, "") for n in ("a", "b", "c")}
+    repo = make_repo(tmp_path, files)
+    tag(repo, "v1")
+    commit(repo, {"tests/test_b.py": slow.format("b", "    assert 0\n")}, "break b")
+    _, local = gate(repo, tmp_path / "local.db", "--executor", "local")
+
+    reach(server, monkeypatch)
+    original_run = ssh_executor.SshExecutor.run
+    dropped = threading.Event()
+
+    def run_and_restart_the_server_once(self: Any, shard: Any) -> Any:
+        if not dropped.is_set():
+            dropped.set()  # one second in, the first shard is inside its pytest
+            threading.Timer(1.0, lambda: (server.stop(), server.start())).start()
+        return original_run(self, shard)
+
+    monkeypatch.setattr(ssh_executor.SshExecutor, "run", run_and_restart_the_server_once)
+    before = host_temporaries()
+    code, over_ssh = gate(
+        repo, tmp_path / "ssh.db", "--executor", "ssh", "--host", server.host,
+        "--remote-mirror", str(tmp_path / "mirror.git"),
+    )  # fmt: skip
+
+    attempts = [e for e in events(tmp_path / "ssh.db", over_ssh["run_id"])
+                if e["kind"] == "ShardAttemptRecorded"]  # fmt: skip
+    assert "ssh-dropped" in json.dumps(attempts)
+    assert (code, over_ssh["status"]) == (1, local["status"]) == (1, "failed")
+    assert over_ssh["introduced"] == local["introduced"] == ["tests/test_b.py::test_b"]
+    assert over_ssh["unmeasured"] == []
+    assert wait_for_nothing_new(before)
+
+
+def wait_for_nothing_new(before: set[Path]) -> bool:
+    """Hosts clean up after a dropped connection on their own, within moments."""
+    deadline = time.monotonic() + 30
+    while host_temporaries() - before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return host_temporaries() - before == set()
