@@ -709,7 +709,18 @@ class _Reader:
             return self.fault
         counts = self.counts
         counts[_PASSED] = len(self.names) - sum(counts[_FLAKY:])
+        self._release()
         return Report._lazy(self._materialise, files, counts)
+
+    def _release(self) -> None:
+        """The report keeps this reader for its columns: drop everything else it held."""
+        self.expat = None
+        self.seen_names = set()
+        self.repeated = set()
+        self.group_ids = {}
+        self.derived = {}
+        self.normalized = {}
+        self.modules = {}
 
     def _first_duplicate(self) -> int | None:
         if not self.repeated:
