@@ -174,11 +174,11 @@ def _assumed(e: ev.AssumptionMade, _: Mapping[str, bytes]) -> str:
 
 
 def _expired(e: ev.QuestionExpired, _: Mapping[str, bytes]) -> str:
-    return f"{e.question_id} expired (deadline {e.deadline.isoformat()})"
+    return f"{e.question_id} expired unanswered (deadline {e.deadline.isoformat()})"
 
 
 def _taken(e: ev.RecommendationTaken, _: Mapping[str, bytes]) -> str:
-    return f"{e.question_id}: recommendation {e.choice!r} taken"
+    return f"{e.question_id}: nobody answered in time; recommendation {e.choice!r} taken"
 
 
 def _parked(e: ev.QuestionParked, _: Mapping[str, bytes]) -> str:
@@ -187,12 +187,15 @@ def _parked(e: ev.QuestionParked, _: Mapping[str, bytes]) -> str:
 
 def _check(e: ev.CheckRecorded, _: Mapping[str, bytes]) -> str:
     value = f" ({e.value})" if e.value else ""
-    return f"check {e.name}: {e.verdict}{value}"
+    by = f" by {e.by}" if e.by else ""
+    return f"check {e.name}: {e.verdict}{value}{by}"
 
 
 def _approval(e: ev.ApprovalIssued, _: Mapping[str, bytes]) -> str:
+    required = f", required checks: {', '.join(e.required)}" if e.required else ""
     return (
-        f"approval issued: {e.outcome} under rule {e.rule} (report sha256 {e.report_sha256[:12]})"
+        f"approval issued: {e.outcome} under rule {e.rule} v{e.rule_version} "
+        f"(report sha256 {e.report_sha256[:12]}{required})"
     )
 
 
