@@ -118,6 +118,9 @@ def test_high_question_expires_and_the_recommendation_is_taken(tmp_path: Path) -
     ]  # fmt: skip
     taken = next(e for e in events(tmp_path, run_id) if e["kind"] == "RecommendationTaken")
     assert (taken["question_id"], taken["choice"]) == ("q-flaky-1", "allow")
+    show = run_ledger(tmp_path, "show", run_id).stdout
+    assert "q-flaky-1 expired unanswered" in show
+    assert "q-flaky-1: nobody answered in time; recommendation 'allow' taken" in show
     report = run_ledger(tmp_path, "approve", run_id, "--json")
     assert report.code == 0
     assert any(
