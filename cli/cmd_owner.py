@@ -13,7 +13,15 @@ from cli.options import EXIT_FAILED, common, emit_json
 from cli.render import print_verdict
 from domain.errors import BadInput
 from ledger import owner
-from ledger.service import opened
+from ledger.service import Ledger, opened
+from ledger.views import catch_up_after_gate
+
+
+def _refresh_views(ledger: Ledger) -> None:
+    """Keep the read models current after a write; never fails the command."""
+    notice = catch_up_after_gate(ledger)
+    if notice:
+        click.echo(f"ledger: {notice}", err=True)
 
 
 def _default_owner() -> str:
@@ -74,6 +82,7 @@ def answer(
     """
     with opened(ledger_url, create=False) as ledger:
         result = owner.answer(ledger, run, question, choice, by or _default_owner())
+        _refresh_views(ledger)
     if as_json:
         emit_json(result)
         return
@@ -114,6 +123,7 @@ def check(
     """
     with opened(ledger_url, create=False) as ledger:
         result = owner.record_check(ledger, run, name, verdict, value, by or _default_owner())
+        _refresh_views(ledger)
     if as_json:
         emit_json(result)
         return
@@ -146,6 +156,7 @@ def approve(
         raise BadInput(f"--out {out}: directory {target.parent} does not exist")
     with opened(ledger_url, create=False) as ledger:
         report = owner.approve(ledger, run, list(required))
+        _refresh_views(ledger)
     if target is not None:
         target.write_text(report.markdown, encoding="utf-8")
     if as_json:
