@@ -344,8 +344,6 @@ class _Reader:
         self.outcomes = bytearray()
         self.details: dict[int, tuple[str | None, str | None]] = {}
         self.reruns: dict[int, tuple[Rerun, ...]] = {}
-        self.seen_names: set[str] = set()
-        self.repeated: set[str] = set()
         self.counts = [0] * len(_OUTCOMES)
         # Producers count failures and errors two ways: test cases holding a <failure> (gtest,
         # vitest, pytest) or <failure> elements (some hand-written fixtures); either matches.
@@ -407,7 +405,15 @@ class _Reader:
         depth = len(stack)
         stack.pop()
         if tag == "testcase":
-            self._end_case()
+            # The hot path (a million times in a large report), kept inline.
+            self.capture = None
+            self.names.append(self.case_name)
+            self.case_group.append(self.case_group_id)
+            self.times.append(self.case_time)
+            if self.results:
+                self._end_results()
+            else:
+                self.outcomes.append(_PASSED)
         elif self.capture is not None:
             if depth == self.result_depth:
                 self.capture = None
@@ -642,22 +648,10 @@ class _Reader:
             self.captured = 0
             self.capture_depth = self.result_depth = len(self.stack)
 
-    def _end_case(self) -> None:
-        self.capture = None
-        index = len(self.names)
-        name = self.case_name
-        self.names.append(name)
-        self.case_group.append(self.case_group_id)
-        self.times.append(self.case_time)
-        seen = self.seen_names
-        if name in seen:
-            self.repeated.add(name)
-        else:
-            seen.add(name)
+    def _end_results(self) -> None:
+        """The outcome of a case that holds result elements (its columns are appended)."""
+        index = len(self.names) - 1
         results = self.results
-        if not results:
-            self.outcomes.append(_PASSED)
-            return
         code = _PASSED
         chosen: tuple[str, str | None, list[str]] | None = None
         reruns: list[Rerun] = []
@@ -715,20 +709,26 @@ class _Reader:
     def _release(self) -> None:
         """The report keeps this reader for its columns: drop everything else it held."""
         self.expat = None
-        self.seen_names = set()
-        self.repeated = set()
         self.group_ids = {}
         self.derived = {}
         self.normalized = {}
         self.modules = {}
 
     def _first_duplicate(self) -> int | None:
-        if not self.repeated:
+        names = self.names
+        unseen = set(names)
+        if len(unseen) == len(names):  # the common case, at C speed
             return None
-        repeated = self.repeated
-        seen: set[tuple[int, str]] = set()
+        repeated = set()  # names met twice; only their cases need a full identity
+        for name in names:
+            if name in unseen:
+                unseen.discard(name)
+            else:
+                repeated.add(name)
+        del unseen
         groups = self.case_group
-        for index, name in enumerate(self.names):
+        seen: set[tuple[int, str]] = set()
+        for index, name in enumerate(names):
             if name in repeated:
                 identity = (groups[index], name)
                 if identity in seen:
