@@ -95,7 +95,7 @@ with open(term, "w") as handle:
 
 # Serves the result files read-only until told to quit, or a while after the manifest exists.
 RESULTS_SCRIPT = r"""
-import http.server, os, sys, threading, time
+import http.server, os, socket, sys, threading, time
 out, port, linger = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 names = set(sys.argv[4].split(","))
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -122,7 +122,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self.wfile.write(chunk)
     def log_message(self, *args):
         pass
-server = http.server.ThreadingHTTPServer((os.environ.get("POD_IP") or "0.0.0.0", port), Handler)
+host = os.environ.get("POD_IP") or "0.0.0.0"
+class Server(http.server.ThreadingHTTPServer):
+    address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    daemon_threads = True
+server = Server((host, port), Handler)
 def linger_then_quit():
     manifest = os.path.join(out, "manifest.json")
     while not (os.path.exists(manifest) and time.time() - os.path.getmtime(manifest) > linger):

@@ -10,7 +10,8 @@ server the pod itself runs.
 
 Faults per member (`member.fault`): OOMKilled, Evicted, DeadlineExceeded, ImagePullBackOff,
 Unschedulable; `member.http_500` (next N requests answer 500, -1 for all), `member.stop()`
-(connection refused) and `member.drop_watches` (next N watches close mid-line).
+(connection refused), `member.hang` (requests are accepted, never answered) and
+`member.drop_watches` (next N watches close mid-line).
 """
 
 from __future__ import annotations
@@ -130,6 +131,7 @@ class StandinMember:
         self.runtimes: dict[tuple[str, str], _PodRuntime] = {}
         self.fault: str | None = None
         self.http_500 = 0
+        self.hang = False  # accept requests but never answer (until stopped)
         self.drop_watches = 0
         self.watches = 0
         self.requests: list[tuple[str, str]] = []
@@ -344,7 +346,13 @@ class StandinMember:
         if fault == "Unschedulable":
             self._update_pod(key, _unschedulable)
             return
-        node = sorted(n for n, obj in self.nodes.items() if _ready(obj))[:1]
+        selector = spec.get("nodeSelector") or {}
+        node = sorted(
+            n
+            for n, obj in self.nodes.items()
+            if _ready(obj)
+            and all(obj["metadata"]["labels"].get(k) == v for k, v in selector.items())
+        )[:1]
         if not node:
             self._update_pod(key, _unschedulable)
             return
@@ -694,6 +702,12 @@ class _Handler(BaseHTTPRequestHandler):
         member = self.member
         with member.lock:
             member.requests.append((self.command, self.path))
+            hang = member.hang
+        if hang:
+            member.stopping.wait(60)
+            self.close_connection = True
+            return True
+        with member.lock:
             if member.http_500 == 0:
                 return False
             if member.http_500 > 0:

@@ -3,6 +3,7 @@ loopback API stand-in that runs each Job's containers as local subprocesses."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import threading
 import time
@@ -399,5 +400,57 @@ def test_kubeconfig_env_and_pool_config_settings_apply(
         lease = built.measure_pool()[0]
         assert lease.capacity == 7 and not lease.ready
         assert lease.reason == "connection refused"
+    finally:
+        built.close()
+
+
+def test_a_member_that_never_answers_is_unready_after_its_read_timeout(
+    pool: tuple[dict[str, StandinMember], Path], repo: Path, tmp_path: Path
+) -> None:
+    members, kubeconfig = pool
+    members["west"].hang = True
+    timings = dataclasses.replace(FAST, measure_read_s=1.0, read_s=1.0, attempts=2)
+    built = build_kubernetes_executor(
+        pool=["east", "west"], source="file:///x", repo=repo, kubeconfig=str(kubeconfig),
+        timings=timings,
+    )  # fmt: skip
+    try:
+        started = time.monotonic()
+        leases = {lease.member: lease for lease in built.measure_pool()}
+        assert time.monotonic() - started < 8
+        assert leases["east"].ready
+        assert not leases["west"].ready and leases["west"].reason == "read timed out"
+
+        started = time.monotonic()
+        observation = built.run(shard(repo, ("tests/test_pass.py",), member="west"))
+        assert (observation.failure_reason, observation.failure_detail) == (
+            "ApiError",
+            "read timed out",
+        )
+        assert time.monotonic() - started < 15
+    finally:
+        built.close()
+
+
+def test_pool_config_namespace_and_node_selector_are_used(
+    pool: tuple[dict[str, StandinMember], Path], repo: Path, tmp_path: Path
+) -> None:
+    members, kubeconfig = pool
+    members["east"].add_node("node-2", "32Gi", labels={"pool": "tests"})
+    config = tmp_path / "pool.toml"
+    config.write_text('[members.east]\nnamespace = "ci"\nnode_selector = { pool = "tests" }\n')
+    built = build_kubernetes_executor(
+        pool=["east", "west"], source=f"file://{repo}", repo=repo, kubeconfig=str(kubeconfig),
+        pool_config=config, timings=FAST,
+    )  # fmt: skip
+    try:
+        leases = {lease.member: lease for lease in built.measure_pool()}
+        assert leases["east"].free_mb_per_node == {"node-2": 32768.0}
+        assert leases["west"].free_mb_per_node == {"node-1": 16384.0}
+
+        observation = built.run(shard(repo, ("tests/test_pass.py",)))
+        assert observation.exit_code == 0
+        posts = [path for method, path in members["east"].requests if method == "POST"]
+        assert posts and all(p.startswith("/apis/batch/v1/namespaces/ci/jobs") for p in posts)
     finally:
         built.close()
