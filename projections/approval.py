@@ -249,7 +249,10 @@ def _gate_metric(state: RunState, verdict: Verdict, index: _Events) -> Metric:
             decided += index.at(position, q.id)
     decided += index.at(state.completed_position)
     value = verdict.status
-    why = "; ".join(verdict.reasons) or "every shard measured at head and base, nothing introduced"
+    measured = "every shard measured at head and base" + (
+        " but the waived files" if verdict.waivers else ""
+    )
+    why = "; ".join(verdict.reasons) or f"{measured}, nothing introduced"
     for w in verdict.waivers:
         why += f"; {', '.join(w['files'])} waived by {w['by']} ({w['question']})"
     unique = {d.position: d for d in decided}
@@ -328,7 +331,7 @@ def _story(state: RunState) -> tuple[list[str], list[str], list[str]]:
     for q in sorted(state.questions.values(), key=lambda q: q.position):
         at = q.decided_at.isoformat() if q.decided_at else ""
         if q.choice == "waive-culprits" and q.topic == "unmeasured":
-            late = ", late" if q.late else ""
+            late = " late" if q.late else ""
             waivers.append(
                 f"{', '.join(f'`{f}`' for f in q.subject)} waived by {q.by} "
                 f"({q.id}, answered{late} at {at}, position {q.decided_position})"
