@@ -337,11 +337,15 @@ def audit(ledger: Ledger, run_prefix: str, rule: str | None = None) -> dict[str,
         problem, diff = "", tuple[str, ...]()
         if not derives:
             current = get_rule(issued.rule).version
-            problem = (
-                f"rule {issued.rule} is now v{current} (issued under v{issued.rule_version})"
-                if current != issued.rule_version
-                else "the same events and rule no longer give the same report"
-            )
+            repo = Path(ledger.started(run_id).repo)
+            if current != issued.rule_version:
+                problem = (
+                    f"rule {issued.rule} is now v{current} (issued under v{issued.rule_version})"
+                )
+            elif not repo.is_dir():
+                problem = f"repository {repo} is gone: its rollback template cannot be re-read"
+            else:
+                problem = "the same events and rule no longer give the same report"
             stored = ledger.artifact(issued.report_sha256)
             if stored is not None:
                 diff = tuple(
