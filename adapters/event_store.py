@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
+from urllib.request import pathname2url
 
 from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
@@ -423,7 +424,12 @@ def _check_sqlite_file(path: Path) -> bool:
     if head != b"SQLite format 3\x00":
         raise BadInput(f"{path} is not a SQLite database (not a release-ledger file)")
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        # Without a -wal file nobody has the database open and its content is all in the main
+        # file: read it as immutable, so that checking a file (even a foreign one) never
+        # leaves -wal/-shm files behind. With one, those files exist already.
+        wal = path.with_name(path.name + "-wal").exists()
+        uri = f"file:{pathname2url(str(path.absolute()))}?mode=ro" + ("" if wal else "&immutable=1")
+        conn = sqlite3.connect(uri, uri=True, timeout=5)
         try:
             tables = {
                 r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
