@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.gatekit import events, gate
+from tests.gatekit import events, gate, run_ledger
 from tests.gitrepo import commit, make_repo, tag
 from tests.k8s_standin import StandinMember, standin_pool
 
@@ -85,6 +85,8 @@ def test_gate_re_places_the_shards_of_a_member_that_fails_every_pod(
     }
     assert {(s, r) for s in failed_shards for r in ("head", "base")} <= measured_on_east
     assert pool["east"].live_jobs() == [] and pool["west"].live_jobs() == []
+    timeline = run_ledger(tmp_path, "show", str(document["run_id"])).stdout
+    assert "failed on west: OOMKilled" in timeline and "re-placed from west" in timeline
 
 
 def test_unreachable_pool_is_unmeasured_with_every_member_recorded_within_two_minutes(
