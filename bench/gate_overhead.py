@@ -1,0 +1,241 @@
+"""Gate overhead (issue 4, 17a): a repeat `ledger gate` against plain pytest at head, then base.
+
+Run: `python bench/gate_overhead.py [--files 24] [--tests 5] [--jobs 2]`. It generates a real
+pure-Python suite (24 files of a few tests, each a little sleep and a little compute, so a file
+takes about half a second alone), commits it in a git repository with four revisions (v0, v1,
+rc1, rc2), and times, side by side in the same run:
+
+- reference: `python -m pytest` over the whole suite in a checkout of rc2, then in a checkout of
+  v1, one process each, in sequence (checkouts made beforehand, not timed);
+- gate, measurements reused, base run: `ledger gate --base v1 --head rc2` after a warm-up gate
+  `--base v0 --head rc1` in the same ledger (files measured there and reused; the base is a
+  different commit, so its shards really run at v1);
+- gate, measurements and baseline reused: the same gate again (base shards reused from the
+  previous run, only head runs).
+
+Each gate is a real `python -m cli` process (start-up, checkouts, ledger included). The target is
+a ratio gate / reference <= 1.0 on 2 cores. Per-phase seconds come from the ledger's events.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.gitrepo import commit, git, make_repo, tag  # noqa: E402
+
+TARGET = 1.0
+
+TEST_FILE = '''"""Generated suite file {index}."""
+
+import time
+
+
+def _work(n):
+    return sum(i * i for i in range(n))
+
+'''
+TEST_CASE = """
+def test_{index}_{case}():
+    time.sleep({sleep})
+    assert _work({work}) > 0
+"""
+
+
+def suite(files: int, tests: int, marker: str) -> dict[str, str]:
+    out = {}
+    for index in range(files):
+        body = TEST_FILE.format(index=index) + f"# {marker}\n"
+        for case in range(tests):
+            body += TEST_CASE.format(index=index, case=case, sleep=0.05, work=20_000)
+        out[f"tests/test_gen_{index:02d}.py"] = body
+    out["pyproject.toml"] = '[tool.pytest.ini_options]\ntestpaths = ["tests"]\n'
+    return out
+
+
+def build_repo(workdir: Path, files: int, tests: int, repeats: int) -> Path:
+    """History v0, v1, ... v{repeats}, rc: the same suite, so every v is a fresh base for rc."""
+    repo = make_repo(workdir, suite(files, tests, "v0"))
+    tag(repo, "v0")
+    for k in range(1, repeats + 1):
+        commit(repo, {"README.md": f"v{k}\n"}, f"v{k}")
+        tag(repo, f"v{k}")
+    commit(repo, {"README.md": "rc\n"}, "rc")
+    tag(repo, "rc")
+    return repo
+
+
+def env_for(workdir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "LEDGER_URL"}
+    env["PYTHONPATH"] = str(ROOT)
+    env["LEDGER_WORKTREES_DIR"] = str(workdir / "worktrees")
+    return env
+
+
+def timed(argv: list[str], cwd: Path, env: dict[str, str], ok: tuple[int, ...] = (0,)) -> tuple[
+    float, str
+]:  # fmt: skip
+    start = time.perf_counter()
+    done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - start
+    if done.returncode not in ok:
+        raise SystemExit(f"{' '.join(argv[:6])}... exited {done.returncode}:\n{done.stderr}")
+    return elapsed, done.stdout
+
+
+def checkout(workdir: Path, repo: Path, rev: str) -> Path:
+    path = workdir / f"plain-{rev}"
+    if not path.exists():
+        git(repo, "worktree", "add", "--detach", "--quiet", str(path), rev)
+    return path
+
+
+def reference(workdir: Path, repo: Path, env: dict[str, str], base: str) -> float:
+    """Plain pytest over the suite at rc, then at `base`, one process each, in sequence."""
+    total = 0.0
+    for rev in ("rc", base):
+        path = checkout(workdir, repo, rev)
+        seconds, _ = timed(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], path, env
+        )
+        total += seconds
+    return total
+
+
+def by_hand(
+    workdir: Path, repo: Path, env: dict[str, str], base: str, shards: list[list[str]], jobs: int
+) -> float:
+    """The gate's own shard commands at both revisions, `jobs` at a time, with no gate around."""
+    runs = [
+        (checkout(workdir, repo, rev), files, workdir / f"junit-{rev}-{i}.xml")
+        for i, files in enumerate(shards)
+        for rev in ("rc", base)
+    ]
+
+    def one(run: tuple[Path, list[str], Path]) -> float:
+        cwd, files, junit = run
+        argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+                "-o", "junit_family=xunit1", f"--junitxml={junit}", *files]  # fmt: skip
+        return timed(argv, cwd, env)[0]
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        list(pool.map(one, runs))
+    return time.perf_counter() - start
+
+
+def gate(workdir: Path, repo: Path, env: dict[str, str], base: str, jobs: int) -> tuple[
+    float, dict[str, object]
+]:  # fmt: skip
+    argv = [
+        sys.executable, "-m", "cli", "gate", "--base", base, "--head", "rc", "--repo", str(repo),
+        "--jobs", str(jobs), "--questions", "0", "--json",
+        "--ledger", f"sqlite:///{workdir / 'ledger.db'}",
+    ]  # fmt: skip
+    seconds, out = timed(argv, workdir, env)
+    document: dict[str, object] = json.loads(out)
+    if document["status"] != "passed":
+        raise SystemExit(f"the gate did not pass: {document}")
+    return seconds, document
+
+
+def run_events(workdir: Path, run_id: str, env: dict[str, str]) -> list[dict[str, object]]:
+    argv = [sys.executable, "-m", "cli", "export", run_id,
+            "--ledger", f"sqlite:///{workdir / 'ledger.db'}"]  # fmt: skip
+    _, out = timed(argv, workdir, env)
+    return [json.loads(line)["event"] for line in out.splitlines() if line.strip()]
+
+
+def phases(events: list[dict[str, object]]) -> str:
+    """Seconds between the run's milestones, from the events' own timestamps."""
+    at = [(str(e["kind"]), datetime.fromisoformat(str(e["at"]).replace("Z", "+00:00")))
+          for e in events]  # fmt: skip
+    start = at[0][1]
+    marks: dict[str, float] = {}
+    for kind, when in at:
+        marks.setdefault(kind, (when - start).total_seconds())
+    last_attempt = max(
+        ((w - start).total_seconds() for k, w in at if k == "ShardAttemptRecorded"), default=0.0
+    )
+    return (
+        f"discovered +{marks.get('TestFilesDiscovered', 0):.2f}s, "
+        f"planned +{marks.get('ShardsPlanned', 0):.2f}s, "
+        f"first attempt +{marks.get('ShardAttemptRecorded', 0):.2f}s, "
+        f"last attempt +{last_attempt:.2f}s, "
+        f"completed +{marks.get('RunCompleted', 0):.2f}s ({len(events)} events)"
+    )
+
+
+def planned_shards(events: list[dict[str, object]]) -> list[list[str]]:
+    for e in events:
+        if e["kind"] == "ShardsPlanned":
+            return [list(s["files"]) for s in e["shards"]]  # type: ignore[attr-defined]
+    raise SystemExit("no ShardsPlanned event")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--files", type=int, default=24)
+    parser.add_argument("--tests", type=int, default=5)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=2, help="best of N for each figure")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="gate-overhead-") as tmp:
+        workdir = Path(tmp)
+        repo = build_repo(workdir, args.files, args.tests, args.repeat)
+        env = env_for(workdir)
+        load = os.getloadavg()[0]
+        print(
+            f"suite: {args.files} files x {args.tests} tests; jobs {args.jobs}; "
+            f"cpus {os.cpu_count()}; load {load:.1f}; best of {args.repeat}"
+        )
+        warm, _ = gate(workdir, repo, env, "v0", args.jobs)
+        plain, hand, reused = [], [], []
+        shards: list[list[str]] = []
+        story = ""
+        for k in range(1, args.repeat + 1):
+            base = f"v{k}"  # a base no earlier gate ran: its shards really run
+            plain.append(reference(workdir, repo, env, base))
+            seconds, document = gate(workdir, repo, env, base, args.jobs)
+            reused.append(seconds)
+            events = run_events(workdir, str(document["run_id"]), env)
+            story = phases(events)
+            shards = planned_shards(events)
+            hand.append(by_hand(workdir, repo, env, base, shards, args.jobs))
+        base = f"v{args.repeat}"
+        repeat, document = gate(workdir, repo, env, base, args.jobs)
+        repeat_story = phases(run_events(workdir, str(document["run_id"]), env))
+        ref = min(plain)
+        print(f"plain pytest at head then base       {ref:7.2f} s   (runs: "
+              + ", ".join(f"{p:.2f}" for p in plain) + ")")  # fmt: skip
+        print(f"the gate's {len(shards)} shards x 2 by hand ({args.jobs} at once)"
+              f" {min(hand):6.2f} s   ratio {min(hand) / ref:5.2f}")  # fmt: skip
+        print(f"warm-up gate (measures every file)   {warm:7.2f} s   ratio {warm / ref:5.2f}")
+        runs = ", ".join(f"{r:.2f}" for r in reused)
+        print(
+            f"gate, measurements reused            {min(reused):7.2f} s   ratio "
+            f"{min(reused) / ref:5.2f}   (runs: {runs})"
+        )
+        print("    " + story)
+        print(f"gate, measurements + base reused     {repeat:7.2f} s   ratio {repeat / ref:5.2f}")
+        print("    " + repeat_story)
+        print(f"gate overhead over its own shards by hand: {min(reused) - min(hand):+.2f} s")
+        ok = min(reused) / ref <= TARGET
+        print(f"target: gate (measurements reused) / plain <= {TARGET}: "
+              + ("met" if ok else "MISSED"))  # fmt: skip
+        return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
