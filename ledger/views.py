@@ -13,12 +13,14 @@ import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from adapters.read_model_store import ReadModelStore
 from domain.errors import BadInput
 from ledger.service import Ledger
 from projections.read_models import TABLES, RunRows, run_rows
+
+if TYPE_CHECKING:
+    from adapters.read_model_store import ReadModelStore
 
 VIEWS_FILE = "views.db"
 RUNS_PER_TRANSACTION = 100
@@ -38,6 +40,9 @@ def views_path(ledger: Ledger, views: str | Path | None) -> Path:
 
 
 def open_views(path: Path) -> ReadModelStore:
+    # Imported here: sqlite-utils costs start-up time that `ledger verdict` should not pay.
+    from adapters.read_model_store import ReadModelStore
+
     return ReadModelStore(path, TABLES)
 
 
