@@ -104,3 +104,5 @@ def test_a_repeat_gate_reuses_measurements_and_the_baseline(tmp_path: Path) -> N
     assert verdict["baseline_reused"] == [first_id]
     assert verdict["introduced"] == first.document["introduced"] == ["tests/test_a.py::test_ok"]
     assert verdict["preexisting"] == ["tests/test_c.py::test_c"]
+    story = run_ledger(tmp_path, "show", second_id).stdout
+    assert story.count("MeasurementReused") == 3 and story.count("BaselineReused") == 2, story
