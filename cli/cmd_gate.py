@@ -62,6 +62,11 @@ def _parse_duration(text: str) -> float:
 @click.option("--pool-config", default=None, type=click.Path(), help="TOML pool config.")
 @click.option("--host", default=None, metavar="USER@HOST", help="SSH build host.")
 @click.option("--remote-mirror", default=None, metavar="PATH", help="Bare mirror on the host.")
+@click.option("--ssh-port", type=int, default=None, help="SSH port of the build host.")
+@click.option("--ssh-identity", default=None, type=click.Path(), help="SSH private key file.")
+@click.option("--ssh-option", "ssh_options", multiple=True, metavar="KEY=VALUE",
+              help="Extra ssh -o option (repeatable).")  # fmt: skip
+@click.option("--remote-python", default=None, help="Python with pytest on the host (python3).")
 @click.option(
     "--deadline", default="30m", show_default=True, help="Question deadline (45s, 30m, 2h)."
 )
@@ -74,8 +79,9 @@ def gate(
     jobs: int | None, timeout_s: float, rule: str, command: str | None, discover: tuple[str, ...],
     measure: str, executor: str, pool: str | None, namespace: str | None, capacity: int | None,
     image: str | None, source: str | None, pool_config: str | None, host: str | None,
-    remote_mirror: str | None, deadline: str, wait: bool, question_budget: int,
-    ledger_url: str | None, as_json: bool,
+    remote_mirror: str | None, ssh_port: int | None, ssh_identity: str | None,
+    ssh_options: tuple[str, ...], remote_python: str | None, deadline: str, wait: bool,
+    question_budget: int, ledger_url: str | None, as_json: bool,
 ) -> None:  # fmt: skip
     """Run the regression gate: head against base, every step an event in the ledger.
 
@@ -110,9 +116,18 @@ def gate(
     elif executor == "ssh":
         if not host:
             raise BadInput("--executor ssh needs --host USER@HOST")
-        executor_options = {"host": host}
-        if remote_mirror:
-            executor_options["remote_mirror"] = remote_mirror
+        executor_options = {
+            k: v
+            for k, v in {
+                "host": host,
+                "remote_mirror": remote_mirror,
+                "port": ssh_port,
+                "identity": str(Path(ssh_identity).resolve()) if ssh_identity else None,
+                "ssh_options": list(ssh_options) or None,
+                "remote_python": remote_python,
+            }.items()
+            if v is not None
+        }
     options = GateOptions(
         repo=Path(repo).resolve(),
         base=base,

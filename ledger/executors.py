@@ -23,5 +23,8 @@ def build_executor(name: str, repo: Path, options: dict[str, Any]) -> Executor:
     if name == "ssh":
         from adapters.ssh_executor import build_ssh_executor
 
-        return build_ssh_executor(repo=repo, **options)  # type: ignore[no-any-return]
+        ssh = dict(options)
+        if ssh.get("identity"):
+            ssh["identity"] = Path(ssh["identity"])
+        return build_ssh_executor(repo=repo, **ssh)
     raise BadInput(f"unknown executor {name!r}; use one of {', '.join(EXECUTORS)}")
