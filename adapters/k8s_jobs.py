@@ -54,6 +54,19 @@ out, src, junit, term = sys.argv[2:6]
 tail_max = int(sys.argv[6])
 os.makedirs(out, exist_ok=True)
 log_path = os.path.join(out, "log")
+def oom_kills():
+    # The container's cgroup counts kernel OOM kills: one that hit only the test process
+    # (no group kill) leaves the wrapper alive, and must still read as OOMKilled.
+    try:
+        with open("/sys/fs/cgroup/memory.events") as events:
+            for line in events:
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
+kills_before = oom_kills()
 start = time.monotonic()
 with open(log_path, "wb") as log:
     try:
@@ -84,6 +97,7 @@ manifest = {
     "rss_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0, 1),
     "report": described(junit),
     "log_tail": described(os.path.join(out, "log_tail")),
+    "oom_killed": oom_kills() > kills_before,
 }
 text = json.dumps(manifest, sort_keys=True)
 with open(os.path.join(out, "manifest.json.tmp"), "w") as handle:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from kubernetes.utils import parse_quantity
 
-from adapters.k8s_jobs import RUNNER_CONTAINER, parse_manifest
+from adapters.k8s_jobs import LABEL_PREFIX, RUNNER_CONTAINER, parse_manifest
 
 IMAGE_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName"})
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
@@ -94,6 +94,11 @@ def job_outcome(job: Mapping[str, Any] | None, pods: Sequence[Mapping[str, Any]]
                 detail = f"runner exceeded its memory limit (exit {terminated.get('exitCode')})"
                 return PodOutcome("failed", "OOMKilled", detail, pod=name, node=node, extra=where)
             manifest = parse_manifest(terminated.get("message"))
+            if manifest is not None and manifest.get("oom_killed"):
+                detail = (
+                    f"the kernel OOM-killed the shard command (signal {manifest.get('signal')})"
+                )
+                return PodOutcome("failed", "OOMKilled", detail, pod=name, node=node, extra=where)
             if manifest is not None:
                 return PodOutcome("done", manifest=manifest, pod=name, node=node, extra=where)
             reason = str(terminated.get("reason") or "Error")
@@ -199,7 +204,7 @@ def count_gate_jobs(
 ) -> tuple[int, int]:
     """(running, pending) unfinished gate Jobs: running once one of its pods runs."""
     running_jobs = {
-        _get(pod, "metadata", "labels", "job-name")
+        _get(pod, "metadata", "labels", f"{LABEL_PREFIX}job")
         for pod in pods
         if _get(pod, "status", "phase") == "Running"
     }
