@@ -1,4 +1,5 @@
-"""Which subcommands exist: one module per command family, one line each here."""
+"""Which subcommands exist, and where each lives. Modules load only when their command runs,
+so `ledger junit` or `ledger verdict` do not pay for importing every other command."""
 
 from __future__ import annotations
 
@@ -6,17 +7,38 @@ import importlib
 
 import click
 
-COMMAND_MODULES = [
-    "cli.cmd_runs",
-    "cli.cmd_gate",
-    "cli.cmd_junit",
-    "cli.cmd_views",
-    "cli.cmd_owner",
-]
+COMMANDS: dict[str, str] = {
+    "runs": "cli.cmd_runs",
+    "show": "cli.cmd_runs",
+    "export": "cli.cmd_runs",
+    "verify": "cli.cmd_runs",
+    "gate": "cli.cmd_gate",
+    "resume": "cli.cmd_gate",
+    "verdict": "cli.cmd_gate",
+    "rules": "cli.cmd_gate",
+    "junit": "cli.cmd_junit",
+    "rebuild": "cli.cmd_views",
+    "questions": "cli.cmd_owner",
+    "answer": "cli.cmd_owner",
+    "check": "cli.cmd_owner",
+    "approve": "cli.cmd_owner",
+    "audit": "cli.cmd_owner",
+}
 
 
-def register(group: click.Group) -> None:
-    for name in COMMAND_MODULES:
-        module = importlib.import_module(name)
+class LazyGroup(click.Group):
+    """A click group that imports a command's module the first time the command is used."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module_name = COMMANDS.get(cmd_name)
+        if module_name is None:
+            return None
+        module = importlib.import_module(module_name)
         for command in module.COMMANDS:
-            group.add_command(command)
+            if command.name == cmd_name:
+                found: click.Command = command
+                return found
+        return None

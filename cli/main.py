@@ -10,6 +10,7 @@ from cli import commands
 
 
 @click.group(
+    cls=commands.LazyGroup,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.version_option(package_name="release-ledger")
@@ -23,8 +24,6 @@ def cli() -> None:
       ledger verdict 3f2a --rule strict
     """
 
-
-commands.register(cli)
 
 
 def main() -> None:
