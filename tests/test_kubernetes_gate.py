@@ -124,3 +124,16 @@ def test_unreachable_pool_verdict_names_every_member_with_its_reason(
     shown = json.dumps(document) + stderr
     assert "east" in shown and "connection refused" in shown, shown
     assert "west" in shown and "HTTP 500" in shown, shown
+
+
+def test_unknown_context_is_exit_2_naming_it_before_anything_is_appended(
+    tmp_path: Path, repo: Path, pool: dict[str, StandinMember]
+) -> None:
+    result = gate(
+        tmp_path, repo, "--executor", "kubernetes", "--pool", "east,nowhere",
+        "--source", f"file://{repo}",
+    )  # fmt: skip
+
+    assert result.code == 2
+    assert result.stderr.count("\n") == 1 and "'nowhere'" in result.stderr
+    assert run_ledger(tmp_path, "runs", "--json").stdout.count("run_id") == 0
