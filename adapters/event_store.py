@@ -26,7 +26,7 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
 from domain.chain import GENESIS, decode_state, link, sha256_hex
 from domain.errors import BadInput
-from domain.events import Event, RunStarted, event_from_json, event_to_json
+from domain.events import Event, RunStarted, event_to_json, events_from_json
 
 FORMAT = "release-ledger/1"
 DEFAULT_SQLITE_PATH = Path(".ledger") / "ledger.db"
@@ -148,6 +148,10 @@ class EventStore:
                 for col in ("started_at", "repo", "head", "base", "head_ref", "base_ref")
             )
             + f" WHERE run_id = {ph}"
+        )
+        self._sql_read = (
+            "SELECT originator_version, topic, state FROM ledger_events "
+            f"WHERE originator_id = {ph} ORDER BY originator_version"
         )
         self._sql_put_artifact = (
             "INSERT INTO ledger_artifacts (sha256, size, data) "
@@ -278,18 +282,15 @@ class EventStore:
         return int(rows[0][0]), str(rows[0][1])
 
     def read(self, run_id: str) -> list[Recorded]:
-        records = []
-        for stored in self.recorder.select_events(run_id):
-            header, payload = decode_state(stored.state)
-            records.append(
-                Recorded(
-                    stored.originator_version,
-                    event_from_json(payload, stored.topic),
-                    header["prev"],
-                    header["hash"],
-                )
-            )
-        return records
+        # The recorder's table, read as plain tuples: the library's select_events builds a
+        # StoredEvent per row, which costs as much as validating the event.
+        rows = self._query(self._sql_read, (run_id,))
+        decoded = [decode_state(bytes(state)) for _, _, state in rows]
+        events = _parse([p for _, p in decoded], [topic for _, topic, _ in rows])
+        return [
+            Recorded(position, event, header["prev"], header["hash"])
+            for (position, _, _), (header, _), event in zip(rows, decoded, events, strict=True)
+        ]
 
     def read_raw(self, run_id: str) -> list[RawRecord]:
         raw = []
@@ -348,14 +349,14 @@ class EventStore:
 
     def notifications(self, after: int, limit: int = 1000) -> list[tuple[int, str, Event]]:
         """(notification id, run id, event) in commit order, after a tracking position."""
-        out = []
-        for n in self.recorder.select_notifications(
+        page = self.recorder.select_notifications(
             start=after, limit=limit, inclusive_of_start=False
-        ):
-            _, payload = decode_state(n.state)
-            event = event_from_json(payload, n.topic)
-            out.append((int(n.id), str(n.originator_id).replace("-", ""), event))
-        return out
+        )
+        events = _parse([decode_state(n.state)[1] for n in page], [n.topic for n in page])
+        return [
+            (int(n.id), str(n.originator_id).replace("-", ""), event)
+            for n, event in zip(page, events, strict=True)
+        ]
 
     # -- plumbing --
 
@@ -364,10 +365,12 @@ class EventStore:
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._transaction(commit=False) as c:
+            if self.dialect == "sqlite":
+                c.sqlite_cursor.row_factory = None  # plain tuples, not sqlite3.Row
+                c.execute(sql, tuple(params))
+                return list(c.fetchall())
             c.execute(sql, tuple(params))
-            return [
-                tuple(row.values()) if isinstance(row, dict) else tuple(row) for row in c.fetchall()
-            ]
+            return [tuple(row.values()) for row in c.fetchall()]
 
     def execute_raw(self, sql: str, params: Sequence[Any] = ()) -> None:
         """Direct write, bypassing the chain: only for tamper tests and repair tools."""
@@ -377,6 +380,15 @@ class EventStore:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self._datastore.close()
+
+
+def _parse(payloads: list[bytes], topics: list[str]) -> list[Event]:
+    """Validate stored payloads in one call; each must be the kind it was stored as."""
+    events = events_from_json(payloads)
+    for event, topic in zip(events, topics, strict=True):
+        if event.kind != topic:
+            raise ValueError(f"stored {topic} event holds a {event.kind} payload")
+    return events
 
 
 # --- opening by URL -------------------------------------------------------------------------

@@ -342,3 +342,23 @@ def test_artifact_hashes_name_every_referenced_blob() -> None:
     assert sample("IsolationRecorded").artifact_hashes() == [SHA]
     assert sample("BaselineReused").artifact_hashes() == [SHA, "c" * 64]
     assert sample("RunStarted").artifact_hashes() == []
+
+
+def test_many_events_parse_in_one_call_as_they_do_one_by_one() -> None:
+    events = [sample(kind) for kind in sorted(EVENT_TYPES)]
+    payloads = [event_to_json(e).encode() for e in events]
+    assert ev.events_from_json(payloads) == events
+    assert ev.events_from_json([]) == []
+
+
+def test_many_events_reject_a_payload_that_smuggles_two_objects() -> None:
+    one = event_to_json(sample("RunCompleted")).encode()
+    with pytest.raises(ValueError, match="single JSON object"):
+        ev.events_from_json([one + b"," + one])
+
+
+def test_many_events_reject_extra_fields() -> None:
+    wire = json.loads(event_to_json(sample("RunCompleted")))
+    wire["unexpected_field"] = 1
+    with pytest.raises(ValidationError):
+        ev.events_from_json([json.dumps(wire).encode()])

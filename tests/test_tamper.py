@@ -227,3 +227,28 @@ def test_stream_missing_from_the_run_index_is_found(filled: tuple[Ledger, str, s
     ledger.store.execute_raw(f"DELETE FROM ledger_runs WHERE run_id = {ph}", (run,))
     broken = [r for r in ledger.verify() if not r.ok]
     assert [(r.run_id, r.position) for r in broken] == [(run, 1)]
+
+
+def test_header_fast_path_reads_what_json_reads() -> None:
+    from domain.chain import decode_state, link
+
+    _, state = link("ab" * 32, b'{"kind":"RunCompleted"}')
+    header, payload = decode_state(state)
+    raw_header = json.loads(state.partition(b"\n")[0])
+    assert header == raw_header and payload == b'{"kind":"RunCompleted"}'
+    odd = b'{"prev": "x", "hash": "y"}\n{}'  # another layout still decodes, through json
+    assert decode_state(odd) == ({"prev": "x", "hash": "y"}, b"{}")
+
+
+def test_payload_stored_under_another_kind_is_refused_on_read(
+    filled: tuple[Ledger, str, str],
+) -> None:
+    ledger, run, _ = filled
+    ph = _ph(ledger)
+    ledger.store.execute_raw(
+        f"UPDATE ledger_events SET topic = {ph} WHERE originator_id = {ph} "
+        f"AND originator_version = 2",
+        ("RunCompleted", run),
+    )
+    with pytest.raises(ValueError, match="stored RunCompleted event holds a FileMeasured"):
+        ledger.read(run)
