@@ -160,3 +160,45 @@ def test_bisection_measures_every_file_when_only_a_combination_dies(tmp_path: Pa
     assert document["preexisting"] == ["tests/test_b.py::test_known_bug"]
     assert document["tests"]["head"] == 4
     assert result.code == 0 and document["status"] == "passed"
+
+
+def test_bisection_names_a_killer_at_head_when_files_are_not_measured_first(
+    tmp_path: Path,
+) -> None:
+    """--measure never: the killer's shard dies, is retried, then halved down to the file."""
+    repo = make_repo(
+        tmp_path,
+        {"tests/test_a.py": PASS, "tests/test_b.py": BUG, "tests/test_c.py": PASS},
+    )
+    tag(repo, "v1")
+    commit(repo, {"tests/test_kill.py": KILLER}, "adds a killer")
+    result = gate(
+        tmp_path, repo, "--shards", "1", "--rounds", "1", "--measure", "never", "--timeout", "60"
+    )
+    document = result.document
+    assert result.code == 3, result.stderr
+    [entry] = document["unmeasured"]
+    assert entry["reason"] == "signal" and entry["revision"] == "head"
+    assert entry["culprits"] == ["tests/test_kill.py"]
+    assert document["preexisting"] == ["tests/test_b.py::test_known_bug"]
+    assert document["tests"]["head"] == 3
+    evs = events(tmp_path, document["run_id"])
+    assert attempts(evs)[("s01", "head")] == 2  # the first round and one retry
+    assert attempts(evs)[("s01", "base")] == 1  # measured at base: not rerun
+    assert kinds(evs)["ShardSplit"] >= 2
+
+
+def test_bisection_names_a_file_that_hangs_only_at_base_with_reason_timeout(
+    tmp_path: Path,
+) -> None:
+    repo = make_repo(tmp_path, {"tests/test_a.py": PASS, "tests/test_hang.py": HANG})
+    tag(repo, "v1")
+    commit(repo, {"tests/test_hang.py": "def test_hangs():\n    pass\n"}, "no longer hangs")
+    result = gate(tmp_path, repo, "--shards", "1", "--rounds", "0", "--timeout", "5")
+    document = result.document
+    assert result.code == 3, result.stderr
+    [entry] = document["unmeasured"]
+    assert entry["reason"] == "timeout" and entry["revision"] == "base"
+    assert entry["culprits"] == ["tests/test_hang.py"]
+    splits = [e for e in events(tmp_path, document["run_id"]) if e["kind"] == "ShardSplit"]
+    assert [s["reason"] for s in splits] == ["timeout"]
