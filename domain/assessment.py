@@ -22,14 +22,17 @@ NO_OUTPUT = "no-output"
 INCOMPLETE = "incomplete"
 UNATTRIBUTED = "unattributed"
 JOB_FAILED = "job-failed"
+# Not a culprit reason: no pool member could take the shard, so bisecting cannot help.
+UNPLACED = "unplaced"
 
-REASONS = (SIGNAL, TIMEOUT, OOM, NO_OUTPUT, INCOMPLETE, UNATTRIBUTED, JOB_FAILED)
+REASONS = (SIGNAL, TIMEOUT, OOM, NO_OUTPUT, INCOMPLETE, UNATTRIBUTED, JOB_FAILED, UNPLACED)
 
 # Infrastructure failure reasons that name a more specific cause than `job-failed`.
 _INFRA_REASONS = {
     "OOMKilled": OOM,
     "DeadlineExceeded": TIMEOUT,
     "timeout": TIMEOUT,
+    UNPLACED: UNPLACED,
 }
 
 
@@ -96,11 +99,15 @@ def assess(
     report: bytes | None,
     log_tail: bytes,
     files: Sequence[str],
+    infrastructure_detail: str = "",
 ) -> Assessment:
     """Judge one attempt from its facts alone (pure: the same facts give the same answer)."""
     if infrastructure_failure:
         reason = _INFRA_REASONS.get(infrastructure_failure, JOB_FAILED)
-        return Assessment(False, reason, infrastructure_failure)
+        detail = infrastructure_failure
+        if infrastructure_detail:
+            detail += f": {infrastructure_detail}"
+        return Assessment(False, reason, detail)
     if timed_out:
         return Assessment(False, TIMEOUT, "the shard ran past its timeout and was killed")
     if oom:

@@ -170,6 +170,7 @@ class ShardAttemptRecorded(Event):
     rss_mb: float = 0.0
     seconds: float = 0.0
     infrastructure_failure: str | None = None  # e.g. PodFailed reason, ssh-connect
+    infrastructure_detail: str = ""
 
     def artifact_hashes(self) -> list[str]:
         return [h for h in (self.report_hash, self.log_tail_hash) if h]

@@ -171,6 +171,7 @@ def _attempt_view(
             report=report,
             log_tail=log_tail,
             files=e.files,
+            infrastructure_detail=e.infrastructure_detail,
         )
     last = None
     if not assessment.measured:

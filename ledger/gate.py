@@ -473,13 +473,11 @@ class GateProcess:
         if hasattr(self.executor, "measure_pool"):
             # A pool with no room for a shard this round: an unmeasured attempt, so the
             # retry rounds (and bisection) bound the wait instead of looping on placement.
+            unplaced_detail = _pool_detail(project(self.ledger, self.run_id))
             for run in [r for r in runs if r.member is None]:
                 self._record_attempt(
                     run,
-                    Observation(
-                        failure_reason="unplaced",
-                        failure_detail="no ready pool member had a free slot and room",
-                    ),
+                    Observation(failure_reason="unplaced", failure_detail=unplaced_detail),
                 )
             runs = [r for r in runs if r.member is not None]
         if not runs:
@@ -549,6 +547,7 @@ class GateProcess:
                 rss_mb=o.rss_mb,
                 seconds=o.seconds,
                 infrastructure_failure=o.failure_reason,
+                infrastructure_detail=o.failure_detail if o.failure_reason else "",
             )
         )
         self.ledger.append(self.run_id, events, artifacts=artifacts)
@@ -662,6 +661,22 @@ class GateProcess:
             for future in futures:
                 future.cancel()
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _pool_detail(state: RunState) -> str:
+    """Why no member took a shard: every member of the latest pool measurement, named."""
+    if not state.pool_rounds:
+        return "no pool member was measured"
+    parts = []
+    for lease in state.pool_rounds[-1].members:
+        failed = {e.member for _, e in state.pod_failures}
+        if not lease.ready:
+            parts.append(f"{lease.member}: {lease.reason or 'not ready'}")
+        elif lease.member in failed:
+            parts.append(f"{lease.member}: excluded after a pod failure")
+        else:
+            parts.append(f"{lease.member}: no free slot or node with room")
+    return "no pool member could take it (" + "; ".join(parts) + ")"
 
 
 def _summary(o: Observation) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from domain.assessment import UNPLACED
 from domain.junit import test_id
 from domain.planning import child_shard_ids, split_in_halves
 from domain.run_state import BASE, HEAD, RunState, ShardView
@@ -73,8 +74,8 @@ def pending_splits(state: RunState) -> list[SplitRequest]:
     splits = []
     for shard in state.leaves():
         problem = shard_unmeasured(state, shard)
-        if problem is None or problem.reason == "not-run" or len(shard.files) < 2:
-            continue
+        if problem is None or problem.reason in ("not-run", UNPLACED) or len(shard.files) < 2:
+            continue  # an unplaced shard failed for want of a pool member, not by its files
         halves = split_in_halves(shard.files)
         ids = child_shard_ids(shard.id, 2)
         children = tuple((cid, tuple(files)) for cid, files in zip(ids, halves, strict=True))

@@ -108,10 +108,6 @@ def test_unreachable_pool_is_unmeasured_with_every_member_recorded_within_two_mi
     assert not any(e["kind"] == "ShardPlaced" for e in evs)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gate: an unplaced shard's detail does not yet name the members and their reasons",
-)
 def test_unreachable_pool_verdict_names_every_member_with_its_reason(
     tmp_path: Path, repo: Path, pool: dict[str, StandinMember]
 ) -> None:
