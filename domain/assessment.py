@@ -12,6 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from domain.execution import Observation
 from domain.junit import Rejection, Report, read_report
 
 # Reasons a shard (or a file) could not be measured.
@@ -134,3 +135,18 @@ def assess(
         if disagreement:
             return Assessment(False, UNATTRIBUTED, disagreement, parsed)
     return Assessment(True, report=parsed)
+
+
+def assess_observation(o: Observation, files: Sequence[str]) -> Assessment:
+    """`assess` of what an executor just observed, before it is recorded."""
+    return assess(
+        exit_code=o.exit_code,
+        signal=o.signal,
+        timed_out=o.timed_out,
+        oom=o.oom,
+        infrastructure_failure=o.failure_reason,
+        report=o.report,
+        log_tail=o.log_tail,
+        files=files,
+        infrastructure_detail=o.failure_detail,
+    )

@@ -23,6 +23,7 @@ from adapters import git
 from adapters.discovery import discover_test_files
 from adapters.executor import Executor
 from domain import events as ev
+from domain.assessment import assess_observation
 from domain.chain import sha256_hex
 from domain.errors import BadInput
 from domain.execution import DEFAULT_PYTEST_COMMAND, Observation, ShardRun
@@ -338,18 +339,7 @@ class GateProcess:
         self.observer.end("measuring files")
 
     def _record_measurement(self, file: str, o: Observation) -> None:
-        from domain.assessment import assess
-
-        assessment = assess(
-            exit_code=o.exit_code,
-            signal=o.signal,
-            timed_out=o.timed_out,
-            oom=o.oom,
-            infrastructure_failure=o.failure_reason,
-            report=o.report,
-            log_tail=o.log_tail,
-            files=[file],
-        )
+        assessment = assess_observation(o, [file])
         if o.exit_code == NO_TESTS_COLLECTED and o.signal is None and not (o.timed_out or o.oom):
             # A file that holds no test: measured, and left out of the plan (a shard report
             # could never cover it).
@@ -505,14 +495,7 @@ class GateProcess:
         return place_round(self, state, requests, round_)
 
     def _record_attempt(self, run: ShardRun, o: Observation) -> None:
-        artifacts: dict[str, bytes] = {}
-        report_hash = log_hash = None
-        if o.report is not None:
-            report_hash = sha256_hex(o.report)
-            artifacts[report_hash] = o.report
-        if o.log_tail:
-            log_hash = sha256_hex(o.log_tail)
-            artifacts[log_hash] = o.log_tail
+        artifacts, report_hash, log_hash = _evidence(o)
         member = o.member or run.member or self.executor.name
         events: list[ev.Event] = []
         pod_failure = o.failure_reason not in (None, "cancelled", "unplaced")
@@ -606,14 +589,7 @@ class GateProcess:
         self.measuring.prepare(sorted({run.commit for run in runs}))
         self.observer.begin("isolating new failures", len(runs))
         for run, o in self._run_parallel(self.measuring, runs, "isolating new failures"):
-            artifacts: dict[str, bytes] = {}
-            report_hash = log_hash = None
-            if o.report is not None:
-                report_hash = sha256_hex(o.report)
-                artifacts[report_hash] = o.report
-            if o.log_tail:
-                log_hash = sha256_hex(o.log_tail)
-                artifacts[log_hash] = o.log_tail
+            artifacts, report_hash, log_hash = _evidence(o)
             self.ledger.record(
                 self.run_id,
                 ev.IsolationRecorded,
@@ -661,6 +637,19 @@ class GateProcess:
             for future in futures:
                 future.cancel()
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _evidence(o: Observation) -> tuple[dict[str, bytes], str | None, str | None]:
+    """The report and log tail as content-addressed artifacts, with their hashes."""
+    artifacts: dict[str, bytes] = {}
+    report_hash = log_hash = None
+    if o.report is not None:
+        report_hash = sha256_hex(o.report)
+        artifacts[report_hash] = o.report
+    if o.log_tail:
+        log_hash = sha256_hex(o.log_tail)
+        artifacts[log_hash] = o.log_tail
+    return artifacts, report_hash, log_hash
 
 
 def _pool_detail(state: RunState) -> str:
