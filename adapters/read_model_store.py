@@ -64,6 +64,19 @@ class ReadModelStore:
             f"VALUES ({', '.join('?' * len(t.columns))})"
             for t in self.tables
         }
+        names = {t.name: t.column_names for t in self.tables}
+        self._keys = {t.name: tuple(names[t.name].index(c) for c in t.pk) for t in self.tables}
+        self._keys[TRACKING] = (0,)
+        self._select_run_sql = {
+            t.name: f"SELECT {', '.join(map(_quote, t.column_names))} FROM {_quote(t.name)} "
+            "WHERE run_id = ?"
+            for t in self.tables
+        }
+        self._delete_sql = {
+            t.name: f"DELETE FROM {_quote(t.name)} WHERE "
+            + " AND ".join(f"{_quote(c)} = ?" for c in t.pk)
+            for t in self.tables
+        }
         if not self.has_schema():
             with self.transaction():
                 self._create(indexes=True)
@@ -127,11 +140,22 @@ class ReadModelStore:
         )
 
     def replace_runs(self, runs: Mapping[str, Mapping[str, Sequence[tuple[Any, ...]]]]) -> None:
-        """Delete every row of these runs, then insert their new rows (inside a transaction)."""
-        ids = [(run_id,) for run_id in runs]
+        """Make these runs' rows exactly the given ones (inside a transaction). Only rows that
+        changed are written: a new event rarely changes more than a few rows of its run, and
+        rewriting thousands of indexed rows would dominate the catch-up."""
         for t in self.tables:
-            self.conn.executemany(f"DELETE FROM {_quote(t.name)} WHERE run_id = ?", ids)
-        self.insert_runs(runs)
+            keys = self._keys[t.name]
+            for run_id, tables in runs.items():
+                new = set(tables.get(t.name, ()))
+                old = set(self.conn.execute(self._select_run_sql[t.name], (run_id,)).fetchall())
+                gone = old - new
+                if gone:
+                    self.conn.executemany(
+                        self._delete_sql[t.name], [tuple(row[i] for i in keys) for row in gone]
+                    )
+                added = new - old
+                if added:
+                    self.conn.executemany(self._insert_sql[t.name], list(added))
 
     def insert_runs(self, runs: Mapping[str, Mapping[str, Sequence[tuple[Any, ...]]]]) -> None:
         for t in self.tables:
@@ -187,16 +211,14 @@ class ReadModelStore:
         """The first table and row where two views files differ, in one sentence; or None."""
         for name in self.table_names():
             columns, _ = self._order(name)
-            spec = next((t for t in self.tables if t.name == name), None)
-            key = len(spec.pk) if spec else 1
+            keys = self._keys[name]
             mine, theirs = self.rows(name), other.rows(name)
-            while True:
-                a, b = next(mine, None), next(theirs, None)
-                if a is None and b is None:
-                    break
+            a, b = next(mine, None), next(theirs, None)
+            while a is not None or b is not None:
                 if a == b:
+                    a, b = next(mine, None), next(theirs, None)
                     continue
-                return _describe(name, columns, key, a, b)
+                return _describe(name, columns, keys, a, b)
         return None
 
     def close(self) -> None:
@@ -207,21 +229,26 @@ class ReadModelStore:
 def _describe(
     table: str,
     columns: list[str],
-    key: int,
+    keys: tuple[int, ...],
     a: tuple[Any, ...] | None,
     b: tuple[Any, ...] | None,
 ) -> str:
-    def keyed(row: tuple[Any, ...]) -> str:
-        return ", ".join(f"{c}={v!r}" for c, v in zip(columns[:key], row[:key], strict=True))
+    """Rows arrive in key order from both sides, so the smaller key is the missing row."""
 
-    if a is None or (b is not None and a[:key] > b[:key]):
+    def key(row: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(row[i] for i in keys)
+
+    def named(row: tuple[Any, ...]) -> str:
+        return ", ".join(f"{columns[i]}={row[i]!r}" for i in keys)
+
+    if a is None or (b is not None and key(a) > key(b)):
         assert b is not None
-        return f"table {table}: row ({keyed(b)}) only in the incremental views"
-    if b is None or a[:key] < b[:key]:
-        return f"table {table}: row ({keyed(a)}) only in the rebuild"
+        return f"table {table}: row ({named(b)}) only in the incremental views"
+    if b is None or key(a) < key(b):
+        return f"table {table}: row ({named(a)}) only in the rebuild"
     diffs = [
         f"{c}: rebuild {x!r}, incremental {y!r}"
         for c, x, y in zip(columns, a, b, strict=True)
         if x != y
     ]
-    return f"table {table}: row ({keyed(a)}) differs: " + "; ".join(diffs)
+    return f"table {table}: row ({named(a)}) differs: " + "; ".join(diffs)

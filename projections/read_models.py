@@ -93,7 +93,7 @@ TABLES: tuple[Table, ...] = (
             ("seconds", float),
         ),
         ("run_id", "position", "test"),
-        (("test", "outcome"), ("outcome", "test"), ("file", "seconds")),
+        (("test", "outcome"),),
     ),
     Table(
         "classifications",  # per rule: "every run where this test was introduced", "flakiest"

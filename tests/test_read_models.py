@@ -182,3 +182,32 @@ def test_cli_rebuild_of_a_missing_ledger_is_bad_input(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.startswith("ledger: error: no ledger at")
     assert not (tmp_path / "none.db").exists()
+
+
+def test_check_names_a_missing_row_by_its_whole_key(ledger: Ledger, tmp_path: Path) -> None:
+    path = tmp_path / "views.db"
+    views.rebuild(ledger, path)
+    conn = sqlite3.connect(path)
+    run_id, position, test = conn.execute(
+        "SELECT run_id, position, test FROM test_cases ORDER BY run_id, position, test LIMIT 1"
+    ).fetchone()
+    conn.execute("DELETE FROM test_cases WHERE position = ? AND test = ?", (position, test))
+    conn.commit()
+    conn.close()
+    difference = views.check(ledger, path)["difference"]
+    assert difference == (
+        f"table test_cases: row (run_id={run_id!r}, position={position!r}, test={test!r}) "
+        "only in the rebuild"
+    )
+
+
+def test_catching_up_writes_only_the_rows_an_event_changed(ledger: Ledger, tmp_path: Path) -> None:
+    store = views.open_views(tmp_path / "views.db")
+    views.catch_up(ledger, store)
+    before = dict(store.conn.execute("SELECT run_id || position || test, rowid FROM test_cases"))
+    ledger.record("1" * 32, ev.CheckRecorded, name="late", verdict="pass")
+    views.catch_up(ledger, store)
+    after = dict(store.conn.execute("SELECT run_id || position || test, rowid FROM test_cases"))
+    assert after == before  # untouched rows keep their rowids: they were not rewritten
+    assert store.digest() == views.rebuild(ledger, tmp_path / "fresh.db")["digest"]
+    store.close()
