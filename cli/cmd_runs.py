@@ -60,14 +60,28 @@ def show(run: str, ledger_url: str | None, as_json: bool) -> None:
     with opened(ledger_url, create=False) as ledger:
         run_id = ledger.resolve(run)
         lines = queries.run_timeline(ledger, run_id)
+        conclusion = queries.run_verdict(ledger, run_id)
     if as_json:
-        emit_json({"run_id": run_id, "events": [line.as_dict() for line in lines]})
+        emit_json(
+            {
+                "run_id": run_id,
+                "events": [line.as_dict() for line in lines],
+                "verdict": conclusion,
+            }
+        )
         return
     click.echo(f"run {run_id}")
     for line in lines:
-        click.echo(
-            f"{line.position:>5}  {line.at[:19].replace('T', ' ')}  {line.kind:<22} {line.text}"
-        )
+        when = line.at[:19].replace("T", " ")
+        click.echo(f"{line.position:>5}  {when}  {line.kind:<22} {line.text}")
+    if conclusion is not None:
+        click.echo(f"verdict under rule {conclusion['rule']}: {conclusion['status']}")
+        for key in ("introduced", "preexisting", "fixed", "flaky"):
+            for test in conclusion[key]:
+                click.echo(f"  {key:<12} {test}")
+        for entry in conclusion["unmeasured"]:
+            culprits = ", ".join(entry["culprits"]) or "no culprit named"
+            click.echo(f"  unmeasured   {entry['shard']}: {entry['reason']} ({culprits})")
 
 
 @click.command("export")

@@ -40,3 +40,12 @@ def run_timeline(ledger: Ledger, run_id: str) -> list[TimelineLine]:
     records = ledger.read(run_id)
     events = [r.event for r in records]
     return timeline([(r.position, r.event) for r in records], ledger.artifacts_for(events))
+
+
+def run_verdict(ledger: Ledger, run_id: str) -> dict[str, Any] | None:
+    """The verdict under the run's own rule, once the run has started (for `ledger show`)."""
+    events = ledger.events(run_id)
+    state = fold(events, ledger.artifacts_for(events))
+    if state.started is None or not state.discovered:
+        return None
+    return get_rule(state.started.rule).decide(state).as_dict()

@@ -128,7 +128,6 @@ def test_show_tells_the_story_of_the_run(regression: tuple[Path, dict[str, Any],
     assert any("alone at base: exit 0" in line for line in isolations)
 
 
-@pytest.mark.xfail(strict=True, reason="`ledger show` does not print the verdict yet (issue 4 #12)")
 def test_show_ends_with_the_verdict_and_its_classified_tests(
     regression: tuple[Path, dict[str, Any], int],
 ) -> None:
