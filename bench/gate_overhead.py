@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -94,6 +95,12 @@ def timed(argv: list[str], cwd: Path, env: dict[str, str], ok: tuple[int, ...] =
     return elapsed, done.stdout
 
 
+def children_cpu() -> float:
+    """CPU seconds of every finished descendant (a gate's pytest processes included)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def checkout(workdir: Path, repo: Path, rev: str) -> Path:
     path = workdir / f"plain-{rev}"
     if not path.exists():
@@ -101,21 +108,21 @@ def checkout(workdir: Path, repo: Path, rev: str) -> Path:
     return path
 
 
-def reference(workdir: Path, repo: Path, env: dict[str, str], base: str) -> float:
+def reference(workdir: Path, repo: Path, env: dict[str, str], base: str) -> tuple[float, float]:
     """Plain pytest over the suite at rc, then at `base`, one process each, in sequence."""
-    total = 0.0
+    total, cpu = 0.0, children_cpu()
     for rev in ("rc", base):
         path = checkout(workdir, repo, rev)
         seconds, _ = timed(
             [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], path, env
         )
         total += seconds
-    return total
+    return total, children_cpu() - cpu
 
 
 def by_hand(
     workdir: Path, repo: Path, env: dict[str, str], base: str, shards: list[list[str]], jobs: int
-) -> float:
+) -> tuple[float, float]:
     """The gate's own shard commands at both revisions, `jobs` at a time, with no gate around."""
     runs = [
         (checkout(workdir, repo, rev), files, workdir / f"junit-{rev}-{i}.xml")
@@ -129,25 +136,27 @@ def by_hand(
                 "-o", "junit_family=xunit1", f"--junitxml={junit}", *files]  # fmt: skip
         return timed(argv, cwd, env)[0]
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), children_cpu()
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         list(pool.map(one, runs))
-    return time.perf_counter() - start
+    return time.perf_counter() - start, children_cpu() - cpu
 
 
 def gate(workdir: Path, repo: Path, env: dict[str, str], base: str, jobs: int) -> tuple[
-    float, dict[str, object]
+    tuple[float, float], dict[str, object]
 ]:  # fmt: skip
     argv = [
         sys.executable, "-m", "cli", "gate", "--base", base, "--head", "rc", "--repo", str(repo),
         "--jobs", str(jobs), "--questions", "0", "--json",
         "--ledger", f"sqlite:///{workdir / 'ledger.db'}",
     ]  # fmt: skip
+    cpu = children_cpu()
     seconds, out = timed(argv, workdir, env)
+    cpu = children_cpu() - cpu
     document: dict[str, object] = json.loads(out)
     if document["status"] != "passed":
         raise SystemExit(f"the gate did not pass: {document}")
-    return seconds, document
+    return (seconds, cpu), document
 
 
 def run_events(workdir: Path, run_id: str, env: dict[str, str]) -> list[dict[str, object]]:
@@ -200,40 +209,50 @@ def main() -> int:
             f"suite: {args.files} files x {args.tests} tests; jobs {args.jobs}; "
             f"cpus {os.cpu_count()}; load {load:.1f}; best of {args.repeat}"
         )
-        warm, _ = gate(workdir, repo, env, "v0", args.jobs)
+        (warm, warm_cpu), _ = gate(workdir, repo, env, "v0", args.jobs)
         plain, hand, reused = [], [], []
         shards: list[list[str]] = []
         story = ""
         for k in range(1, args.repeat + 1):
             base = f"v{k}"  # a base no earlier gate ran: its shards really run
             plain.append(reference(workdir, repo, env, base))
-            seconds, document = gate(workdir, repo, env, base, args.jobs)
-            reused.append(seconds)
+            figure, document = gate(workdir, repo, env, base, args.jobs)
+            reused.append(figure)
             events = run_events(workdir, str(document["run_id"]), env)
             story = phases(events)
             shards = planned_shards(events)
             hand.append(by_hand(workdir, repo, env, base, shards, args.jobs))
-        base = f"v{args.repeat}"
-        repeat, document = gate(workdir, repo, env, base, args.jobs)
+        repeat, document = gate(workdir, repo, env, f"v{args.repeat}", args.jobs)
         repeat_story = phases(run_events(workdir, str(document["run_id"]), env))
-        ref = min(plain)
-        print(f"plain pytest at head then base       {ref:7.2f} s   (runs: "
-              + ", ".join(f"{p:.2f}" for p in plain) + ")")  # fmt: skip
-        print(f"the gate's {len(shards)} shards x 2 by hand ({args.jobs} at once)"
-              f" {min(hand):6.2f} s   ratio {min(hand) / ref:5.2f}")  # fmt: skip
-        print(f"warm-up gate (measures every file)   {warm:7.2f} s   ratio {warm / ref:5.2f}")
-        runs = ", ".join(f"{r:.2f}" for r in reused)
-        print(
-            f"gate, measurements reused            {min(reused):7.2f} s   ratio "
-            f"{min(reused) / ref:5.2f}   (runs: {runs})"
-        )
+        ref, ref_cpu = min(plain)
+
+        def row(label: str, figures: list[tuple[float, float]]) -> None:
+            wall, cpu = min(figures)
+            runs = ", ".join(f"{w:.2f}" for w, _ in figures)
+            print(
+                f"{label:<40} {wall:7.2f} s  ratio {wall / ref:5.2f}   cpu {cpu:6.2f} s  "
+                f"ratio {cpu / ref_cpu:5.2f}   (wall: {runs})"
+            )
+
+        print(f"{'':<40} {'wall':>9}  {'':>11}   {'cpu (all processes)':>22}")
+        row("plain pytest at head then base", plain)
+        row(f"the gate's {len(shards)} shards x 2 by hand, {args.jobs} at once", hand)
+        row("warm-up gate (measures every file)", [(warm, warm_cpu)])
+        row("gate, measurements reused", reused)
         print("    " + story)
-        print(f"gate, measurements + base reused     {repeat:7.2f} s   ratio {repeat / ref:5.2f}")
+        row("gate, measurements + base reused", [repeat])
         print("    " + repeat_story)
-        print(f"gate overhead over its own shards by hand: {min(reused) - min(hand):+.2f} s")
-        ok = min(reused) / ref <= TARGET
-        print(f"target: gate (measurements reused) / plain <= {TARGET}: "
-              + ("met" if ok else "MISSED"))  # fmt: skip
+        gate_wall, gate_cpu = min(reused)
+        hand_wall, hand_cpu = min(hand)
+        print(
+            f"gate over its own shards run by hand: {gate_wall - hand_wall:+.2f} s wall, "
+            f"{gate_cpu - hand_cpu:+.2f} s cpu"
+        )
+        ok = gate_wall / ref <= TARGET
+        print(
+            f"target: gate (measurements reused) / plain <= {TARGET}: "
+            + ("met" if ok else "MISSED")
+        )
         return 0 if ok else 1
 
 
