@@ -211,3 +211,26 @@ def test_catching_up_writes_only_the_rows_an_event_changed(ledger: Ledger, tmp_p
     assert after == before  # untouched rows keep their rowids: they were not rewritten
     assert store.digest() == views.rebuild(ledger, tmp_path / "fresh.db")["digest"]
     store.close()
+
+
+@pytest.mark.postgres
+def test_a_postgresql_ledger_keeps_its_views_in_the_file_named_by_views(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    led = Ledger.open(postgres_url)
+    try:
+        for index in range(2):
+            run = _run(index, f"{index + 7:x}" * 32, files=3, shards=2)
+            led.append(run.run_id, run.events, artifacts=run.artifacts)
+    finally:
+        led.close()
+    refused = run_cli("rebuild", "--ledger", postgres_url, cwd=tmp_path)
+    assert refused.returncode == 2 and "--views PATH" in refused.stderr
+    path = tmp_path / "pg-views.db"
+    built = run_cli("rebuild", "--json", "--views", str(path), "--ledger", postgres_url,
+                    cwd=tmp_path)  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    assert json.loads(built.stdout)["runs"] == 2
+    checked = run_cli("rebuild", "--check", "--json", "--views", str(path), "--ledger",
+                      postgres_url, cwd=tmp_path)  # fmt: skip
+    assert checked.returncode == 0 and json.loads(checked.stdout)["identical"] is True
