@@ -4,7 +4,16 @@ Pure: `run_rows(run_id, records, artifacts)` folds the run's whole stream (every
 parsed once, as the gate does) and judges it under every registered rule. The same events
 always give the same rows, so a rebuild is reproducible to the digest and a run's rows can be
 replaced whenever new events for it arrive. `TABLES` is the schema, with explicit column types
-and the indexes for the questions people ask of it.
+and the indexes for the questions people ask of it, e.g. (`sqlite3 .ledger/views.db`):
+
+    -- every run where this test was introduced (under the run's own rule)
+    SELECT c.run_id FROM classifications c JOIN verdicts v USING (run_id, rule)
+     WHERE c.test = 'tests/test_a.py::test_a2' AND c.class = 'introduced' AND v.own = 1;
+    -- slowest files, measured alone
+    SELECT file, max(seconds) FROM files GROUP BY file ORDER BY 2 DESC LIMIT 20;
+    -- flakiest tests
+    SELECT test, count(*) FROM classifications WHERE class = 'flaky' AND rule = 'default'
+     GROUP BY test ORDER BY 2 DESC LIMIT 20;
 """
 
 from __future__ import annotations
