@@ -26,6 +26,8 @@ JOB_FAILED = "job-failed"
 # Not a culprit reason: no pool member could take the shard, so bisecting cannot help.
 UNPLACED = "unplaced"
 
+NO_TESTS_COLLECTED = 5  # pytest's exit code when a run collected no test
+
 REASONS = (SIGNAL, TIMEOUT, OOM, NO_OUTPUT, INCOMPLETE, UNATTRIBUTED, JOB_FAILED, UNPLACED)
 
 # Infrastructure failure reasons that name a more specific cause than `job-failed`.
@@ -119,6 +121,10 @@ def assess(
         return Assessment(False, NO_OUTPUT, f"exit {exit_code} and no JUnit report")
     parsed = read_report(report, expected_files=list(files))
     if isinstance(parsed, Rejection):
+        if exit_code == NO_TESTS_COLLECTED and len(files) == 1 and parsed.code == "no-tests":
+            # One file, and pytest says it holds no test at this revision (e.g. at base, before
+            # its first test was written): an empty measurement, not a culprit.
+            return Assessment(True, detail="the file holds no test", report=Report(()))
         return Assessment(False, INCOMPLETE, str(parsed))
     if exit_code not in (0, 1):
         return Assessment(False, JOB_FAILED, f"exit code {exit_code} is neither 0 nor 1", parsed)
