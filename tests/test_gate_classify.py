@@ -137,3 +137,18 @@ def test_show_ends_with_the_verdict_and_its_classified_tests(
     assert "tests/test_reg.py::test_breaks" in ending, story
     assert "tests/test_old.py::test_old_bug" in ending, story
     assert "tests/test_fix.py::test_was_broken" in ending, story
+
+
+def test_a_file_that_held_no_test_at_base_is_measured_and_its_new_failure_introduced(
+    tmp_path: Path,
+) -> None:
+    """At base the file collects nothing (pytest exit 5 alone): not a culprit, just empty."""
+    repo = make_repo(tmp_path, {"tests/test_a.py": PASS, "tests/test_grow.py": "HELPER = 1\n"})
+    tag(repo, "v1")
+    grown = "HELPER = 1\n\ndef test_grown():\n    assert HELPER == 2\n"
+    commit(repo, {"tests/test_grow.py": grown}, "first test in a helper file")
+    result = gate(tmp_path, repo, "--shards", "1", "--rounds", "0", "--timeout", "60")
+    document = result.document
+    assert document["unmeasured"] == [], document["unmeasured"]
+    assert document["introduced"] == ["tests/test_grow.py::test_grown"]
+    assert result.code == 1 and document["status"] == "failed"
