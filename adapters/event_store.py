@@ -11,6 +11,7 @@ same transaction as the events that reference them: one database holds a whole l
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import sqlite3
 import stat
@@ -285,12 +286,13 @@ class EventStore:
         # The recorder's table, read as plain tuples: the library's select_events builds a
         # StoredEvent per row, which costs as much as validating the event.
         rows = self._query(self._sql_read, (run_id,))
-        decoded = [decode_state(bytes(state)) for _, _, state in rows]
-        events = _parse([p for _, p in decoded], [topic for _, topic, _ in rows])
-        return [
-            Recorded(position, event, header["prev"], header["hash"])
-            for (position, _, _), (header, _), event in zip(rows, decoded, events, strict=True)
-        ]
+        with _gc_paused():
+            decoded = [decode_state(bytes(state)) for _, _, state in rows]
+            events = _parse([p for _, p in decoded], [topic for _, topic, _ in rows])
+            return [
+                Recorded(position, event, header["prev"], header["hash"])
+                for (position, _, _), (header, _), event in zip(rows, decoded, events, strict=True)
+            ]
 
     def read_raw(self, run_id: str) -> list[RawRecord]:
         raw = []
@@ -352,7 +354,8 @@ class EventStore:
         page = self.recorder.select_notifications(
             start=after, limit=limit, inclusive_of_start=False
         )
-        events = _parse([decode_state(n.state)[1] for n in page], [n.topic for n in page])
+        with _gc_paused():
+            events = _parse([decode_state(n.state)[1] for n in page], [n.topic for n in page])
         return [
             (int(n.id), str(n.originator_id).replace("-", ""), event)
             for n, event in zip(page, events, strict=True)
@@ -380,6 +383,19 @@ class EventStore:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self._datastore.close()
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a stream is decoded: tens of thousands of
+    fresh, acyclic event objects otherwise trigger repeated collections (~20-40% of a read)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _parse(payloads: list[bytes], topics: list[str]) -> list[Event]:
