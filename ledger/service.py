@@ -156,16 +156,22 @@ class Ledger:
         raw = self.store.read_raw(run_id)
         links = []
         referenced: list[tuple[int, str]] = []
+        relabelled: int | None = None  # the stored kind is outside the hash: compare it
         for record in raw:
             run_in_payload: str | None = None
             try:
                 event = event_from_json(record.payload)
                 run_in_payload = event.run_id
                 referenced.extend((record.position, h) for h in event.artifact_hashes())
+                if event.kind != record.kind and relabelled is None:
+                    relabelled = record.position
             except ValueError:
                 pass  # unparseable payloads still get their hash checked
             links.append(StoredLink(record.position, record.header, record.payload, run_in_payload))
         broken = find_break(run_id, links, row.length if row else None, row.tip if row else None)
+        if relabelled is not None and (broken is None or relabelled < broken.position):
+            problem = "its stored kind does not match its content (edited event)"
+            return VerifyResult(run_id, False, len(raw), relabelled, problem)
         if broken is None and row is None:
             broken_position, problem = 1, "the run is missing from the run index"
             return VerifyResult(run_id, False, len(raw), broken_position, problem)

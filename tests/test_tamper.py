@@ -240,7 +240,7 @@ def test_header_fast_path_reads_what_json_reads() -> None:
     assert decode_state(odd) == ({"prev": "x", "hash": "y"}, b"{}")
 
 
-def test_payload_stored_under_another_kind_is_refused_on_read(
+def test_payload_stored_under_another_kind_is_refused_and_found(
     filled: tuple[Ledger, str, str],
 ) -> None:
     ledger, run, _ = filled
@@ -252,3 +252,5 @@ def test_payload_stored_under_another_kind_is_refused_on_read(
     )
     with pytest.raises(ValueError, match="stored RunCompleted event holds a FileMeasured"):
         ledger.read(run)
+    ok, position, problem = _broken(ledger, run)
+    assert (ok, position) == (False, 2) and "stored kind" in problem
