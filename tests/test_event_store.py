@@ -395,3 +395,20 @@ def test_cli_reads_a_filled_ledger(ledger_url: str, tmp_path: Path) -> None:
 
     table = run_cli("runs", cwd=tmp_path, env=env)
     assert table.returncode == 0 and run[:12] in table.stdout
+
+
+def test_refused_append_to_a_new_run_leaves_no_trace(ledger: Ledger) -> None:
+    run = "ef" * 16
+    with pytest.raises(ConcurrencyConflict, match="has 0 events, expected 3"):
+        ledger.append(run, [measured(ledger, run, 1)], expected_length=3)
+    assert ledger.runs() == [] and ledger.read(run) == []
+    assert ledger.store.tip(run) == (0, GENESIS)
+
+
+def test_run_index_keeps_the_start_when_later_appends_lack_it(ledger: Ledger) -> None:
+    run = ledger.new_run_id()
+    ledger.append(run, [measured(ledger, run, 0)])  # an event before RunStarted
+    start_run(ledger, run)
+    ledger.append(run, [measured(ledger, run, 1)])
+    (row,) = ledger.runs()
+    assert (row.length, row.repo, row.started_at) == (3, "/srv/repo", T0.isoformat())
