@@ -132,6 +132,8 @@ def test_bisection_names_a_file_that_dies_only_at_base(tmp_path: Path) -> None:
     assert kinds(evs)["MeasurementFailed"] == 0
     story = run_ledger(tmp_path, "show", document["run_id"]).stdout
     assert "ShardSplit" in story
+    ending = story[story.index("RunCompleted") :]
+    assert "tests/test_flag.py" in ending and "signal" in ending, story
 
 
 POISON = "import os\n\nos.environ['GATE_TEST_POISON'] = '1'\n\ndef test_poison():\n    pass\n"
