@@ -166,3 +166,56 @@ def test_resume_after_kill_9_reaches_the_uninterrupted_verdict(
     assert set(counts.values()) == {1}
     verify = run_ledger(tmp_path, "verify", run_id)
     assert verify.code == 0, verify.stdout + verify.stderr
+
+
+def test_an_interruption_while_isolating_resumes_only_the_missing_isolations(
+    tmp_path: Path,
+) -> None:
+    """test_r blocks while `hold` exists only when run alone, i.e. in its isolation runs."""
+    hold, pids = tmp_path / "hold", tmp_path / "pids"
+    alone = (
+        "import os, sys, time\n\n"
+        f"HOLD, PIDS = {str(hold)!r}, {str(pids)!r}\n\n"
+        "def test_r():\n"
+        "    if sum(a.startswith('tests/') for a in sys.argv[1:]) == 1:\n"
+        "        with open(PIDS, 'a') as f:\n"
+        "            f.write(f'{os.getpid()}\\n')\n"
+        "        while os.path.exists(HOLD):\n"
+        "            time.sleep(0.05)\n"
+        "    assert VERDICT\n"
+    )
+    repo = make_repo(
+        tmp_path,
+        {
+            "tests/test_a.py": "def test_a():\n    pass\n",
+            "tests/test_r.py": alone.replace("VERDICT", "1"),
+        },
+    )
+    tag(repo, "v1")
+    commit(repo, {"tests/test_r.py": alone.replace("VERDICT", "0")}, "regression")
+    hold.touch()
+    process = start_process(
+        tmp_path, "gate", "--base", "v1", "--repo", str(repo), *GATE_DEFAULTS,
+        "--shards", "1", "--timeout", "60", "--measure", "never", "--json",
+    )  # fmt: skip
+    try:
+        _wait_for(lambda: _pids(pids), 60, "an isolation run to start")
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode == 130, stderr
+    children = _pids(pids)
+    _wait_for(lambda: not any(_alive(pid) for pid in children), 10, "the isolation to die")
+    run_id = _run_id(tmp_path)
+    before = kinds(events(tmp_path, run_id))
+    assert before["IsolationRecorded"] < 2 and before["RunInterrupted"] == 1
+
+    hold.unlink()
+    resumed = run_ledger(tmp_path, "resume", run_id, "--json")
+    assert resumed.code == 1, resumed.stderr
+    assert resumed.document["introduced"] == ["tests/test_r.py::test_r"]
+    after = events(tmp_path, run_id)
+    isolated = [(e["file"], e["revision"]) for e in after if e["kind"] == "IsolationRecorded"]
+    assert sorted(isolated) == [("tests/test_r.py", "base"), ("tests/test_r.py", "head")]
+    assert set(attempts(after).values()) == {1}
