@@ -22,8 +22,13 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 from urllib.request import pathname2url
 
-from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent
-from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
+from eventsourcing.persistence import IntegrityError, InterfaceError, PersistenceError, StoredEvent
+from eventsourcing.sqlite import (
+    SQLiteApplicationRecorder,
+    SQLiteConnection,
+    SQLiteConnectionPool,
+    SQLiteDatastore,
+)
 
 from domain.chain import GENESIS, decode_state, link, sha256_hex
 from domain.errors import BadInput
@@ -90,6 +95,40 @@ class _SQLiteRecorder(SQLiteApplicationRecorder):
         ]
 
 
+class _SQLitePool(SQLiteConnectionPool):
+    """The library's pool, but with a real statement cache: eventsourcing 9.5 connects with
+    `cached_statements=True`, a cache of ONE statement, so every execute re-prepared its SQL
+    (~25 us each, most of an append's CPU)."""
+
+    def _create_connection(self) -> SQLiteConnection:
+        try:
+            c = sqlite3.connect(
+                database=self.db_name,
+                uri=True,
+                check_same_thread=False,
+                isolation_level=None,
+                cached_statements=128,
+                timeout=self.lock_timeout or 5,
+            )
+        except (sqlite3.Error, TypeError) as e:
+            raise InterfaceError(e) from e
+        if not self.is_sqlite_memory_mode and not self.is_journal_mode_wal:
+            mode = c.execute("PRAGMA journal_mode;").fetchone()[0]
+            if str(mode).lower() != "wal":
+                c.execute("PRAGMA journal_mode=WAL;")
+                self.journal_mode_was_changed_to_wal = True
+            self.is_journal_mode_wal = True
+        c.row_factory = sqlite3.Row
+        return SQLiteConnection(sqlite_conn=c, max_age=self.max_age)
+
+
+def _sqlite_datastore(db_name: str, **kwargs: Any) -> SQLiteDatastore:
+    datastore = SQLiteDatastore(db_name, originator_id_type="text", **kwargs)
+    datastore.pool.close()  # never used: no connection is opened before the first request
+    datastore.pool = _SQLitePool(db_name=db_name, **kwargs)
+    return datastore
+
+
 def _pg_recorder_class() -> type:
     from eventsourcing.postgres import PostgresApplicationRecorder
 
@@ -142,13 +181,13 @@ class EventStore:
         self._sql_lock_tip = f"SELECT length, tip FROM ledger_runs WHERE run_id = {ph}" + (
             "" if dialect == "sqlite" else " FOR UPDATE"
         )
-        self._sql_update_run = (
-            f"UPDATE ledger_runs SET length = {ph}, tip = {ph}, "
-            + ", ".join(
-                f"{col} = COALESCE({ph}, {col})"
-                for col in ("started_at", "repo", "head", "base", "head_ref", "base_ref")
-            )
-            + f" WHERE run_id = {ph}"
+        started = ("started_at", "repo", "head", "base", "head_ref", "base_ref")
+        self._sql_upsert_run = (
+            "INSERT INTO ledger_runs (length, tip, "
+            + ", ".join(started)
+            + f", run_id) VALUES ({', '.join([ph] * 9)}) ON CONFLICT (run_id) DO UPDATE SET "
+            "length = excluded.length, tip = excluded.tip, "
+            + ", ".join(f"{col} = COALESCE(excluded.{col}, ledger_runs.{col})" for col in started)
         )
         self._sql_read = (
             "SELECT originator_version, topic, state FROM ledger_events "
@@ -189,7 +228,7 @@ class EventStore:
         started = next((e for e in events if isinstance(e, RunStarted)), None)
         length = 0
         try:
-            with self._transaction(commit=True) as c:
+            with self._write() as c:
                 length, tip = self._lock_tip(c, run_id)
                 if expected_length is not None and length != expected_length:
                     raise ConcurrencyConflict(
@@ -211,25 +250,44 @@ class EventStore:
                         self._sql_put_artifact, [(h, len(d), d) for h, d in artifacts.items()]
                     )
                 c.execute(
-                    self._sql_update_run,
+                    self._sql_upsert_run,
                     self._run_update(run_id, started, length + len(events), prev),
                 )
-        except IntegrityError as conflict:
+        except (IntegrityError, sqlite3.IntegrityError) as conflict:
             # Only when stored events and the run index disagree (e.g. a tampered index).
             raise ConcurrencyConflict(
                 f"run {run_id}: position {length + 1} is already taken"
             ) from conflict
         return recorded
 
-    def _lock_tip(self, c: Any, run_id: str) -> tuple[int, str]:
-        """Create the run's index row if new and read its tip, holding the write lock.
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[Any]:
+        """A writing transaction. SQLite's begins IMMEDIATE: it takes the database's write lock
+        (waiting up to the busy timeout) before anything is read, so the tip read in it
+        cannot be stale."""
+        if self.dialect != "sqlite":
+            with self._transaction(commit=True) as c:
+                yield c
+            return
+        with self._datastore.get_connection(commit=True) as conn:
+            c = conn.cursor().sqlite_cursor
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                yield c
+            except BaseException:
+                conn.rollback()
+                raise
+            conn.commit()
 
-        The INSERT comes first so that SQLite takes its write lock before reading (no stale
-        snapshot); on PostgreSQL, SELECT ... FOR UPDATE locks the run's row until commit.
-        """
-        c.execute(self._sql_ensure_run, (run_id, GENESIS))
+    def _lock_tip(self, c: Any, run_id: str) -> tuple[int, str]:
+        """The run's (length, tip) under the write lock. PostgreSQL: the run's index row is
+        created if new, then locked (SELECT ... FOR UPDATE) until commit."""
+        if self.dialect != "sqlite":
+            c.execute(self._sql_ensure_run, (run_id, GENESIS))
         c.execute(self._sql_lock_tip, (run_id,))
         row = c.fetchone()
+        if row is None:
+            return 0, GENESIS
         values = tuple(row.values()) if isinstance(row, dict) else tuple(row)
         return int(values[0]), str(values[1])
 
@@ -285,8 +343,8 @@ class EventStore:
     def read(self, run_id: str) -> list[Recorded]:
         # The recorder's table, read as plain tuples: the library's select_events builds a
         # StoredEvent per row, which costs as much as validating the event.
-        rows = self._query(self._sql_read, (run_id,))
         with _gc_paused():
+            rows = self._query(self._sql_read, (run_id,))
             decoded = [decode_state(bytes(state)) for _, _, state in rows]
             events = _parse([p for _, p in decoded], [topic for _, topic, _ in rows])
             return [
@@ -351,15 +409,15 @@ class EventStore:
 
     def notifications(self, after: int, limit: int = 1000) -> list[tuple[int, str, Event]]:
         """(notification id, run id, event) in commit order, after a tracking position."""
-        page = self.recorder.select_notifications(
-            start=after, limit=limit, inclusive_of_start=False
-        )
         with _gc_paused():
+            page = self.recorder.select_notifications(
+                start=after, limit=limit, inclusive_of_start=False
+            )
             events = _parse([decode_state(n.state)[1] for n in page], [n.topic for n in page])
-        return [
-            (int(n.id), str(n.originator_id).replace("-", ""), event)
-            for n, event in zip(page, events, strict=True)
-        ]
+            return [
+                (int(n.id), str(n.originator_id).replace("-", ""), event)
+                for n, event in zip(page, events, strict=True)
+            ]
 
     # -- plumbing --
 
@@ -493,7 +551,7 @@ def _open_sqlite(path: Path, *, create: bool) -> EventStore:
             pass
         else:
             raise BadInput(f"cannot open ledger file {path}: permission denied")
-    datastore = SQLiteDatastore(str(path), lock_timeout=30, pool_size=4, originator_id_type="text")
+    datastore = _sqlite_datastore(str(path), lock_timeout=30, pool_size=4)
     recorder = _SQLiteRecorder(datastore, events_table_name=EVENTS_TABLE)
     try:
         recorder.create_table()
@@ -505,9 +563,7 @@ def _open_sqlite(path: Path, *, create: bool) -> EventStore:
 
 
 def _open_sqlite_memory(description: str) -> EventStore:
-    datastore = SQLiteDatastore(
-        "file:ledger-empty?mode=memory&cache=shared", originator_id_type="text"
-    )
+    datastore = _sqlite_datastore("file:ledger-empty?mode=memory&cache=shared")
     recorder = _SQLiteRecorder(datastore, events_table_name=EVENTS_TABLE)
     recorder.create_table()
     return EventStore(recorder, dialect="sqlite", description=description, datastore=datastore)
