@@ -77,15 +77,23 @@ class ReadModelStore:
             + " AND ".join(f"{_quote(c)} = ?" for c in t.pk)
             for t in self.tables
         }
-        if not self.has_schema():
+        self.schema_version = _schema_version(self.tables)
+        if not self._current():
             with self.transaction():
-                self._create(indexes=True)
+                if not self._current():  # another process may have just made it current
+                    self.reset()
+                    self._create_indexes()
 
     # -- schema --
 
     def has_schema(self) -> bool:
         names = set(self.db.table_names())
         return TRACKING in names and all(t.name in names for t in self.tables)
+
+    def _current(self) -> bool:
+        """Tables exist in this very schema (an older layout is dropped and caught up anew)."""
+        version = int(self.conn.execute("PRAGMA user_version").fetchone()[0])
+        return version == self.schema_version and self.has_schema()
 
     def _create(self, *, indexes: bool) -> None:
         self.db[TRACKING].create(  # type: ignore[union-attr]
@@ -170,6 +178,7 @@ class ReadModelStore:
         for name in [TRACKING, *(t.name for t in self.tables)]:
             self.conn.execute(f"DROP TABLE IF EXISTS {_quote(name)}")
         self._create(indexes=False)
+        self.conn.execute(f"PRAGMA user_version = {self.schema_version}")
 
     def finish_rebuild(self) -> None:
         self._create_indexes()
@@ -224,6 +233,15 @@ class ReadModelStore:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.conn.close()
+
+
+def _schema_version(tables: Sequence[TableSpec]) -> int:
+    """A fingerprint of the layout, kept in SQLite's `user_version` (not in any table)."""
+    layout = [
+        [t.name, [[c, kind.__name__] for c, kind in t.columns], list(t.pk), list(t.indexes)]
+        for t in tables
+    ]
+    return int(hashlib.sha256(json.dumps(layout).encode()).hexdigest()[:7], 16)
 
 
 def _describe(

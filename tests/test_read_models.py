@@ -234,3 +234,20 @@ def test_a_postgresql_ledger_keeps_its_views_in_the_file_named_by_views(
     checked = run_cli("rebuild", "--check", "--json", "--views", str(path), "--ledger",
                       postgres_url, cwd=tmp_path)  # fmt: skip
     assert checked.returncode == 0 and json.loads(checked.stdout)["identical"] is True
+
+
+def test_views_of_an_older_layout_are_dropped_and_caught_up_anew(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    path = tmp_path / "views.db"
+    fresh = views.rebuild(ledger, path)["digest"]
+    conn = sqlite3.connect(path)
+    conn.execute("ALTER TABLE runs ADD COLUMN legacy TEXT")
+    conn.execute("PRAGMA user_version = 1")
+    conn.commit()
+    conn.close()
+    store = views.open_views(path)
+    assert store.position() == 0
+    views.catch_up(ledger, store)
+    assert store.digest() == fresh
+    store.close()
