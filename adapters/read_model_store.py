@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -53,6 +54,7 @@ class ReadModelStore:
         self.tables = tuple(tables)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))  # private, as the ledger
             self.conn = sqlite3.connect(str(path), timeout=timeout, isolation_level=None)
             self.db = sqlite_utils.Database(self.conn)
             self.conn.execute("PRAGMA journal_mode=WAL")
