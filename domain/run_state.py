@@ -115,6 +115,8 @@ class RunState:
     completed_position: int | None = None
     last_at: datetime | None = None
     length: int = 0
+    # Derived values memoised by pure functions of this state; every `apply` clears it.
+    cache: dict[str, object] = field(default_factory=dict, repr=False, compare=False)
 
     # -- views --
 
@@ -136,45 +138,81 @@ class RunState:
         return self.started.options.get(name, default)
 
 
+# Assessments memoised by the facts they are a pure function of (artifacts by hash), so
+# re-projecting a run after each gate step, or replaying many runs that share a reused
+# baseline, reads each stored report once. Bounded; any entry can be recomputed.
+_ASSESSMENTS: dict[tuple[object, ...], Assessment] = {}
+_ASSESSMENTS_MAX = 4096
+
+
+def _assess_stored(
+    *,
+    exit_code: int | None,
+    signal: int | None,
+    timed_out: bool,
+    oom: bool,
+    infrastructure_failure: str | None,
+    infrastructure_detail: str,
+    report_hash: str | None,
+    log_tail_hash: str | None,
+    files: Sequence[str],
+    artifacts: Mapping[str, bytes],
+) -> Assessment:
+    report = artifacts.get(report_hash) if report_hash else None
+    if report_hash and report is None:
+        return Assessment(False, "no-output", "the report is missing from the ledger")
+    key = (
+        exit_code, signal, timed_out, oom, infrastructure_failure, infrastructure_detail,
+        report_hash, log_tail_hash, tuple(files),
+    )  # fmt: skip
+    cached = _ASSESSMENTS.get(key)
+    if cached is not None:
+        return cached
+    log_tail = artifacts.get(log_tail_hash, b"") if log_tail_hash else b""
+    assessment = assess(
+        exit_code=exit_code,
+        signal=signal,
+        timed_out=timed_out,
+        oom=oom,
+        infrastructure_failure=infrastructure_failure,
+        report=report,
+        log_tail=log_tail,
+        files=files,
+        infrastructure_detail=infrastructure_detail,
+    )
+    if len(_ASSESSMENTS) >= _ASSESSMENTS_MAX:
+        _ASSESSMENTS.clear()
+    _ASSESSMENTS[key] = assessment
+    return assessment
+
+
 def _attempt_view(
     e: ev.ShardAttemptRecorded | ev.BaselineReused,
     position: int,
     artifacts: Mapping[str, bytes],
 ) -> AttemptView:
-    report = artifacts.get(e.report_hash) if e.report_hash else None
-    log_tail = artifacts.get(e.log_tail_hash, b"") if e.log_tail_hash else b""
     if isinstance(e, ev.BaselineReused):
-        assessment = assess(
-            exit_code=e.exit_code,
-            signal=e.signal,
-            timed_out=False,
-            oom=False,
-            infrastructure_failure=None,
-            report=report,
-            log_tail=log_tail,
-            files=e.files,
-        )
+        assessment = _assess_stored(
+            exit_code=e.exit_code, signal=e.signal, timed_out=False, oom=False,
+            infrastructure_failure=None, infrastructure_detail="",
+            report_hash=e.report_hash, log_tail_hash=e.log_tail_hash, files=e.files,
+            artifacts=artifacts,
+        )  # fmt: skip
         return AttemptView(
             e.shard, 0, BASE, tuple(e.files), "reused", assessment, position,
             reused_from=e.from_run, report_hash=e.report_hash, log_tail_hash=e.log_tail_hash,
             seconds=e.seconds, rss_mb=e.rss_mb,
         )  # fmt: skip
-    if e.report_hash and report is None:
-        assessment = Assessment(False, "no-output", "the report is missing from the ledger")
-    else:
-        assessment = assess(
-            exit_code=e.exit_code,
-            signal=e.signal,
-            timed_out=e.timed_out,
-            oom=e.oom,
-            infrastructure_failure=e.infrastructure_failure,
-            report=report,
-            log_tail=log_tail,
-            files=e.files,
-            infrastructure_detail=e.infrastructure_detail,
-        )
+    assessment = _assess_stored(
+        exit_code=e.exit_code, signal=e.signal, timed_out=e.timed_out, oom=e.oom,
+        infrastructure_failure=e.infrastructure_failure,
+        infrastructure_detail=e.infrastructure_detail,
+        report_hash=e.report_hash, log_tail_hash=e.log_tail_hash, files=e.files,
+        artifacts=artifacts,
+    )  # fmt: skip
     last = None
-    if not assessment.measured:
+    if not assessment.measured and e.log_tail_hash:
+        log_tail = artifacts.get(e.log_tail_hash, b"")
         last = last_started_file(log_tail.decode("utf-8", "replace"), e.files)
     return AttemptView(
         e.shard, e.attempt, e.revision, tuple(e.files), e.member, assessment, position,
@@ -186,18 +224,12 @@ def _attempt_view(
 def _isolation_view(
     e: ev.IsolationRecorded, position: int, artifacts: Mapping[str, bytes]
 ) -> IsolationView:
-    report = artifacts.get(e.report_hash) if e.report_hash else None
-    log_tail = artifacts.get(e.log_tail_hash, b"") if e.log_tail_hash else b""
-    assessment = assess(
-        exit_code=e.exit_code,
-        signal=e.signal,
-        timed_out=e.timed_out,
-        oom=False,
-        infrastructure_failure=None,
-        report=report,
-        log_tail=log_tail,
-        files=[e.file],
-    )
+    assessment = _assess_stored(
+        exit_code=e.exit_code, signal=e.signal, timed_out=e.timed_out, oom=False,
+        infrastructure_failure=None, infrastructure_detail="",
+        report_hash=e.report_hash, log_tail_hash=e.log_tail_hash, files=[e.file],
+        artifacts=artifacts,
+    )  # fmt: skip
     return IsolationView(e.file, e.revision, assessment, position)
 
 
@@ -213,6 +245,7 @@ def _question_decided(
 
 def apply(state: RunState, position: int, e: ev.Event, artifacts: Mapping[str, bytes]) -> None:
     """Mutate `state` by one event (the fold's step)."""
+    state.cache.clear()
     state.length = max(state.length, position)
     state.last_at = e.at
     state.run_id = e.run_id

@@ -160,8 +160,28 @@ def waived_files(state: RunState) -> tuple[set[str], list[dict[str, Any]]]:
     return files, waivers
 
 
-def judge(state: RunState, policy: Policy, rule: str, version: int) -> Verdict:
-    """Classify every measured test and decide the status under `policy`."""
+@dataclass(frozen=True)
+class Classification:
+    """What every rule agrees on: which tests were measured and how each one classifies.
+
+    Computed once per state (rules differ only in what they do with it), so replaying a
+    run under several rules parses and classifies its reports once.
+    """
+
+    unmeasured: tuple[Unmeasured, ...]
+    shard_skips: tuple[tuple[ShardView, tuple[str, ...]], ...]
+    head: dict[str, str]
+    base: dict[str, str]
+    introduced: tuple[str, ...]
+    preexisting: tuple[str, ...]
+    fixed: tuple[str, ...]
+    flaky: tuple[str, ...]
+
+
+def classify(state: RunState) -> Classification:
+    cached = state.cache.get("classification")
+    if isinstance(cached, Classification):
+        return cached
     unmeasured: list[Unmeasured] = []
     for file, failure in sorted(state.measure_failures.items()):
         unmeasured.append(
@@ -169,7 +189,7 @@ def judge(state: RunState, policy: Policy, rule: str, version: int) -> Verdict:
         )
     head: dict[str, str] = {}
     base: dict[str, str] = {}
-    skipped: list[str] = []
+    shard_skips: list[tuple[ShardView, tuple[str, ...]]] = []
     for shard in state.leaves():
         problem = shard_unmeasured(state, shard)
         if problem is not None:
@@ -181,18 +201,9 @@ def judge(state: RunState, policy: Policy, rule: str, version: int) -> Verdict:
         head.update(shard_head)
         if base_report:
             base.update(_outcomes(base_report.cases))
-        shard_skips = sorted(t for t, o in shard_head.items() if o == "skipped")
-        skipped.extend(shard_skips)
-        if shard_skips and not policy.skips_allowed:
-            unmeasured.append(
-                Unmeasured(
-                    shard.id,
-                    shard.files,
-                    "skipped",
-                    detail=f"{len(shard_skips)} skipped tests: {', '.join(shard_skips[:3])}",
-                    revision=HEAD,
-                )
-            )
+        skips = tuple(sorted(t for t, o in shard_head.items() if o == "skipped"))
+        if skips:
+            shard_skips.append((shard, skips))
 
     introduced, preexisting, fixed, flaky = [], [], [], []
     for test, outcome in sorted(head.items()):
@@ -216,6 +227,34 @@ def judge(state: RunState, policy: Policy, rule: str, version: int) -> Verdict:
             flaky.append(test)
         else:
             introduced.append(test)
+    result = Classification(
+        tuple(unmeasured), tuple(shard_skips), head, base,
+        tuple(introduced), tuple(preexisting), tuple(fixed), tuple(flaky),
+    )  # fmt: skip
+    state.cache["classification"] = result
+    return result
+
+
+def judge(state: RunState, policy: Policy, rule: str, version: int) -> Verdict:
+    """Classify every measured test and decide the status under `policy`."""
+    basis = classify(state)
+    unmeasured = list(basis.unmeasured)
+    head, base = basis.head, basis.base
+    skipped: list[str] = []
+    for shard, shard_skips in basis.shard_skips:
+        skipped.extend(shard_skips)
+        if not policy.skips_allowed:
+            unmeasured.append(
+                Unmeasured(
+                    shard.id,
+                    shard.files,
+                    "skipped",
+                    detail=f"{len(shard_skips)} skipped tests: {', '.join(shard_skips[:3])}",
+                    revision=HEAD,
+                )
+            )
+    introduced, preexisting = list(basis.introduced), list(basis.preexisting)
+    fixed, flaky = list(basis.fixed), list(basis.flaky)
 
     waived, waivers = waived_files(state)
     kept: list[Unmeasured] = []
