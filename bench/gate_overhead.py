@@ -1,20 +1,22 @@
 """Gate overhead (issue 4, 17a): a repeat `ledger gate` against plain pytest at head, then base.
 
-Run: `python bench/gate_overhead.py [--files 24] [--tests 5] [--jobs 2]`. It generates a real
-pure-Python suite (24 files of a few tests, each a little sleep and a little compute, so a file
-takes about half a second alone), commits it in a git repository with four revisions (v0, v1,
-rc1, rc2), and times, side by side in the same run:
+Run: `python bench/gate_overhead.py` (options: --files 24 --tests 5 --jobs 2 --repeat 2
+--sleep 0.05 --work 20000). It generates a real pure-Python suite (24 files of a few tests, each
+a little sleep and a little compute, so a file takes about half a second alone), commits it in a
+git repository with revisions v0, v1, ... v<repeat>, rc, and times, side by side in one run:
 
-- reference: `python -m pytest` over the whole suite in a checkout of rc2, then in a checkout of
-  v1, one process each, in sequence (checkouts made beforehand, not timed);
-- gate, measurements reused, base run: `ledger gate --base v1 --head rc2` after a warm-up gate
-  `--base v0 --head rc1` in the same ledger (files measured there and reused; the base is a
-  different commit, so its shards really run at v1);
-- gate, measurements and baseline reused: the same gate again (base shards reused from the
-  previous run, only head runs).
+- reference: `python -m pytest` over the whole suite in a checkout of rc, then in a checkout of
+  the base, one process each, in sequence (checkouts made beforehand, not timed);
+- the gate's own shards (its plan) run by hand, `--jobs` at once: the floor for any gate;
+- gate, measurements reused: `ledger gate --base v<k> --head rc` after a warm-up gate
+  `--base v0` in the same ledger (files measured there and reused; each v<k> is a base no
+  earlier gate ran, so its shards really run);
+- gate, measurements and baseline reused: the last gate again (only head runs).
 
-Each gate is a real `python -m cli` process (start-up, checkouts, ledger included). The target is
-a ratio gate / reference <= 1.0 on 2 cores. Per-phase seconds come from the ledger's events.
+Each gate is a real `python -m cli` process (start-up, checkouts, ledger included). Best of
+--repeat for each figure; CPU seconds of all processes beside wall seconds, so a loaded machine
+can be told apart from overhead. Target: gate (measurements reused) / plain <= 1.0 on 2 cores.
+Per-phase seconds come from the ledger's events.
 """
 
 from __future__ import annotations
@@ -54,20 +56,24 @@ def test_{index}_{case}():
 """
 
 
-def suite(files: int, tests: int, marker: str) -> dict[str, str]:
+def suite(
+    files: int, tests: int, marker: str, sleep: float = 0.05, work: int = 20_000
+) -> dict[str, str]:
     out = {}
     for index in range(files):
         body = TEST_FILE.format(index=index) + f"# {marker}\n"
         for case in range(tests):
-            body += TEST_CASE.format(index=index, case=case, sleep=0.05, work=20_000)
+            body += TEST_CASE.format(index=index, case=case, sleep=sleep, work=work)
         out[f"tests/test_gen_{index:02d}.py"] = body
     out["pyproject.toml"] = '[tool.pytest.ini_options]\ntestpaths = ["tests"]\n'
     return out
 
 
-def build_repo(workdir: Path, files: int, tests: int, repeats: int) -> Path:
+def build_repo(
+    workdir: Path, files: int, tests: int, repeats: int, sleep: float = 0.05, work: int = 20_000
+) -> Path:
     """History v0, v1, ... v{repeats}, rc: the same suite, so every v is a fresh base for rc."""
-    repo = make_repo(workdir, suite(files, tests, "v0"))
+    repo = make_repo(workdir, suite(files, tests, "v0", sleep, work))
     tag(repo, "v0")
     for k in range(1, repeats + 1):
         commit(repo, {"README.md": f"v{k}\n"}, f"v{k}")
@@ -199,14 +205,17 @@ def main() -> int:
     parser.add_argument("--tests", type=int, default=5)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=2, help="best of N for each figure")
+    parser.add_argument("--sleep", type=float, default=0.05, help="seconds each test sleeps")
+    parser.add_argument("--work", type=int, default=20_000, help="squares each test sums")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gate-overhead-") as tmp:
         workdir = Path(tmp)
-        repo = build_repo(workdir, args.files, args.tests, args.repeat)
+        repo = build_repo(workdir, args.files, args.tests, args.repeat, args.sleep, args.work)
         env = env_for(workdir)
         load = os.getloadavg()[0]
         print(
-            f"suite: {args.files} files x {args.tests} tests; jobs {args.jobs}; "
+            f"suite: {args.files} files x {args.tests} tests (sleep {args.sleep} s, "
+            f"work {args.work}); jobs {args.jobs}; "
             f"cpus {os.cpu_count()}; load {load:.1f}; best of {args.repeat}"
         )
         (warm, warm_cpu), _ = gate(workdir, repo, env, "v0", args.jobs)
