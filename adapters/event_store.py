@@ -30,7 +30,7 @@ from eventsourcing.sqlite import (
     SQLiteDatastore,
 )
 
-from domain.chain import GENESIS, decode_state, link, sha256_hex
+from domain.chain import GENESIS, decode_state, link, sha256_hex, split_state
 from domain.errors import BadInput
 from domain.events import Event, RunStarted, event_to_json, events_from_json
 
@@ -345,11 +345,13 @@ class EventStore:
         # StoredEvent per row, which costs as much as validating the event.
         with _gc_paused():
             rows = self._query(self._sql_read, (run_id,))
-            decoded = [decode_state(bytes(state)) for _, _, state in rows]
-            events = _parse([p for _, p in decoded], [topic for _, topic, _ in rows])
+            split = [split_state(bytes(state)) for _, _, state in rows]
+            events = _parse([p for _, _, p in split], [topic for _, topic, _ in rows])
             return [
-                Recorded(position, event, header["prev"], header["hash"])
-                for (position, _, _), (header, _), event in zip(rows, decoded, events, strict=True)
+                Recorded(position, event, prev, digest)
+                for (position, _, _), (digest, prev, _), event in zip(
+                    rows, split, events, strict=True
+                )
             ]
 
     def read_raw(self, run_id: str) -> list[RawRecord]:
@@ -413,7 +415,7 @@ class EventStore:
             page = self.recorder.select_notifications(
                 start=after, limit=limit, inclusive_of_start=False
             )
-            events = _parse([decode_state(n.state)[1] for n in page], [n.topic for n in page])
+            events = _parse([split_state(n.state)[2] for n in page], [n.topic for n in page])
             return [
                 (int(n.id), str(n.originator_id).replace("-", ""), event)
                 for n, event in zip(page, events, strict=True)

@@ -35,6 +35,21 @@ def link(prev: str, payload: bytes) -> tuple[str, bytes]:
     return digest, header.encode() + b"\n" + payload
 
 
+def split_state(state: bytes) -> tuple[str, str, bytes]:
+    """(hash, prev, payload) of a stored state; the same as decode_state, without the dict."""
+    if (
+        state[152:153] == b"\n"
+        and state[:10] == b'{"hash": "'
+        and state[74:86] == b'", "prev": "'
+        and state[150:152] == b'"}'
+    ):
+        digest, prev = state[10:74], state[86:150]
+        if digest.isalnum() and prev.isalnum():
+            return digest.decode(), prev.decode(), state[153:]
+    header, payload = decode_state(state)
+    return header["hash"], header["prev"], payload
+
+
 def decode_state(state: bytes) -> tuple[dict[str, str], bytes]:
     header, _, payload = state.partition(b"\n")
     # Fast path for the exact header `link` writes; anything else goes through json.

@@ -238,6 +238,10 @@ def test_header_fast_path_reads_what_json_reads() -> None:
     assert header == raw_header and payload == b'{"kind":"RunCompleted"}'
     odd = b'{"prev": "x", "hash": "y"}\n{}'  # another layout still decodes, through json
     assert decode_state(odd) == ({"prev": "x", "hash": "y"}, b"{}")
+    from domain.chain import split_state
+
+    assert split_state(state) == (header["hash"], header["prev"], payload)
+    assert split_state(odd) == ("y", "x", b"{}")
 
 
 def test_payload_stored_under_another_kind_is_refused_and_found(
