@@ -262,6 +262,11 @@ class GateProcess:
         with _interruptible():
             try:
                 return self._loop()
+            except BadInput as error:
+                # Found only mid-run (e.g. a reused measurement over the budget): the run
+                # says why it stopped, so it is not left looking like it is still running.
+                self.ledger.record(self.run_id, ev.RunInterrupted, reason=f"bad input: {error}")
+                raise
             except KeyboardInterrupt:
                 self.executor.cancel_all()
                 if self.measuring is not self.executor:

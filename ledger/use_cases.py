@@ -38,7 +38,8 @@ def resume_gate(ledger: Ledger, run_prefix: str, observer: Observer) -> dict[str
     executor = build_executor(
         started.executor, Path(started.repo), dict(started.options.get("executor_options", {}))
     )
-    ledger.record(run_id, ev.RunResumed)
+    if not state.completed:
+        ledger.record(run_id, ev.RunResumed)
     return _drive(ledger, run_id, executor, observer)
 
 

@@ -121,6 +121,8 @@ def _report_summary(
         return ", report missing from the ledger"
     result = read_report(data, expected_files=list(files) or None)
     if not isinstance(result, Report):
+        if result.code == "no-tests":
+            return ", no test collected"
         return f", report rejected: {result}"
     failing = [test_id(c) for c in result.cases if c.outcome in ("failed", "error")]
     text = (
