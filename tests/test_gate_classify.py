@@ -152,3 +152,18 @@ def test_a_file_that_held_no_test_at_base_is_measured_and_its_new_failure_introd
     assert document["unmeasured"] == [], document["unmeasured"]
     assert document["introduced"] == ["tests/test_grow.py::test_grown"]
     assert result.code == 1 and document["status"] == "failed"
+
+
+def test_a_file_that_stops_importing_at_head_is_an_introduced_error_not_a_culprit(
+    tmp_path: Path,
+) -> None:
+    broken = "import module_that_does_not_exist\n\ndef test_x():\n    pass\n"
+    repo = make_repo(tmp_path, {"tests/test_a.py": PASS, "tests/test_b.py": PASS})
+    tag(repo, "v1")
+    commit(repo, {"tests/test_b.py": broken}, "break an import")
+    result = gate(tmp_path, repo, "--shards", "1", "--timeout", "60")
+    assert result.code == 1, result.stderr
+    document = result.document
+    assert document["introduced"] == ["tests/test_b.py::tests.test_b"]
+    assert document["unmeasured"] == []
+    assert document["tests"]["head"] == 2  # test_a.py still ran beside the broken file
