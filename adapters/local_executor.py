@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -45,6 +44,18 @@ def _read_stat(pid: str) -> tuple[int, int] | None:
     if len(fields) < 22:
         return None
     return int(fields[3]), int(fields[21]) * _PAGE_KB
+
+
+def _high_water_kb(pid: int) -> int:
+    """VmHWM of a process: its peak resident size since it exec'd (0 when gone)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as handle:
+            for line in handle:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 class _SessionScanner:
@@ -110,8 +121,10 @@ class LocalExecutor:
     an address-space limit Python raises MemoryError, pytest reports it as an ordinary test
     failure and exits 1, so an overrun would look like a regression instead of a dead shard
     (and RLIMIT_AS counts reserved, not used, memory, which breaks threaded runtimes).
-    A peak that slipped between two samples is still `oom` when the process's own
-    `ru_maxrss` exceeds the limit, so the flag does not depend on the polling's luck.
+    Peaks come from /proc only (the tree's summed VmRSS, and the shard process's VmHWM, which
+    exec resets), never from `wait4`'s `ru_maxrss`: a forked child inherits the gate's own
+    resident pages until it execs, so `ru_maxrss` reports at least the size of the process
+    that started it (a 500 MB test runner made every 40 MB shard look like 500 MB).
     """
 
     name = "local"
@@ -207,16 +220,14 @@ class LocalExecutor:
         running = _Running(proc)
         watch = _Watch()
         try:
-            status, usage, seconds = self._supervise(proc, running, watch, started, shard)
+            status, seconds = self._supervise(proc, running, watch, started, shard)
         except BaseException:
             _kill_session(proc.pid, signal.SIGKILL)  # never leave a shard running behind us
             with self._lock:
                 self._running.pop(proc.pid, None)
             proc.wait()
             raise
-        limit_kb = shard.memory_limit_mb * 1024 if shard.memory_limit_mb is not None else None
-        # A peak between two samples still broke the limit: say so whatever the watchdog saw.
-        oom = watch.oom or (limit_kb is not None and usage.ru_maxrss > limit_kb)
+        oom = watch.oom
         exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
         sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
         return Observation(
@@ -224,7 +235,7 @@ class LocalExecutor:
             signal=sig,
             report=junit.read_bytes() if junit.is_file() else None,
             log_tail=_tail(log_path),
-            rss_mb=round(max(watch.peak_kb, usage.ru_maxrss) / 1024, 1),
+            rss_mb=round(watch.peak_kb / 1024, 1),
             seconds=round(seconds, 3),
             timed_out=watch.timed_out,
             oom=oom,
@@ -238,8 +249,8 @@ class LocalExecutor:
         watch: _Watch,
         started: float,
         shard: ShardRun,
-    ) -> tuple[int, resource.struct_rusage, float]:
-        """Wait for the shard under the watchdog; return its wait status, rusage and seconds."""
+    ) -> tuple[int, float]:
+        """Wait for the shard under the watchdog; return its wait status and seconds."""
         with self._lock:
             self._running[proc.pid] = running
             if self._cancelled:
@@ -261,9 +272,9 @@ class LocalExecutor:
         _kill_session(proc.pid, signal.SIGKILL)  # children left behind by the shard
         with self._lock:
             del self._running[proc.pid]
-        _, status, usage = os.wait4(proc.pid, 0)
+        _, status = os.waitpid(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
-        return status, usage, seconds
+        return status, seconds
 
     def _watch(
         self, sid: int, done: threading.Event, watch: _Watch, started: float, shard: ShardRun
@@ -277,7 +288,7 @@ class LocalExecutor:
             wait = min(interval, max(0.0, deadline - time.monotonic()))
             if done.wait(wait):
                 return
-            total_kb = sum(rss for _, rss in scanner.members())
+            total_kb = max(sum(rss for _, rss in scanner.members()), _high_water_kb(sid))
             watch.peak_kb = max(watch.peak_kb, total_kb)
             if limit_kb is not None and total_kb > limit_kb:
                 watch.oom = True

@@ -278,3 +278,17 @@ def test_the_users_uncommitted_pytest_config_does_not_reach_a_checkout(
         local.close()
     assert seen.exit_code == 0
     assert b"2 passed" in seen.log_tail
+
+
+def test_a_big_gate_process_does_not_inflate_a_small_shards_memory(
+    executor: LocalExecutor, repo: Path
+) -> None:
+    # A forked child's ru_maxrss starts at its parent's size; the shard must not inherit it.
+    ballast = bytearray(400 * 1024 * 1024)
+    for offset in range(0, len(ballast), 4096):
+        ballast[offset] = 1
+    observed = executor.run(shard(head(repo), "tests/test_pass.py", memory_limit_mb=300))
+    assert not observed.oom
+    assert observed.exit_code == 0
+    assert observed.rss_mb < 300
+    del ballast
