@@ -217,3 +217,9 @@ def count_gate_jobs(
         else:
             pending += 1
     return running, pending
+
+
+def job_failed_condition(job: Mapping[str, Any]) -> bool:
+    """Whether the Job controller itself has concluded the Job failed."""
+    failed = _condition(job, "Failed")
+    return bool(failed and failed.get("status") == "True")

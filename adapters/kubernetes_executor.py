@@ -42,6 +42,7 @@ from adapters.k8s_status import (
     PodOutcome,
     count_gate_jobs,
     free_mb_per_node,
+    job_failed_condition,
     job_outcome,
 )
 from adapters.pool_config import load_pool_config
@@ -68,6 +69,7 @@ class K8sTimings:
     image_pull_grace_s: float = 120.0  # ErrImagePull / ImagePullBackOff for this long fails
     unschedulable_grace_s: float = 120.0  # Unschedulable for this long fails
     settle_s: float = 180.0  # beyond the shard timeout before the adapter stops waiting
+    job_settle_s: float = 10.0  # a failed pod waits this long for the Job's own failure reason
     ttl_s: int = 600  # ttlSecondsAfterFinished
     linger_s: int = 300  # results server stays up this long after the runner finished
 
@@ -364,6 +366,7 @@ class KubernetesExecutor:
         timings = self.timings
         deadline = started + shard.timeout_s + timings.settle_s
         waiting_since: dict[str, float] = {}
+        pod_failed_since: float | None = None
         while True:
             if self._cancelled.is_set():
                 raise Cancelled
@@ -376,6 +379,13 @@ class KubernetesExecutor:
                 )
             job, pods, version = self._read(member, name)
             outcome = job_outcome(job, pods)
+            if outcome.state == "failed" and not job_failed_condition(job):
+                # The pod failed before the Job controller said why (BackoffLimitExceeded,
+                # DeadlineExceeded, ...): give it a moment to, then take the pod's reason.
+                since = pod_failed_since = pod_failed_since or now
+                if now - since < timings.job_settle_s:
+                    self._watch_once(member, name, version, min(1.0, deadline - now))
+                    continue
             if outcome.state in ("done", "failed"):
                 return outcome
             window = float(timings.watch_window_s)
