@@ -9,15 +9,14 @@ from pathlib import Path
 
 import click
 
-from cli.options import common, emit_json
+from cli.options import common
 from cli.progress import RichObserver
-from cli.render import print_verdict
+from cli.render import finish_verdict
 from domain.errors import BadInput
 from domain.execution import DEFAULT_PYTEST_COMMAND
 from ledger import use_cases
 from ledger.gate import GateInterrupted, GateOptions
 from ledger.service import opened
-from projections.verdict_view import exit_code
 
 
 def _parse_duration(text: str) -> float:
@@ -155,15 +154,7 @@ def gate(
         except GateInterrupted as stopped:
             click.echo(f"ledger: interrupted; continue with: ledger resume {stopped}", err=True)
             sys.exit(130)
-    _finish(document, as_json)
-
-
-def _finish(document: dict[str, object], as_json: bool, replayed: bool = False) -> None:
-    if as_json:
-        emit_json(document)
-    else:
-        print_verdict(document, replayed=replayed)
-    sys.exit(exit_code(str(document["status"])))
+    finish_verdict(document, as_json)
 
 
 @click.command("resume")
@@ -182,59 +173,7 @@ def resume(run: str, ledger_url: str | None, as_json: bool) -> None:
         except GateInterrupted as stopped:
             click.echo(f"ledger: interrupted; continue with: ledger resume {stopped}", err=True)
             sys.exit(130)
-    _finish(document, as_json)
+    finish_verdict(document, as_json)
 
 
-@click.command("verdict")
-@click.argument("run")
-@click.option("--rule", default=None, help="Replay under this rule (default: the run's own).")
-@click.option("--compare", default=None, metavar="NAME", help="Compare with another rule.")
-@common
-def verdict(
-    run: str, rule: str | None, compare: str | None, ledger_url: str | None, as_json: bool
-) -> None:
-    """The verdict of a recorded run, replayed from its events (reading never appends).
-
-    \b
-    Examples:
-      ledger verdict 3f2a
-      ledger verdict 3f2a --rule strict --json
-      ledger verdict 3f2a --compare zero-failures
-    """
-    with opened(ledger_url, create=False) as ledger:
-        run_id = ledger.resolve(run)
-        if compare:
-            from ledger.replay import compare_rules
-
-            comparison = compare_rules(ledger, run_id, rule, compare)
-            if as_json:
-                emit_json(comparison)
-            else:
-                from cli.render_compare import print_comparison
-
-                print_comparison(comparison)
-            sys.exit(exit_code(str(comparison["verdicts"][0]["status"])))
-        document = use_cases.verdict_for(ledger, run_id, rule)
-    document["replayed"] = True
-    _finish(document, as_json, replayed=True)
-
-
-@click.command("rules")
-@common
-def rules(ledger_url: str | None, as_json: bool) -> None:
-    """The aggregation rules known: name, version, one-line description.
-
-    \b
-    Examples:
-      ledger rules
-      ledger rules --json
-    """
-    known = use_cases.rules()
-    if as_json:
-        emit_json(known)
-        return
-    for r in known:
-        click.echo(f"{r['name']:<15} v{r['version']}  {r['description']}")
-
-
-COMMANDS = [gate, resume, verdict, rules]
+COMMANDS = [gate, resume]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
@@ -48,3 +49,15 @@ def print_verdict(document: dict[str, Any], *, replayed: bool = False) -> None:
         table.add_row("why", reason)
     console.print(table)
     click.echo(f"{document['run_id']} {status}")
+
+
+def finish_verdict(document: dict[str, Any], as_json: bool, replayed: bool = False) -> None:
+    """Print the verdict (JSON or a table) and exit with its status's code."""
+    from cli.options import emit_json
+    from projections.verdict_view import exit_code
+
+    if as_json:
+        emit_json(document)
+    else:
+        print_verdict(document, replayed=replayed)
+    sys.exit(exit_code(str(document["status"])))

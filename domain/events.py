@@ -7,6 +7,7 @@ passing) and never conclusions: verdicts are projections rebuilt from these fact
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from datetime import datetime
@@ -366,8 +367,15 @@ EVENT_TYPES: dict[str, type[Event]] = {
     )
 }
 
-_ANY_EVENT: TypeAdapter[Any] = TypeAdapter(AnyEvent)
-_ANY_EVENTS: TypeAdapter[list[Any]] = TypeAdapter(list[AnyEvent])
+@functools.cache
+def _any_event() -> TypeAdapter[Any]:
+    """Built on first use: the union's validator costs start-up time most commands never use."""
+    return TypeAdapter(AnyEvent)
+
+
+@functools.cache
+def _any_events() -> TypeAdapter[list[Any]]:
+    return TypeAdapter(list[AnyEvent])
 
 
 def event_to_json(event: Event) -> str:
@@ -380,7 +388,7 @@ def events_from_json(payloads: Sequence[bytes]) -> list[Event]:
     `event_from_json`, but without the per-call overhead that dominates reading a stream)."""
     if not payloads:
         return []
-    events: list[Event] = _ANY_EVENTS.validate_json(b"[" + b",".join(payloads) + b"]")
+    events: list[Event] = _any_events().validate_json(b"[" + b",".join(payloads) + b"]")
     if len(events) != len(payloads):
         raise ValueError("a stored event payload is not a single JSON object")
     return events
@@ -390,5 +398,5 @@ def event_from_json(data: str | bytes, kind: str | None = None) -> Event:
     """Parse and validate one event; with its `kind` known, skip the discriminator search."""
     if kind is not None and kind in EVENT_TYPES:
         return EVENT_TYPES[kind].model_validate_json(data)
-    event: Event = _ANY_EVENT.validate_json(data)
+    event: Event = _any_event().validate_json(data)
     return event

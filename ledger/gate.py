@@ -29,8 +29,9 @@ from domain.errors import BadInput
 from domain.execution import DEFAULT_PYTEST_COMMAND, Observation, ShardRun
 from domain.planning import FileCost, plan_shards
 from domain.rules import get_rule
-from domain.run_state import BASE, HEAD, NO_TESTS_COLLECTED, RunState, fold
+from domain.run_state import BASE, HEAD, NO_TESTS_COLLECTED, RunState
 from domain.verdict import Verdict
+from ledger.projection import project, verdict_of
 from ledger.service import Ledger
 from projections.next_step import RunRequest, Step, next_step
 
@@ -140,18 +141,6 @@ def validate(options: GateOptions) -> None:
         raise BadInput("--command must contain the {files} placeholder")
     if not any("{junit}" in token for token in options.command):
         raise BadInput("--command must contain the {junit} placeholder")
-
-
-def project(ledger: Ledger, run_id: str) -> RunState:
-    """The run's state from the ledger: its events and the artifacts they reference."""
-    records = ledger.read(run_id)
-    events = [r.event for r in records]
-    return fold([(r.position, r.event) for r in records], ledger.artifacts_for(events))
-
-
-def verdict_of(state: RunState, rule: str | None = None) -> Verdict:
-    name = rule or (state.started.rule if state.started else "default")
-    return get_rule(name).decide(state)
 
 
 # --- starting -------------------------------------------------------------------------------

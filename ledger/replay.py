@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain.rules import get_rule
-from ledger.gate import project, verdict_of
+from domain.rules import REGISTRY, get_rule
+from ledger.projection import project, verdict_of
 from ledger.service import Ledger
 from projections.rule_comparison import comparison_document
+from projections.verdict_view import verdict_document
 
 
 def compare_rules(ledger: Ledger, run_id: str, rule: str | None, compare: str) -> dict[str, Any]:
@@ -20,3 +21,16 @@ def compare_rules(ledger: Ledger, run_id: str, rule: str | None, compare: str) -
     first = verdict_of(state, rule)
     second = verdict_of(state, compare)
     return comparison_document(run_id, state, first, second)
+
+
+def verdict_for(ledger: Ledger, run_id: str, rule: str | None = None) -> dict[str, Any]:
+    """The run's verdict document, replayed from its events under `rule` (or its own)."""
+    state = project(ledger, run_id)
+    return verdict_document(run_id, state, verdict_of(state, rule))
+
+
+def rules() -> list[dict[str, Any]]:
+    return [
+        {"name": r.name, "version": r.version, "description": r.description}
+        for r in sorted(REGISTRY.values(), key=lambda r: r.name)
+    ]

@@ -9,13 +9,14 @@ from typing import Any
 from adapters import git
 from adapters.local_executor import LocalExecutor
 from domain import events as ev
-from domain.rules import REGISTRY, get_rule
+from domain.rules import get_rule
 from ledger import clarify  # noqa: F401  (registers the owner-question hook in the gate)
 from ledger.executors import build_executor
-from ledger.gate import GateOptions, GateProcess, Observer, project, start, validate, verdict_of
+from ledger.gate import GateOptions, GateProcess, Observer, start, validate
+from ledger.projection import project
+from ledger.replay import verdict_for
 from ledger.service import Ledger
 from ledger.views import catch_up_after_gate
-from projections.verdict_view import verdict_document
 
 
 def run_gate(ledger: Ledger, options: GateOptions, observer: Observer) -> dict[str, Any]:
@@ -60,18 +61,6 @@ def _drive(ledger: Ledger, run_id: str, executor: Any, observer: Observer) -> di
     if notice:
         observer.notice(notice)
     return verdict_for(ledger, run_id)
-
-
-def verdict_for(ledger: Ledger, run_id: str, rule: str | None = None) -> dict[str, Any]:
-    state = project(ledger, run_id)
-    return verdict_document(run_id, state, verdict_of(state, rule))
-
-
-def rules() -> list[dict[str, Any]]:
-    return [
-        {"name": r.name, "version": r.version, "description": r.description}
-        for r in sorted(REGISTRY.values(), key=lambda r: r.name)
-    ]
 
 
 def check_rule(name: str) -> None:
