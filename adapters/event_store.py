@@ -207,17 +207,14 @@ class EventStore:
         *,
         artifacts: dict[str, bytes] | None = None,
         expected_length: int | None = None,
-        retries: int = 50,
     ) -> list[Recorded]:
         """Append events atomically at the end of the run's stream.
 
         The run's tip is read under a write lock in the appending transaction (SQLite: the
         database's write lock, PostgreSQL: the run's index row), so concurrent writers queue
         instead of colliding and never lose or overwrite an event. With `expected_length`, an
-        append after another writer's raises `ConcurrencyConflict`. (`retries` is kept for
-        callers; the lock makes retrying unnecessary.)
+        append after another writer's raises `ConcurrencyConflict`.
         """
-        del retries
         if not events:
             return []
         artifacts = dict(artifacts or {})
@@ -367,7 +364,7 @@ class EventStore:
     def runs(self) -> list[RunRow]:
         rows = self._query(
             "SELECT run_id, started_at, repo, head, base, head_ref, base_ref, length, tip "
-            "FROM ledger_runs ORDER BY started_at DESC, run_id"
+            "FROM ledger_runs ORDER BY (started_at IS NULL), started_at DESC, run_id"
         )
         return [RunRow(*[("" if v is None else v) for v in row]) for row in rows]
 
