@@ -25,7 +25,11 @@ def run_gate(ledger: Ledger, options: GateOptions, observer: Observer) -> dict[s
     repo = git.repo_root(options.repo)
     options = dataclasses.replace(options, repo=repo)
     executor = build_executor(options.executor, repo, options.executor_options)
-    run_id = start(ledger, options)
+    try:
+        run_id = start(ledger, options)
+    except BaseException:
+        executor.close()
+        raise
     observer.notice(f"run {run_id}")
     return _drive(ledger, run_id, executor, observer)
 
@@ -46,7 +50,9 @@ def resume_gate(ledger: Ledger, run_prefix: str, observer: Observer) -> dict[str
 
 def _drive(ledger: Ledger, run_id: str, executor: Any, observer: Observer) -> dict[str, Any]:
     measuring = None
-    if executor.name != "local":
+    if executor.name == "kubernetes":
+        # Pool members run shards only; files are measured (and isolated) on this machine.
+        # The SSH executor measures on its build host, as the local one does here.
         state = project(ledger, run_id)
         assert state.started is not None
         measuring = LocalExecutor(Path(state.started.repo))
