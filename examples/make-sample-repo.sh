@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Create a small git repository to try the gate on: release v1.0.0, then a candidate that
-# introduces one regression, keeps one preexisting failure, fixes one test and adds a file.
+# keeps one preexisting failure, fixes one test and adds a test file (the gate passes:
+# exit 0). With --regression the candidate also breaks one test (the gate fails: exit 1).
 #   examples/make-sample-repo.sh /tmp/sample && ledger gate --repo /tmp/sample --base v1.0.0
 set -euo pipefail
-dir=${1:?usage: make-sample-repo.sh DIR}
+dir=${1:?usage: make-sample-repo.sh DIR [--regression]}
+regression=${2:-}
 rm -rf "$dir"; mkdir -p "$dir/tests"; cd "$dir"
 git init -q -b main .
 git config user.email sample@example.invalid; git config user.name "Sample Owner"
@@ -38,7 +40,8 @@ def test_rounding():
     assert round(2.675, 2) == 2.675  # fails at v1.0.0, fixed by the candidate
 PY
 git add -A; git commit -qm "release 1.0.0"; git tag v1.0.0
-cat > calc.py <<'PY'
+if [ "$regression" = "--regression" ]; then
+  cat > calc.py <<'PY'
 def add(a, b):
     return a + b + (1 if a == 3 else 0)  # the regression
 
@@ -46,6 +49,7 @@ def add(a, b):
 def div(a, b):
     return a / b
 PY
+fi
 cat > tests/test_fixed_later.py <<'PY'
 def test_rounding():
     assert round(2.675, 2) == 2.67
