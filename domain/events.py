@@ -96,6 +96,10 @@ class MeasurementFailed(Event):
     rss_mb: float = 0.0
     seconds: float = 0.0
     log_tail_hash: str | None = None
+    # Set when the executor, not the file, failed (ssh-dropped, a failed pod): not a culprit,
+    # and the file is measured again in the next round.
+    infrastructure_failure: str | None = None
+    detail: str = ""
 
     def artifact_hashes(self) -> list[str]:
         return [self.log_tail_hash] if self.log_tail_hash else []
@@ -366,6 +370,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ApprovalIssued,
     )
 }
+
 
 @functools.cache
 def _any_event() -> TypeAdapter[Any]:

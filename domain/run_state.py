@@ -100,6 +100,7 @@ class RunState:
     discovered: bool = False
     measured: dict[str, tuple[float, float, str | None]] = field(default_factory=dict)
     measure_failures: dict[str, ev.MeasurementFailed] = field(default_factory=dict)
+    measure_retries: dict[str, int] = field(default_factory=dict)  # infrastructure failures
     empty_files: set[str] = field(default_factory=set)  # collected no test (pytest exit 5)
     plan: ev.ShardsPlanned | None = None
     shards: dict[str, ShardView] = field(default_factory=dict)
@@ -256,6 +257,7 @@ def apply(state: RunState, position: int, e: ev.Event, artifacts: Mapping[str, b
         state.files = tuple(e.files)
         state.missing_at_base = tuple(e.missing_at_base)
     elif isinstance(e, ev.FileMeasured):
+        state.measure_failures.pop(e.file, None)  # measured after all (a retried failure)
         state.measured[e.file] = (e.rss_mb, e.seconds, None)
         if e.exit_code == NO_TESTS_COLLECTED:
             state.empty_files.add(e.file)
@@ -263,6 +265,8 @@ def apply(state: RunState, position: int, e: ev.Event, artifacts: Mapping[str, b
         state.measured[e.file] = (e.rss_mb, e.seconds, e.from_run)
     elif isinstance(e, ev.MeasurementFailed):
         state.measure_failures[e.file] = e
+        if e.infrastructure_failure:
+            state.measure_retries[e.file] = state.measure_retries.get(e.file, 0) + 1
     elif isinstance(e, ev.ShardsPlanned):
         state.plan = e
         for planned in e.shards:

@@ -184,9 +184,12 @@ def classify(state: RunState) -> Classification:
         return cached
     unmeasured: list[Unmeasured] = []
     for file, failure in sorted(state.measure_failures.items()):
-        unmeasured.append(
-            Unmeasured("measure", (file,), failure.reason, (file,), "measuring it alone failed")
-        )
+        if failure.infrastructure_failure:  # the executor failed, not the file
+            detail = failure.detail or failure.infrastructure_failure
+            unmeasured.append(Unmeasured("measure", (file,), failure.reason, (), detail))
+            continue
+        detail = "measuring it alone failed" + (f": {failure.detail}" if failure.detail else "")
+        unmeasured.append(Unmeasured("measure", (file,), failure.reason, (file,), detail))
     head: dict[str, str] = {}
     base: dict[str, str] = {}
     shard_skips: list[tuple[ShardView, tuple[str, ...]]] = []

@@ -327,8 +327,11 @@ class GateProcess:
             )
             for index, file in enumerate(files)
         ]
+        self.measuring.prepare([self.started.head])
         self.observer.begin("measuring files", len(requests))
         for request, observation in self._run_parallel(self.measuring, requests, "measuring files"):
+            if observation.failure_reason == "cancelled":
+                continue  # interrupted: measured again on resume
             self._record_measurement(request.files[0], observation)
         self.observer.end("measuring files")
 
@@ -363,6 +366,8 @@ class GateProcess:
                 rss_mb=o.rss_mb,
                 seconds=o.seconds,
                 log_tail_hash=next(iter(tail), None),
+                infrastructure_failure=o.failure_reason,
+                detail=assessment.detail,
             )
             return
         self.ledger.record(
@@ -474,8 +479,9 @@ class GateProcess:
         self.observer.end(label)
 
     def _memory_limit(self, state: RunState, shard_id: str) -> int:
-        if self.executor.name == "local":
-            return int(self.options.budget_mb)
+        if not hasattr(self.executor, "measure_pool"):
+            return int(self.options.budget_mb)  # local and SSH: the shard budget is the limit
+        # Pool executors reserve per shard from its planned RSS (see domain.placement).
         planned = {s.id: s.rss_mb for s in state.plan.shards} if state.plan else {}
         root = shard_id.split(".", 1)[0]
         return int(max(planned.get(root, 0.0), 1.0))
@@ -582,7 +588,10 @@ class GateProcess:
         ]
         self.measuring.prepare(sorted({run.commit for run in runs}))
         self.observer.begin("isolating new failures", len(runs))
-        for run, o in self._run_parallel(self.measuring, runs, "isolating new failures"):
+        isolated = self._run_parallel(
+            self.measuring, runs, "isolating new failures", retry_infrastructure=True
+        )
+        for run, o in isolated:
             artifacts, report_hash, log_hash = _evidence(o)
             self.ledger.record(
                 self.run_id,
@@ -602,14 +611,34 @@ class GateProcess:
     # -- parallelism --
 
     def _run_parallel(
-        self, executor: Executor, runs: Sequence[ShardRun], label: str
+        self,
+        executor: Executor,
+        runs: Sequence[ShardRun],
+        label: str,
+        *,
+        retry_infrastructure: bool = False,
     ) -> Iterator[tuple[ShardRun, Observation]]:
-        """Run up to `--jobs` at once; yield each result in the main thread as it lands."""
+        """Run up to `--jobs` at once; yield each result in the main thread as it lands.
+
+        With `retry_infrastructure` (isolations, which have no retry rounds of their own), a
+        run whose infrastructure failed (a dropped SSH connection, a failed pod) is tried
+        again up to `--rounds` times before its result counts.
+        """
         pool = ThreadPoolExecutor(max_workers=max(1, self.options.jobs), thread_name_prefix="shard")
         futures: dict[Future[Observation], ShardRun] = {}
+        tries = 1 + (self.options.rounds if retry_infrastructure else 0)
+
+        def run_once_or_again(run: ShardRun) -> Observation:
+            observation = executor.run(run)
+            for _ in range(tries - 1):
+                if observation.failure_reason in (None, "cancelled"):
+                    break
+                observation = executor.run(run)
+            return observation
+
         try:
             for run in runs:
-                futures[pool.submit(executor.run, run)] = run
+                futures[pool.submit(run_once_or_again, run)] = run
             pending = set(futures)
             while pending:
                 done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)

@@ -116,13 +116,22 @@ def pending_isolations(state: RunState) -> list[tuple[str, str]]:
     return needed
 
 
+def _measure_again(state: RunState, file: str, rounds: int) -> bool:
+    """A measurement the executor's infrastructure broke gets the retry rounds shards get."""
+    failure = state.measure_failures[file]
+    return bool(failure.infrastructure_failure) and state.measure_retries.get(file, 0) <= rounds
+
+
 def next_step(state: RunState, *, rounds: int, measure: str = "missing") -> Step:
     if state.started is None:
         return Step("done")
     if not state.discovered:
         return Step("discover")
     unmeasured_files = tuple(
-        f for f in state.files if f not in state.measured and f not in state.measure_failures
+        f
+        for f in state.files
+        if f not in state.measured
+        and (f not in state.measure_failures or _measure_again(state, f, rounds))
     )
     if state.plan is None:
         if unmeasured_files and measure != "never":
