@@ -25,7 +25,6 @@ def cli() -> None:
     """
 
 
-
 def main() -> None:
     try:
         cli.main(standalone_mode=False, prog_name="ledger")
