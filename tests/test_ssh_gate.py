@@ -136,9 +136,7 @@ def test_an_unreachable_host_makes_the_gate_unmeasured_with_the_named_reason(
     # Unmeasured, never passed: blocked, or parked on the owner's question about it.
     assert (code, verdict["status"]) in ((3, "unmeasured"), (4, "awaiting"))
     assert verdict["unmeasured"], verdict
-    assert {entry["detail"].split(":", 1)[0] for entry in verdict["unmeasured"]} == {
-        "ssh-connect"
-    }
+    assert {entry["detail"].split(":", 1)[0] for entry in verdict["unmeasured"]} == {"ssh-connect"}
 
 
 def test_a_server_stopped_mid_run_costs_a_retry_not_the_verdict(
