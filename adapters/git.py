@@ -38,7 +38,8 @@ _SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 _NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
 
 
-def _env() -> dict[str, str]:
+def git_env() -> dict[str, str]:
+    """The environment for a git subprocess: ours, minus what would redirect git elsewhere."""
     env = {k: v for k, v in os.environ.items() if k not in _REPO_ENV}
     env["GIT_TERMINAL_PROMPT"] = "0"
     return env
@@ -50,7 +51,7 @@ def _git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProce
         done = subprocess.run(
             ["git", "-C", str(cwd), *args],
             capture_output=True,
-            env=_env(),
+            env=git_env(),
             stdin=subprocess.DEVNULL,
             check=False,
         )

@@ -12,7 +12,6 @@ gate records the shard as unmeasured and retries it; test failures never raise.
 from __future__ import annotations
 
 import contextlib
-import os
 import shlex
 import shutil
 import subprocess
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import IO
 
 from adapters import ssh_faults as faults
+from adapters.git import git_env
 from adapters.ssh_remote import (
     CLEANUP_SCRIPT,
     EXIT_CHECKOUT,
@@ -48,17 +48,6 @@ GATE_REF = "refs/release-ledger/gate/"
 # Beyond the shard's own timeout: connecting, cloning and sending the answer back.
 LOCAL_GRACE_S = 600.0
 PREPARE_TIMEOUT_S = 1800.0
-# As adapters/git.py: variables that would point git at another repository than `-C` names.
-_GIT_REPO_ENV = (
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_COMMON_DIR",
-    "GIT_NAMESPACE",
-    "GIT_PREFIX",
-)
 
 
 class SshFault(Exception):
@@ -194,8 +183,7 @@ class SshExecutor:
         url = f"{self.target.host}:{self.mirror_path}"
         refspecs = [f"{sha}:{GATE_REF}{sha}" for sha in commits]
         receive_pack = f"env PATH={shlex.quote(self.target.remote_path)} git-receive-pack"
-        env = {k: v for k, v in os.environ.items() if k not in _GIT_REPO_ENV}
-        env |= {"GIT_SSH_COMMAND": self.target.git_ssh_command(), "GIT_TERMINAL_PROMPT": "0"}
+        env = git_env() | {"GIT_SSH_COMMAND": self.target.git_ssh_command()}
         try:
             done = subprocess.run(
                 [
