@@ -91,7 +91,7 @@ def gate(
     Examples:
       ledger gate --base v1.4.0
       ledger gate --base v1.4.0 --head rc-2 --shards 8 --budget-gib 4 --json
-      ledger gate --base main~5 --command '{python} -m pytest -x --junitxml={junit} {files}'
+      ledger gate --base main~5 --command '{python} -m pytest -q --junitxml={junit} {files}'
       ledger gate --base v1.4.0 --executor kubernetes --pool prod-a,prod-b
       ledger gate --base v1.4.0 --executor ssh --host ci@build-1
     """
