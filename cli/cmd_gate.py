@@ -13,9 +13,8 @@ from cli.options import common
 from cli.progress import RichObserver
 from cli.render import finish_verdict
 from domain.errors import BadInput
-from domain.execution import DEFAULT_PYTEST_COMMAND
 from ledger import use_cases
-from ledger.gate import GateInterrupted, GateOptions
+from ledger.gate import DEFAULT_PYTEST_COMMAND, GateInterrupted, GateOptions
 from ledger.service import opened
 
 

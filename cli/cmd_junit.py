@@ -3,71 +3,20 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
-from typing import Any, BinaryIO
+from typing import Any
 
 import click
 
 from cli.options import EXIT_OK, EXIT_UNMEASURED, common, emit_json
-from domain.errors import BadInput
-from domain.junit import CHUNK, Rejection, Report, read_report_chunks
+from ledger.junit_reports import read_report_files
 
 
-def _chunks(stream: BinaryIO) -> Iterator[bytes]:
-    while chunk := stream.read(CHUNK):
-        yield chunk
-
-
-def _read(path: str, expected: list[str] | None) -> Report | Rejection:
-    try:
-        with open(path, "rb") as stream:
-            return read_report_chunks(_chunks(stream), expected)
-    except OSError as error:
-        raise BadInput(f"cannot read {path}: {error.strerror or error}") from error
-
-
-def _check_readable(paths: tuple[str, ...]) -> None:
-    """Fail before printing anything: a half-written answer would be misleading."""
-    for path in paths:
-        try:
-            with open(path, "rb"):
-                pass
-        except OSError as error:
-            raise BadInput(f"cannot read {path}: {error.strerror or error}") from error
-
-
-def _row(path: str, result: Report | Rejection) -> dict[str, Any]:
-    if isinstance(result, Rejection):
-        return {
-            "file": path,
-            "valid": False,
-            "code": result.code,
-            "reason": str(result),
-            "tests": None,
-            "failures": None,
-            "errors": None,
-            "skipped": None,
-            "flaky": None,
-        }
-    return {
-        "file": path,
-        "valid": True,
-        "code": None,
-        "reason": None,
-        "tests": result.tests,
-        "failures": result.failures,
-        "errors": result.errors,
-        "skipped": result.skipped,
-        "flaky": result.flaky,
-    }
-
-
-def _line(path: str, result: Report | Rejection) -> str:
-    if isinstance(result, Rejection):
-        return f"{path}: rejected: {result}"
+def _line(row: dict[str, Any]) -> str:
+    if not row["valid"]:
+        return f"{row['file']}: rejected: {row['reason']}"
     return (
-        f"{path}: valid: {result.tests} tests, {result.failures} failures, "
-        f"{result.errors} errors, {result.skipped} skipped, {result.flaky} flaky"
+        f"{row['file']}: valid: {row['tests']} tests, {row['failures']} failures, "
+        f"{row['errors']} errors, {row['skipped']} skipped, {row['flaky']} flaky"
     )
 
 
@@ -97,14 +46,13 @@ def junit(
       ledger junit out/*.xml --json | jq '.[] | select(.valid | not) | .reason'
     """
     expected = None if files is None else [f.strip() for f in files.split(",") if f.strip()]
-    _check_readable(reports)
-    results = [(path, _read(path, expected)) for path in reports]
+    rows = read_report_files(reports, expected)
     if as_json:
-        emit_json([_row(path, result) for path, result in results])
+        emit_json(rows)
     else:
-        for path, result in results:
-            click.echo(_line(path, result))
-    rejected = any(isinstance(result, Rejection) for _, result in results)
+        for row in rows:
+            click.echo(_line(row))
+    rejected = any(not row["valid"] for row in rows)
     sys.exit(EXIT_UNMEASURED if rejected else EXIT_OK)
 
 

@@ -14,7 +14,6 @@ from cli.options import common, emit_json
 from cli.render import finish_verdict
 from ledger import replay
 from ledger.service import opened
-from projections.verdict_view import exit_code
 
 
 @click.command("verdict")
@@ -43,7 +42,7 @@ def verdict(
                 from cli.render_compare import print_comparison
 
                 print_comparison(comparison)
-            sys.exit(exit_code(str(comparison["verdicts"][0]["status"])))
+            sys.exit(replay.exit_code(str(comparison["verdicts"][0]["status"])))
         document = replay.verdict_for(ledger, run_id, rule)
     document["replayed"] = True
     finish_verdict(document, as_json, replayed=True)

@@ -54,7 +54,7 @@ def print_verdict(document: dict[str, Any], *, replayed: bool = False) -> None:
 def finish_verdict(document: dict[str, Any], as_json: bool, replayed: bool = False) -> None:
     """Print the verdict (JSON or a table) and exit with its status's code."""
     from cli.options import emit_json
-    from projections.verdict_view import exit_code
+    from ledger.replay import exit_code
 
     if as_json:
         emit_json(document)

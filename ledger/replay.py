@@ -8,7 +8,9 @@ from domain.rules import REGISTRY, get_rule
 from ledger.projection import project, verdict_of
 from ledger.service import Ledger
 from projections.rule_comparison import comparison_document
-from projections.verdict_view import verdict_document
+from projections.verdict_view import exit_code, verdict_document
+
+__all__ = ["compare_rules", "exit_code", "rules", "verdict_for"]
 
 
 def compare_rules(ledger: Ledger, run_id: str, rule: str | None, compare: str) -> dict[str, Any]:

@@ -1,0 +1,67 @@
+"""Reading JUnit report files exactly as the gate reads shard reports (`ledger junit`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, BinaryIO
+
+from domain.errors import BadInput
+from domain.junit import CHUNK, Rejection, Report, read_report_chunks
+
+
+def _chunks(stream: BinaryIO) -> Iterator[bytes]:
+    while chunk := stream.read(CHUNK):
+        yield chunk
+
+
+def _read(path: str, expected: list[str] | None) -> Report | Rejection:
+    try:
+        with open(path, "rb") as stream:
+            return read_report_chunks(_chunks(stream), expected)
+    except OSError as error:
+        raise BadInput(f"cannot read {path}: {error.strerror or error}") from error
+
+
+def _check_readable(paths: Sequence[str]) -> None:
+    """Fail before reading anything: a half-written answer would be misleading."""
+    for path in paths:
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as error:
+            raise BadInput(f"cannot read {path}: {error.strerror or error}") from error
+
+
+def _row(path: str, result: Report | Rejection) -> dict[str, Any]:
+    if isinstance(result, Rejection):
+        return {
+            "file": path,
+            "valid": False,
+            "code": result.code,
+            "reason": str(result),
+            "tests": None,
+            "failures": None,
+            "errors": None,
+            "skipped": None,
+            "flaky": None,
+        }
+    return {
+        "file": path,
+        "valid": True,
+        "code": None,
+        "reason": None,
+        "tests": result.tests,
+        "failures": result.failures,
+        "errors": result.errors,
+        "skipped": result.skipped,
+        "flaky": result.flaky,
+    }
+
+
+def read_report_files(paths: Sequence[str], expected: list[str] | None) -> list[dict[str, Any]]:
+    """One row per file, in order: valid with its counts, or the rejection and its reason.
+
+    Streams each file in chunks, so a large report is never held in memory whole.
+    """
+    _check_readable(paths)
+    return [_row(path, _read(path, expected)) for path in paths]
