@@ -142,20 +142,20 @@ def _pg_recorder_class() -> type:
                     SQL(
                         "CREATE TABLE IF NOT EXISTS ledger_artifacts (sha256 text PRIMARY KEY, "
                         "size bigint NOT NULL, data bytea NOT NULL)"
-                    ),
+                    ).format(),
                     SQL(
                         "CREATE TABLE IF NOT EXISTS ledger_runs (run_id text PRIMARY KEY, "
                         "started_at text, repo text, head text, base text, head_ref text, "
                         "base_ref text, length bigint NOT NULL, tip text NOT NULL)"
-                    ),
+                    ).format(),
                     SQL(
                         "CREATE TABLE IF NOT EXISTS ledger_meta (key text PRIMARY KEY, value text)"
-                    ),
+                    ).format(),
                     SQL(
                         "INSERT INTO ledger_meta (key, value) VALUES ('format', '"
                         + FORMAT
                         + "') ON CONFLICT DO NOTHING"
-                    ),
+                    ).format(),
                 ]
             )
 
@@ -366,7 +366,20 @@ class EventStore:
             "SELECT run_id, started_at, repo, head, base, head_ref, base_ref, length, tip "
             "FROM ledger_runs ORDER BY (started_at IS NULL), started_at DESC, run_id"
         )
-        return [RunRow(*[("" if v is None else v) for v in row]) for row in rows]
+        return [
+            RunRow(
+                run_id=str(r[0]),
+                started_at=str(r[1] or ""),
+                repo=str(r[2] or ""),
+                head=str(r[3] or ""),
+                base=str(r[4] or ""),
+                head_ref=str(r[5] or ""),
+                base_ref=str(r[6] or ""),
+                length=int(r[7]),
+                tip=str(r[8]),
+            )
+            for r in rows
+        ]
 
     def run_ids_matching(self, prefix: str) -> list[str]:
         like = prefix.replace("%", "").replace("_", "") + "%"
