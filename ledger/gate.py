@@ -35,7 +35,18 @@ from ledger.projection import project, verdict_of
 from ledger.service import Ledger
 from projections.next_step import RunRequest, Step, next_step
 
-TOOL_VERSION = "0.1.0"
+
+def _tool_version() -> str:
+    """The installed release-ledger version, recorded in every `RunStarted`."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("release-ledger")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+TOOL_VERSION = _tool_version()
 NOMINAL_COST = FileCost(rss_mb=0.0, seconds=1.0)  # --measure never, for files never measured
 
 
