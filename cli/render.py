@@ -6,8 +6,6 @@ import sys
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 STATUS_STYLE = {
     "passed": "bold green",
@@ -19,6 +17,10 @@ STATUS_STYLE = {
 
 
 def print_verdict(document: dict[str, Any], *, replayed: bool = False) -> None:
+    # Imported here: rich costs start-up time that `--json` output never uses.
+    from rich.console import Console
+    from rich.table import Table
+
     console = Console()
     status = document["status"]
     title = f"run {document['run_id']}" + (" (replayed)" if replayed else "")
