@@ -21,7 +21,7 @@ Revision = Literal["head", "base"]
 class Event(BaseModel):
     """Base of every event. `kind` names the type on the wire; `at` comes from the clock."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     SCHEMA_VERSION: ClassVar[int] = 1
 
@@ -396,6 +396,41 @@ def events_from_json(payloads: Sequence[bytes]) -> list[Event]:
     events: list[Event] = _any_events().validate_json(b"[" + b",".join(payloads) + b"]")
     if len(events) != len(payloads):
         raise ValueError("a stored event payload is not a single JSON object")
+    return events
+
+
+@functools.cache
+def _many_of(kind: str) -> TypeAdapter[list[Any]]:
+    """One kind's list validator, built the first time that kind is read (models defer their
+    own build: a command pays only for the kinds it meets)."""
+    many: TypeAdapter[list[Any]] = TypeAdapter(list[EVENT_TYPES[kind]])  # type: ignore[valid-type]
+    return many
+
+
+def events_as_stored(payloads: Sequence[bytes], kinds: Sequence[str]) -> list[Event] | None:
+    """Validate each payload as the kind it was stored as, one validator call per kind (fully
+    validated: a payload of another kind fails its model's `kind`). None when any payload is
+    not exactly one valid event of its stored kind: the caller then parses them as any event,
+    which names what is wrong."""
+    if len(payloads) != len(kinds):
+        raise ValueError("one stored kind per payload is needed")
+    groups: dict[str, list[int]] = {}
+    for index, kind in enumerate(kinds):
+        if kind not in EVENT_TYPES:
+            return None
+        groups.setdefault(kind, []).append(index)
+    events: list[Any] = [None] * len(payloads)
+    for kind, indexes in groups.items():
+        try:
+            parsed = _many_of(kind).validate_json(
+                b"[" + b",".join([payloads[i] for i in indexes]) + b"]"
+            )
+        except ValueError:
+            return None
+        if len(parsed) != len(indexes):
+            return None
+        for index, event in zip(indexes, parsed, strict=True):
+            events[index] = event
     return events
 
 
