@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from domain.errors import BadInput
+from ledger.gc_pause import gc_paused
 from ledger.service import Ledger
 from projections.read_models import TABLES, RunRows, run_rows
 
@@ -90,11 +91,12 @@ def catch_up(ledger: Ledger, views: ReadModelStore) -> dict[str, Any]:
         with views.transaction():
             if views.position() >= until:
                 break  # another process caught up meanwhile
-            projected: dict[str, RunRows] = {}
-            for run_id in chunk:
-                projected[run_id], count = project_run(ledger, run_id)
-                events += count
-            views.replace_runs(projected)
+            with gc_paused():
+                projected: dict[str, RunRows] = {}
+                for run_id in chunk:
+                    projected[run_id], count = project_run(ledger, run_id)
+                    events += count
+                views.replace_runs(projected)
             if index == len(chunks) - 1:
                 views.set_position(until)
     return {
@@ -115,11 +117,12 @@ def rebuild_into(ledger: Ledger, views: ReadModelStore) -> dict[str, Any]:
     with views.transaction():
         views.reset()
         for chunk in _chunks(run_ids, RUNS_PER_TRANSACTION):
-            projected: dict[str, RunRows] = {}
-            for run_id in chunk:
-                projected[run_id], count = project_run(ledger, run_id)
-                events += count
-            views.insert_runs(projected)
+            with gc_paused():
+                projected: dict[str, RunRows] = {}
+                for run_id in chunk:
+                    projected[run_id], count = project_run(ledger, run_id)
+                    events += count
+                views.insert_runs(projected)
         views.finish_rebuild()
         views.set_position(until)
     return {
