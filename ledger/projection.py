@@ -9,14 +9,16 @@ from __future__ import annotations
 from domain.rules import get_rule
 from domain.run_state import RunState, fold
 from domain.verdict import Verdict
+from ledger.gc_pause import gc_paused
 from ledger.service import Ledger
 
 
 def project(ledger: Ledger, run_id: str) -> RunState:
     """The run's state from the ledger: its events and the artifacts they reference."""
-    records = ledger.read(run_id)
-    events = [r.event for r in records]
-    return fold([(r.position, r.event) for r in records], ledger.artifacts_for(events))
+    with gc_paused():
+        records = ledger.read(run_id)
+        events = [r.event for r in records]
+        return fold([(r.position, r.event) for r in records], ledger.artifacts_for(events))
 
 
 def verdict_of(state: RunState, rule: str | None = None) -> Verdict:

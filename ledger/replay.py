@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from domain.rules import REGISTRY, get_rule
+from ledger.gc_pause import gc_paused
 from ledger.projection import project, verdict_of
 from ledger.service import Ledger
 from projections.rule_comparison import comparison_document
@@ -19,16 +20,18 @@ def compare_rules(ledger: Ledger, run_id: str, rule: str | None, compare: str) -
     get_rule(compare)
     if rule is not None:
         get_rule(rule)
-    state = project(ledger, run_id)
-    first = verdict_of(state, rule)
-    second = verdict_of(state, compare)
-    return comparison_document(run_id, state, first, second)
+    with gc_paused():
+        state = project(ledger, run_id)
+        first = verdict_of(state, rule)
+        second = verdict_of(state, compare)
+        return comparison_document(run_id, state, first, second)
 
 
 def verdict_for(ledger: Ledger, run_id: str, rule: str | None = None) -> dict[str, Any]:
     """The run's verdict document, replayed from its events under `rule` (or its own)."""
-    state = project(ledger, run_id)
-    return verdict_document(run_id, state, verdict_of(state, rule))
+    with gc_paused():
+        state = project(ledger, run_id)
+        return verdict_document(run_id, state, verdict_of(state, rule))
 
 
 def rules() -> list[dict[str, Any]]:
