@@ -171,7 +171,10 @@ def test_id(case: TestCase) -> str:
     if not classname or classname == case.file:
         return f"{case.file}::{case.name}"
     if case.file.endswith(".py"):
-        module = case.file[:-3].split("/")
+        stem = case.file[:-3]
+        if classname == stem.replace("/", ".") and "." not in stem:
+            return f"{case.file}::{case.name}"  # the usual case: the module itself, no class
+        module = stem.split("/")
         parts = classname.split(".")
         for start in range(len(module)):
             suffix = module[start:]
