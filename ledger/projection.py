@@ -16,9 +16,8 @@ from ledger.service import Ledger
 def project(ledger: Ledger, run_id: str) -> RunState:
     """The run's state from the ledger: its events and the artifacts they reference."""
     with gc_paused():
-        records = ledger.read(run_id)
-        events = [r.event for r in records]
-        return fold([(r.position, r.event) for r in records], ledger.artifacts_for(events))
+        records = ledger.store.read_events(run_id)
+        return fold(records, ledger.artifacts_for([event for _, event in records]))
 
 
 def verdict_of(state: RunState, rule: str | None = None) -> Verdict:

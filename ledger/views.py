@@ -49,9 +49,8 @@ def open_views(path: Path) -> ReadModelStore:
 
 def project_run(ledger: Ledger, run_id: str) -> tuple[RunRows, int]:
     """A run's view rows from its whole stream, and how many events that was."""
-    records = ledger.read(run_id)
-    events = [r.event for r in records]
-    rows = run_rows(run_id, [(r.position, r.event) for r in records], ledger.artifacts_for(events))
+    records = ledger.store.read_events(run_id)
+    rows = run_rows(run_id, records, ledger.artifacts_for([event for _, event in records]))
     return rows, len(records)
 
 
