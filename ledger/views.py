@@ -11,7 +11,7 @@ import contextlib
 import os
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -91,10 +91,8 @@ def catch_up(ledger: Ledger, views: ReadModelStore) -> dict[str, Any]:
             if views.position() >= until:
                 break  # another process caught up meanwhile
             with gc_paused():
-                projected: dict[str, RunRows] = {}
-                for run_id in chunk:
-                    projected[run_id], count = project_run(ledger, run_id)
-                    events += count
+                projected, count = _project_chunk(ledger, chunk)
+                events += count
                 views.replace_runs(projected)
             if index == len(chunks) - 1:
                 views.set_position(until)
@@ -107,6 +105,16 @@ def catch_up(ledger: Ledger, views: ReadModelStore) -> dict[str, Any]:
     }
 
 
+def _project_chunk(ledger: Ledger, run_ids: Sequence[str]) -> tuple[dict[str, RunRows], int]:
+    """The view rows of each run in a chunk, and how many events they were built from."""
+    projected: dict[str, RunRows] = {}
+    events = 0
+    for run_id in run_ids:
+        projected[run_id], count = project_run(ledger, run_id)
+        events += count
+    return projected, events
+
+
 def rebuild_into(ledger: Ledger, views: ReadModelStore) -> dict[str, Any]:
     """Drop every table and project every run again, in one transaction."""
     started = time.perf_counter()
@@ -117,10 +125,8 @@ def rebuild_into(ledger: Ledger, views: ReadModelStore) -> dict[str, Any]:
         views.reset()
         for chunk in _chunks(run_ids, RUNS_PER_TRANSACTION):
             with gc_paused():
-                projected: dict[str, RunRows] = {}
-                for run_id in chunk:
-                    projected[run_id], count = project_run(ledger, run_id)
-                    events += count
+                projected, count = _project_chunk(ledger, chunk)
+                events += count
                 views.insert_runs(projected)
         views.finish_rebuild()
         views.set_position(until)
