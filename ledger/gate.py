@@ -348,15 +348,11 @@ class GateProcess:
 
     def _record_measurement(self, file: str, o: Observation) -> None:
         assessment = assess_observation(o, [file])
-        if o.exit_code == NO_TESTS_COLLECTED and o.signal is None and not (o.timed_out or o.oom):
-            # A file that holds no test: measured, and left out of the plan (a shard report
-            # could never cover it).
-            self.ledger.record(
-                self.run_id, ev.FileMeasured, file=file, rss_mb=o.rss_mb, seconds=o.seconds,
-                exit_code=o.exit_code,
-            )  # fmt: skip
-            return
-        dies = (
+        # A file that holds no test is measured all the same (the plan leaves it out: a shard
+        # report could never cover it).
+        empty = o.exit_code == NO_TESTS_COLLECTED and o.signal is None
+        empty = empty and not (o.timed_out or o.oom)
+        dies = not empty and (
             o.timed_out
             or o.oom
             or o.signal is not None
