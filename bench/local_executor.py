@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from adapters.executors.local import LocalExecutor
 from adapters.git import Worktrees
-from adapters.local_executor import LocalExecutor
 from domain.execution import DEFAULT_PYTEST_COMMAND, ShardRun, expand_command
 from tests.gitrepo import head, make_repo
 

@@ -2,56 +2,45 @@
 
 from __future__ import annotations
 
-import os
-import shlex
 import sys
-from pathlib import Path
+from typing import Any
 
 import click
 
 from cli.options import common
 from cli.progress import RichObserver
 from cli.render import finish_verdict
-from domain.errors import BadInput
 from ledger import use_cases
-from ledger.gate import DEFAULT_PYTEST_COMMAND, GateInterrupted, GateOptions
+from ledger.gate import GateInterrupted
 from ledger.service import opened
-
-
-def _parse_duration(text: str) -> float:
-    units = {"s": 1, "m": 60, "h": 3600}
-    text = text.strip().lower()
-    try:
-        unit = units.get(text[-1:], 0)
-        value = float(text[:-1]) * unit if unit else float(text)
-    except ValueError:
-        raise BadInput(f"bad duration {text!r}: use e.g. 45s, 30m or 2h") from None
-    if value <= 0:
-        raise BadInput(f"bad duration {text!r}: must be positive")
-    return value
+from ledger.settings import EXECUTORS, gate_options
 
 
 @click.command("gate")
-@click.option(
-    "--base", required=True, metavar="REV", help="The previous release (tag, branch, SHA)."
-)
+@click.option("--base", default=None, metavar="REV",
+              help="The previous release (tag, branch, SHA); or base in [tool.release-ledger].")  # fmt: skip  # noqa: E501
 @click.option("--head", default="HEAD", show_default=True, metavar="REV", help="The candidate.")
 @click.option("--repo", default=".", show_default=True, type=click.Path(), help="Repository.")
+@click.option("--env", "env", default=None, metavar="auto|none|COMMAND",
+              help="Each revision's environment: auto (build it from the revision's own "
+              "dependency declarations; default), none (the gate's interpreter), or a setup "
+              "command run in the checkout with {python} and {venv}.")  # fmt: skip
 @click.option("--shards", type=int, default=None, help="Shard count (default: twice --jobs).")
-@click.option("--budget-gib", type=float, default=8.0, show_default=True, help="Memory per shard.")
-@click.option("--rounds", type=int, default=2, show_default=True, help="Retry rounds.")
+@click.option("--budget-gib", type=float, default=None, help="Memory per shard [default: 8].")
+@click.option("--rounds", type=int, default=None, help="Retry rounds [default: 2].")
 @click.option("--jobs", type=int, default=None, help="Parallel processes (default: CPU count).")
-@click.option("--timeout", "timeout_s", type=float, default=1200.0, show_default=True,
-              help="Seconds per shard before its process group is killed.")  # fmt: skip
-@click.option("--rule", default="default", show_default=True, help="Aggregation rule.")
+@click.option("--timeout", "timeout_s", type=float, default=None,
+              help="Seconds per shard before its group is killed [default: 1200].")  # fmt: skip
+@click.option("--rule", default=None, help="Aggregation rule [default: default].")
 @click.option("--command", "command", default=None, metavar="TEMPLATE",
               help="Test command with {python}, {junit}, {files} (default: pytest).")  # fmt: skip
 @click.option("--discover", "discover", multiple=True, metavar="GLOB",
               help="Test file globs for non-pytest commands (repeatable).")  # fmt: skip
-@click.option("--measure", type=click.Choice(["always", "missing", "never"]), default="missing",
-              show_default=True, help="Measure files alone: always, new ones, never.")  # fmt: skip
-@click.option("--executor", type=click.Choice(["local", "kubernetes", "ssh"]), default="local",
-              show_default=True)  # fmt: skip
+@click.option("--measure", type=click.Choice(["always", "missing", "never"]), default=None,
+              help="Measure files alone: always, new ones, never [default: missing].")  # fmt: skip
+@click.option("--executor", type=click.Choice(list(EXECUTORS)), default=None,
+              help="Where shards run: " + "; ".join(
+                  f"{name}: {spec.summary}" for name, spec in EXECUTORS.items()))  # fmt: skip
 @click.option("--pool", default=None, metavar="CTX[,CTX...]", help="Kubernetes contexts.")
 @click.option("--namespace", default=None, help="Kubernetes namespace.")
 @click.option("--capacity", type=int, default=None, help="Jobs per pool member (default 4).")
@@ -64,24 +53,18 @@ def _parse_duration(text: str) -> float:
 @click.option("--ssh-identity", default=None, type=click.Path(), help="SSH private key file.")
 @click.option("--ssh-option", "ssh_options", multiple=True, metavar="KEY=VALUE",
               help="Extra ssh -o option (repeatable).")  # fmt: skip
-@click.option("--remote-python", default=None, help="Python with pytest on the host (python3).")
-@click.option(
-    "--deadline", default="30m", show_default=True, help="Question deadline (45s, 30m, 2h)."
-)
+@click.option("--remote-python", default=None, help="Python on the build host (python3).")
+@click.option("--deadline", default=None, help="Question deadline (45s, 30m, 2h) [default: 30m].")
 @click.option("--wait", is_flag=True, help="Wait for the owner's answers until each deadline.")
-@click.option("--questions", "question_budget", type=int, default=3, show_default=True,
-              help="Questions the gate may put to the owner per run.")  # fmt: skip
+@click.option("--questions", "question_budget", type=int, default=None,
+              help="Questions the gate may put to the owner per run [default: 3].")  # fmt: skip
 @common
-def gate(
-    base: str, head: str, repo: str, shards: int | None, budget_gib: float, rounds: int,
-    jobs: int | None, timeout_s: float, rule: str, command: str | None, discover: tuple[str, ...],
-    measure: str, executor: str, pool: str | None, namespace: str | None, capacity: int | None,
-    image: str | None, source: str | None, pool_config: str | None, host: str | None,
-    remote_mirror: str | None, ssh_port: int | None, ssh_identity: str | None,
-    ssh_options: tuple[str, ...], remote_python: str | None, deadline: str, wait: bool,
-    question_budget: int, ledger_url: str | None, as_json: bool,
-) -> None:  # fmt: skip
+def gate(ledger_url: str | None, as_json: bool, **flags: Any) -> None:
     """Run the regression gate: head against base, every step an event in the ledger.
+
+    Each revision's tests run in that revision's own checkout and environment (--env).
+    Defaults may be set in the repository's pyproject.toml under [tool.release-ledger];
+    flags win.
 
     Exit codes: 0 passed, 1 failed, 2 bad input, 3 unmeasured, 4 awaiting or parked on an
     owner's question, 130 interrupted (continue with `ledger resume RUN`).
@@ -91,62 +74,11 @@ def gate(
       ledger gate --base v1.4.0
       ledger gate --base v1.4.0 --head rc-2 --shards 8 --budget-gib 4 --json
       ledger gate --base main~5 --command '{python} -m pytest -q --junitxml={junit} {files}'
+      ledger gate --base v1.4.0 --env '{python} -m pip install -e .[test]'
       ledger gate --base v1.4.0 --executor kubernetes --pool prod-a,prod-b
       ledger gate --base v1.4.0 --executor ssh --host ci@build-1
     """
-    template = tuple(shlex.split(command)) if command else DEFAULT_PYTEST_COMMAND
-    executor_options: dict[str, object] = {}
-    if executor == "kubernetes":
-        if not pool:
-            raise BadInput("--executor kubernetes needs --pool CTX[,CTX...]")
-        executor_options = {
-            k: v
-            for k, v in {
-                "pool": [p.strip() for p in pool.split(",") if p.strip()],
-                "namespace": namespace,
-                "capacity": capacity,
-                "image": image,
-                "source": source,
-                "pool_config": pool_config,
-            }.items()
-            if v is not None
-        }
-    elif executor == "ssh":
-        if not host:
-            raise BadInput("--executor ssh needs --host USER@HOST")
-        executor_options = {
-            k: v
-            for k, v in {
-                "host": host,
-                "remote_mirror": remote_mirror,
-                "port": ssh_port,
-                "identity": str(Path(ssh_identity).resolve()) if ssh_identity else None,
-                "ssh_options": list(ssh_options) or None,
-                "remote_python": remote_python,
-            }.items()
-            if v is not None
-        }
-    options = GateOptions(
-        repo=Path(repo).resolve(),
-        base=base,
-        head=head,
-        shards=shards,
-        budget_gib=budget_gib,
-        rounds=rounds,
-        jobs=jobs or (os.cpu_count() or 1),
-        timeout_s=timeout_s,
-        rule=rule,
-        command=template,
-        measure=measure,
-        discover=discover,
-        executor=executor,
-        executor_options=executor_options,
-        deadline_s=_parse_duration(deadline),
-        wait=wait,
-        question_budget=question_budget,
-    )
-    if not Path(repo).is_dir():
-        raise BadInput(f"--repo {repo} is not a directory")
+    options = gate_options(flags)
     with opened(ledger_url) as ledger, RichObserver(quiet=as_json) as observer:
         try:
             document = use_cases.run_gate(ledger, options, observer)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from domain.execution import Observation
+from domain.failures import failure_kind
 from domain.junit import Rejection, Report, read_report
 
 # Reasons a shard (or a file) could not be measured.
@@ -23,19 +24,24 @@ NO_OUTPUT = "no-output"
 INCOMPLETE = "incomplete"
 UNATTRIBUTED = "unattributed"
 JOB_FAILED = "job-failed"
-# Not a culprit reason: no pool member could take the shard, so bisecting cannot help.
+# Not culprit reasons: no pool member could take the shard, or the revision's environment
+# could not be built; bisecting cannot help with either.
 UNPLACED = "unplaced"
+ENV_SETUP = "env-setup"
 
 NO_TESTS_COLLECTED = 5  # pytest's exit code when a run collected no test
 
-REASONS = (SIGNAL, TIMEOUT, OOM, NO_OUTPUT, INCOMPLETE, UNATTRIBUTED, JOB_FAILED, UNPLACED)
+REASONS = (
+    SIGNAL, TIMEOUT, OOM, NO_OUTPUT, INCOMPLETE, UNATTRIBUTED, JOB_FAILED, UNPLACED, ENV_SETUP
+)  # fmt: skip
 
-# Infrastructure failure reasons that name a more specific cause than `job-failed`.
-_INFRA_REASONS = {
-    "OOMKilled": OOM,
-    "DeadlineExceeded": TIMEOUT,
+# The unmeasured reason each executor failure kind gives (the rest are `job-failed`).
+_KIND_REASONS = {
+    "oom": OOM,
     "timeout": TIMEOUT,
-    UNPLACED: UNPLACED,
+    "signal": SIGNAL,
+    "unplaced": UNPLACED,
+    "env-setup": ENV_SETUP,
 }
 
 
@@ -103,10 +109,16 @@ def assess(
     log_tail: bytes,
     files: Sequence[str],
     infrastructure_detail: str = "",
+    kind: str | None = None,
 ) -> Assessment:
-    """Judge one attempt from its facts alone (pure: the same facts give the same answer)."""
-    if infrastructure_failure:
-        reason = _INFRA_REASONS.get(infrastructure_failure, JOB_FAILED)
+    """Judge one attempt from its facts alone (pure: the same facts give the same answer).
+
+    `infrastructure_failure` is the executor's own word for a run it could not finish and
+    `kind` its place in the closed vocabulary (`domain.failures`; older events have none).
+    """
+    resolved = failure_kind(kind, infrastructure_failure)
+    if resolved is not None and infrastructure_failure:
+        reason = _KIND_REASONS.get(resolved, JOB_FAILED)
         detail = infrastructure_failure
         if infrastructure_detail:
             detail += f": {infrastructure_detail}"
@@ -155,4 +167,5 @@ def assess_observation(o: Observation, files: Sequence[str]) -> Assessment:
         log_tail=o.log_tail,
         files=files,
         infrastructure_detail=o.failure_detail,
+        kind=o.failure_kind,
     )

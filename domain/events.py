@@ -68,6 +68,35 @@ class RunCompleted(Event):
     kind: Literal["RunCompleted"] = "RunCompleted"
 
 
+class EnvironmentPrepared(Event):
+    """The environment one revision's tests ran in, where they ran (or why it failed)."""
+
+    kind: Literal["EnvironmentPrepared"] = "EnvironmentPrepared"
+    revision: Revision
+    commit: str
+    where: str  # local, the SSH host, the pool member
+    status: Literal["ready", "failed"]
+    how: str  # uv, pip, command, none, gate-interpreter
+    key: str = ""
+    python: str = ""
+    python_version: str = ""
+    reused: bool = False
+    seconds: float = 0.0
+    packages_hash: str | None = None  # the frozen package list, as an artifact
+    packages: int = 0  # how many
+    imports: dict[str, str] = Field(default_factory=dict)  # package -> where it resolved
+    warnings: list[str] = Field(default_factory=list)
+    error: str = ""
+    log_tail_hash: str | None = None
+    project: str | None = None
+    extra: str | None = None
+    group: str | None = None
+    files_read: list[str] = Field(default_factory=list)
+
+    def artifact_hashes(self) -> list[str]:
+        return [h for h in (self.packages_hash, self.log_tail_hash) if h]
+
+
 # --- measurement and planning --------------------------------------------------------------
 
 
@@ -96,9 +125,11 @@ class MeasurementFailed(Event):
     rss_mb: float = 0.0
     seconds: float = 0.0
     log_tail_hash: str | None = None
-    # Set when the executor, not the file, failed (ssh-dropped, a failed pod): not a culprit,
-    # and the file is measured again in the next round.
+    # Set when the executor could not finish the run: its own word (ssh-dropped, Evicted) and
+    # the kind (`domain.failures`). Unless the kind is the tests' own outcome, the file is
+    # not a culprit and is measured again in the next round.
     infrastructure_failure: str | None = None
+    failure_kind: str | None = None
     detail: str = ""
 
     def artifact_hashes(self) -> list[str]:
@@ -174,8 +205,9 @@ class ShardAttemptRecorded(Event):
     log_tail_hash: str | None = None
     rss_mb: float = 0.0
     seconds: float = 0.0
-    infrastructure_failure: str | None = None  # e.g. PodFailed reason, ssh-connect
+    infrastructure_failure: str | None = None  # the executor's word: Evicted, ssh-connect
     infrastructure_detail: str = ""
+    failure_kind: str | None = None  # its kind in `domain.failures` (None in older events)
 
     def artifact_hashes(self) -> list[str]:
         return [h for h in (self.report_hash, self.log_tail_hash) if h]
@@ -187,8 +219,9 @@ class PodFailed(Event):
     shard: str
     attempt: int
     revision: Revision
-    reason: str  # OOMKilled, Evicted, DeadlineExceeded, ImagePullBackOff, Unschedulable, ApiError
+    reason: str  # the executor's word: OOMKilled, Evicted, ImagePullBackOff, ApiError, ...
     detail: str = ""
+    failure_kind: str | None = None  # its kind in `domain.failures` (None in older events)
 
 
 class ChildShard(BaseModel):
@@ -318,6 +351,7 @@ AnyEvent = Annotated[
     | RunInterrupted
     | RunResumed
     | RunCompleted
+    | EnvironmentPrepared
     | TestFilesDiscovered
     | FileMeasured
     | MeasurementFailed
@@ -348,6 +382,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         RunInterrupted,
         RunResumed,
         RunCompleted,
+        EnvironmentPrepared,
         TestFilesDiscovered,
         FileMeasured,
         MeasurementFailed,

@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from domain.failures import FailureKind
 
 Revision = Literal["head", "base"]
 
@@ -28,6 +30,64 @@ DEFAULT_PYTEST_COMMAND: tuple[str, ...] = (
     "--junitxml={junit}",
     "{files}",
 )
+
+
+EnvironmentMode = Literal["auto", "none", "command"]
+
+
+class EnvironmentRequest(BaseModel):
+    """How each revision's environment is made (`--env auto|none|COMMAND`), for every executor.
+
+    `none` (the default when an executor is built directly) runs the tests with the
+    executor's own interpreter; the gate asks for `auto` unless told otherwise.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mode: EnvironmentMode = "none"
+    command: tuple[str, ...] = ()  # the user's setup command, with {python} and {venv}
+
+    @classmethod
+    def parse(cls, text: str) -> EnvironmentRequest:
+        """`auto`, `none`, or a setup command (split like a shell line, never run by one)."""
+        import shlex
+
+        word = text.strip()
+        if word in ("auto", "none"):
+            return cls(mode=word)
+        argv = tuple(shlex.split(word))
+        if not argv:
+            raise ValueError("--env needs auto, none or a setup command")
+        return cls(mode="command", command=argv)
+
+    def recorded(self) -> str:
+        import shlex
+
+        return shlex.join(self.command) if self.mode == "command" else self.mode
+
+
+class EnvironmentReport(BaseModel):
+    """The environment one revision's tests ran in, as the executor prepared it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    status: Literal["ready", "failed"] = "ready"
+    how: str = "none"  # uv, pip, command, none, gate-interpreter
+    python: str = ""
+    python_version: str = ""
+    key: str = ""
+    reused: bool = False
+    seconds: float = 0.0
+    packages: str = ""  # the frozen package list
+    imports: dict[str, str] = Field(default_factory=dict)  # top-level package -> where it resolves
+    warnings: tuple[str, ...] = ()
+    error: str = ""
+    log_tail: str = ""
+    project: str | None = None
+    extra: str | None = None
+    group: str | None = None
+    files_read: tuple[str, ...] = ()
+    where: str = "local"  # the machine: local, the SSH host, the pool member
 
 
 class ShardRun(BaseModel):
@@ -61,10 +121,30 @@ class Observation(BaseModel):
     timed_out: bool = False
     oom: bool = False
     member: str | None = None
-    # Set by pool/remote executors when the infrastructure, not the tests, failed.
+    environment: EnvironmentReport | None = None  # where the revision's tests ran
+    # Set when the executor could not give a finished run: the kind from the closed
+    # vocabulary (`domain.failures`), the executor's own word for it, and a detail.
+    failure_kind: FailureKind | None = None
     failure_reason: str | None = None  # e.g. OOMKilled, Evicted, ssh-connect, ApiError
     failure_detail: str = ""
     extra: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _kind_with_reason(self) -> Observation:
+        if (self.failure_kind is None) != (self.failure_reason is None):
+            raise ValueError("failure_kind and failure_reason are set together or not at all")
+        return self
+
+    @classmethod
+    def failed(
+        cls, kind: FailureKind, reason: str, detail: str = "", **facts: object
+    ) -> Observation:
+        """An observation of a run the executor could not finish, in the closed vocabulary."""
+        return cls(failure_kind=kind, failure_reason=reason, failure_detail=detail, **facts)
+
+    @property
+    def infrastructure(self) -> bool:
+        return self.failure_kind == "infrastructure"
 
 
 def expand_command(

@@ -13,6 +13,7 @@ from datetime import datetime
 
 from domain import events as ev
 from domain.assessment import Assessment, assess, last_started_file
+from domain.failures import blames_executor, excludes_member
 
 HEAD = "head"
 BASE = "base"
@@ -108,6 +109,8 @@ class RunState:
     pool_rounds: list[ev.PoolMeasured] = field(default_factory=list)
     placements: list[ev.ShardPlaced] = field(default_factory=list)
     pod_failures: list[tuple[int, ev.PodFailed]] = field(default_factory=list)
+    # The latest environment of each revision on each machine: (revision, where) -> event.
+    environments: dict[tuple[str, str], ev.EnvironmentPrepared] = field(default_factory=dict)
     questions: dict[str, QuestionView] = field(default_factory=dict)
     checks: dict[str, tuple[int, ev.CheckRecorded]] = field(default_factory=dict)
     approvals: list[tuple[int, ev.ApprovalIssued]] = field(default_factory=list)
@@ -133,6 +136,13 @@ class RunState:
         missing = set(self.missing_at_base)
         return tuple(f for f in shard.files if f not in missing)
 
+    @property
+    def excluded_members(self) -> frozenset[str]:
+        """Pool members whose machinery failed in this run (a test's own OOM does not count)."""
+        return frozenset(
+            e.member for _, e in self.pod_failures if excludes_member(e.failure_kind, e.reason)
+        )
+
     def option(self, name: str, default: object) -> object:
         if self.started is None:
             return default
@@ -154,6 +164,7 @@ def _assess_stored(
     oom: bool,
     infrastructure_failure: str | None,
     infrastructure_detail: str,
+    kind: str | None = None,
     report_hash: str | None,
     log_tail_hash: str | None,
     files: Sequence[str],
@@ -163,7 +174,7 @@ def _assess_stored(
     if report_hash and report is None:
         return Assessment(False, "no-output", "the report is missing from the ledger")
     key = (
-        exit_code, signal, timed_out, oom, infrastructure_failure, infrastructure_detail,
+        exit_code, signal, timed_out, oom, infrastructure_failure, infrastructure_detail, kind,
         report_hash, log_tail_hash, tuple(files),
     )  # fmt: skip
     cached = _ASSESSMENTS.get(key)
@@ -180,6 +191,7 @@ def _assess_stored(
         log_tail=log_tail,
         files=files,
         infrastructure_detail=infrastructure_detail,
+        kind=kind,
     )
     if len(_ASSESSMENTS) >= _ASSESSMENTS_MAX:
         _ASSESSMENTS.clear()
@@ -207,7 +219,7 @@ def _attempt_view(
     assessment = _assess_stored(
         exit_code=e.exit_code, signal=e.signal, timed_out=e.timed_out, oom=e.oom,
         infrastructure_failure=e.infrastructure_failure,
-        infrastructure_detail=e.infrastructure_detail,
+        infrastructure_detail=e.infrastructure_detail, kind=e.failure_kind,
         report_hash=e.report_hash, log_tail_hash=e.log_tail_hash, files=e.files,
         artifacts=artifacts,
     )  # fmt: skip
@@ -265,7 +277,7 @@ def apply(state: RunState, position: int, e: ev.Event, artifacts: Mapping[str, b
         state.measured[e.file] = (e.rss_mb, e.seconds, e.from_run)
     elif isinstance(e, ev.MeasurementFailed):
         state.measure_failures[e.file] = e
-        if e.infrastructure_failure:
+        if blames_executor(e.failure_kind, e.infrastructure_failure):
             state.measure_retries[e.file] = state.measure_retries.get(e.file, 0) + 1
     elif isinstance(e, ev.ShardsPlanned):
         state.plan = e
@@ -291,6 +303,8 @@ def apply(state: RunState, position: int, e: ev.Event, artifacts: Mapping[str, b
         state.placements.append(e)
     elif isinstance(e, ev.PodFailed):
         state.pod_failures.append((position, e))
+    elif isinstance(e, ev.EnvironmentPrepared):
+        state.environments[(e.revision, e.where)] = e
     else:
         _apply_clarification(state, position, e)
 

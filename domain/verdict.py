@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from domain.failures import blames_executor
 from domain.junit import Report, TestCase, test_id
 from domain.run_state import BASE, HEAD, RunState, ShardView
 
@@ -184,8 +185,9 @@ def classify(state: RunState) -> Classification:
         return cached
     unmeasured: list[Unmeasured] = []
     for file, failure in sorted(state.measure_failures.items()):
-        if failure.infrastructure_failure:  # the executor failed, not the file
-            detail = failure.detail or failure.infrastructure_failure
+        if blames_executor(failure.failure_kind, failure.infrastructure_failure):
+            # the executor failed, not the file
+            detail = failure.detail or failure.infrastructure_failure or ""
             unmeasured.append(Unmeasured("measure", (file,), failure.reason, (), detail))
             continue
         detail = "measuring it alone failed" + (f": {failure.detail}" if failure.detail else "")

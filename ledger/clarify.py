@@ -1,6 +1,6 @@
 """Owner questions in the gate: assume or ask once measuring is done, wait, observe deadlines.
 
-Registered as a `GateProcess` hook on import. Time enters only through events: whoever
+A `GateProcess` hook (wired in `ledger/use_cases.py`). Time enters only through events: whoever
 observes a passed deadline (the waiting gate, `ledger resume`, a late `ledger answer`)
 appends `QuestionExpired`, then `RecommendationTaken` or, for a critical question,
 `QuestionParked`. A run is completed only once no question is open; without `--wait` the gate
@@ -157,11 +157,3 @@ def _tell(process: GateProcess, events: Sequence[ev.Event]) -> None:
         if isinstance(e, ev.QuestionAsked):
             text += f" — answer with: ledger answer {process.run_id[:12]} {e.question_id} CHOICE"
         process.observer.notice(text)
-
-
-def register() -> None:
-    if clarify not in GateProcess.hooks:
-        GateProcess.hooks.append(clarify)
-
-
-register()

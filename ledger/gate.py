@@ -17,16 +17,21 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, Protocol
 
 from adapters import git
 from adapters.discovery import discover_test_files
-from adapters.executor import Executor
+from adapters.executors import Capabilities, Executor, spec_for
 from domain import events as ev
 from domain.assessment import assess_observation
 from domain.chain import sha256_hex
 from domain.errors import BadInput
-from domain.execution import DEFAULT_PYTEST_COMMAND, Observation, ShardRun
+from domain.execution import (
+    DEFAULT_PYTEST_COMMAND,
+    EnvironmentRequest,
+    Observation,
+    ShardRun,
+)
 from domain.planning import FileCost, plan_shards
 from domain.rules import get_rule
 from domain.run_state import BASE, HEAD, NO_TESTS_COLLECTED, RunState
@@ -34,6 +39,7 @@ from domain.verdict import Verdict
 from ledger.projection import project, verdict_of
 from ledger.service import Ledger
 from projections.next_step import RunRequest, Step, next_step
+from projections.timeline import describe
 
 
 def _tool_version() -> str:
@@ -103,6 +109,11 @@ class GateOptions:
     deadline_s: float = 1800.0
     wait: bool = False
     question_budget: int = 3
+    environment: str = "auto"  # auto, none, or a setup command (`--env`)
+
+    @property
+    def environment_request(self) -> EnvironmentRequest:
+        return EnvironmentRequest.parse(self.environment)
 
     @property
     def shard_count(self) -> int:
@@ -126,6 +137,7 @@ class GateOptions:
             "deadline_s": self.deadline_s,
             "wait": self.wait,
             "question_budget": self.question_budget,
+            "env": self.environment,
         }
 
 
@@ -152,6 +164,10 @@ def validate(options: GateOptions) -> None:
         raise BadInput("--command must contain the {files} placeholder")
     if not any("{junit}" in token for token in options.command):
         raise BadInput("--command must contain the {junit} placeholder")
+    try:
+        options.environment_request  # noqa: B018  (parsed for its error)
+    except ValueError as error:
+        raise BadInput(str(error)) from None
 
 
 # --- starting -------------------------------------------------------------------------------
@@ -203,6 +219,8 @@ def options_from(started: ev.RunStarted) -> GateOptions:
         deadline_s=float(recorded.get("deadline_s", 1800.0)),
         wait=bool(recorded.get("wait", False)),
         question_budget=int(recorded.get("question_budget", 3)),
+        # Runs recorded before per-revision environments ran with the gate's interpreter.
+        environment=str(recorded.get("env", "none")),
     )
 
 
@@ -230,11 +248,14 @@ StepHook = Callable[["GateProcess", RunState], bool]
 
 
 class GateProcess:
-    """Drives one run to its conclusion from whatever its ledger already holds."""
+    """Drives one run to its conclusion from whatever its ledger already holds.
 
-    # Extra decisions (owner questions, ...) run after the built-in steps have nothing to do
-    # and before the run completes; each returns True when it appended events.
-    hooks: ClassVar[list[StepHook]] = []
+    Everything it needs comes in through the constructor (`ledger/use_cases.py` wires it):
+    the executor, the one that measures and isolates files (the same one unless the
+    executor's capabilities say files are measured locally), and `hooks` — extra decisions
+    (owner questions, ...) run after the built-in steps have nothing to do and before the run
+    completes; each returns True when it appended events.
+    """
 
     def __init__(
         self,
@@ -243,18 +264,33 @@ class GateProcess:
         executor: Executor,
         observer: Observer | None = None,
         measuring_executor: Executor | None = None,
+        hooks: Sequence[StepHook] = (),
     ) -> None:
         self.ledger = ledger
         self.run_id = run_id
         self.executor = executor
         self.measuring = measuring_executor or executor
         self.observer = observer or QuietObserver()
+        self.hooks = tuple(hooks)
         state = project(ledger, run_id)
         if state.started is None:
             raise BadInput(f"run {run_id} has no RunStarted event")
         self.started: ev.RunStarted = state.started
         self.options = options_from(state.started)
         self.repo = Path(state.started.repo)
+        self.capabilities: Capabilities = spec_for(state.started.executor).capabilities
+        # (revision, where, key, status) of environments already recorded in this run.
+        self._environments = {
+            (e.revision, e.where, e.key, e.status) for e in state.environments.values()
+        }
+        self._handlers: dict[str, Callable[[RunState, Step], None]] = {
+            "discover": self._discover,
+            "measure": self._measure,
+            "plan": self._plan,
+            "run": self._run,
+            "split": self._split,
+            "isolate": self._isolate,
+        }
 
     # -- driving --
 
@@ -288,16 +324,19 @@ class GateProcess:
                 continue
             if step.kind == "done":
                 return verdict_of(project(self.ledger, self.run_id))
-            handler = getattr(self, f"_{step.kind}")
-            handler(state, step)
+            self._handlers[step.kind](state, step)
 
     # -- steps --
 
     def _discover(self, state: RunState, step: Step) -> None:
         self.observer.notice("discovering test files at head")
-        checkout = self._local_checkout(self.started.head)
-        patterns = list(self.options.discover) or None
-        files = discover_test_files(checkout, patterns)
+        worktrees = git.Worktrees(self.repo)
+        try:
+            checkout = worktrees.checkout(self.started.head)
+            patterns = list(self.options.discover) or None
+            files = discover_test_files(checkout, patterns)
+        finally:
+            worktrees.close()
         if not files:
             raise BadInput(f"no test files found at {self.started.head_ref} in {self.repo}")
         at_base = git.files_at_commit(self.repo, self.started.base)
@@ -305,13 +344,6 @@ class GateProcess:
         self.ledger.record(
             self.run_id, ev.TestFilesDiscovered, files=files, missing_at_base=missing
         )
-
-    def _local_checkout(self, commit: str) -> Path:
-        checkout_for = getattr(self.measuring, "checkout_for", None)
-        if checkout_for is not None:
-            path: Path = checkout_for(commit)
-            return path
-        return git.Worktrees(self.repo).checkout(commit)
 
     def _measure(self, state: RunState, step: Step) -> None:
         files = list(step.files)
@@ -341,12 +373,13 @@ class GateProcess:
         self.measuring.prepare([self.started.head])
         self.observer.begin("measuring files", len(requests))
         for request, observation in self._run_parallel(self.measuring, requests, "measuring files"):
-            if observation.failure_reason == "cancelled":
+            if observation.failure_kind == "cancelled":
                 continue  # interrupted: measured again on resume
-            self._record_measurement(request.files[0], observation)
+            self._record_measurement(request, observation)
         self.observer.end("measuring files")
 
-    def _record_measurement(self, file: str, o: Observation) -> None:
+    def _record_measurement(self, run: ShardRun, o: Observation) -> None:
+        file = run.files[0]
         assessment = assess_observation(o, [file])
         # A file that holds no test is measured all the same (the plan leaves it out: a shard
         # report could never cover it).
@@ -358,14 +391,14 @@ class GateProcess:
             or o.signal is not None
             or o.report is None
             or o.exit_code not in (0, 1)
-            or o.failure_reason is not None
+            or o.failure_kind is not None
         )
+        environment, artifacts = self._environment_events(run, o)
         if dies:
             tail = {sha256_hex(o.log_tail): o.log_tail} if o.log_tail else {}
-            self.ledger.record(
-                self.run_id,
+            failed = self.ledger.make(
                 ev.MeasurementFailed,
-                artifacts=tail,
+                self.run_id,
                 file=file,
                 reason=assessment.reason or "job-failed",
                 exit_code=o.exit_code,
@@ -374,18 +407,21 @@ class GateProcess:
                 seconds=o.seconds,
                 log_tail_hash=next(iter(tail), None),
                 infrastructure_failure=o.failure_reason,
+                failure_kind=o.failure_kind,
                 detail=assessment.detail,
             )
+            self.ledger.append(self.run_id, [*environment, failed], artifacts=artifacts | tail)
             return
-        self.ledger.record(
-            self.run_id,
+        measured = self.ledger.make(
             ev.FileMeasured,
+            self.run_id,
             file=file,
             rss_mb=o.rss_mb,
             seconds=o.seconds,
             exit_code=o.exit_code,
             signal=o.signal,
         )
+        self.ledger.append(self.run_id, [*environment, measured], artifacts=artifacts)
 
     def _reuse_measurements(self, files: Sequence[str]) -> list[ev.Event]:
         """The latest measurement of each file from earlier runs of the same repository."""
@@ -466,14 +502,13 @@ class GateProcess:
             )
             for r in requests
         ]
-        if hasattr(self.executor, "measure_pool"):
+        if self.capabilities.places_on_pool:
             # A pool with no room for a shard this round: an unmeasured attempt, so the
             # retry rounds (and bisection) bound the wait instead of looping on placement.
             unplaced_detail = _pool_detail(project(self.ledger, self.run_id))
             for run in [r for r in runs if r.member is None]:
                 self._record_attempt(
-                    run,
-                    Observation(failure_reason="unplaced", failure_detail=unplaced_detail),
+                    run, Observation.failed("unplaced", "unplaced", unplaced_detail)
                 )
             runs = [r for r in runs if r.member is not None]
         if not runs:
@@ -486,7 +521,7 @@ class GateProcess:
         self.observer.end(label)
 
     def _memory_limit(self, state: RunState, shard_id: str) -> int:
-        if not hasattr(self.executor, "measure_pool"):
+        if not self.capabilities.places_on_pool:
             return int(self.options.budget_mb)  # local and SSH: the shard budget is the limit
         # Pool executors reserve per shard from its planned RSS (see domain.placement).
         planned = {s.id: s.rss_mb for s in state.plan.shards} if state.plan else {}
@@ -501,12 +536,65 @@ class GateProcess:
 
         return place_round(self, state, requests, round_)
 
+    def _environment_events(
+        self, run: ShardRun, o: Observation
+    ) -> tuple[list[ev.Event], dict[str, bytes]]:
+        """`EnvironmentPrepared` for an environment this run has not recorded yet (once per
+        revision, machine, key and outcome), with its package list and log as artifacts."""
+        report = o.environment
+        if report is None:
+            return [], {}
+        seen = (run.revision, report.where, report.key, report.status)
+        if seen in self._environments:
+            return [], {}
+        self._environments.add(seen)
+        artifacts: dict[str, bytes] = {}
+        packages_hash = log_hash = None
+        if report.packages:
+            data = report.packages.encode()
+            packages_hash = sha256_hex(data)
+            artifacts[packages_hash] = data
+        if report.status != "ready" and report.log_tail:
+            data = report.log_tail.encode("utf-8", "replace")
+            log_hash = sha256_hex(data)
+            artifacts[log_hash] = data
+        event = self.ledger.make(
+            ev.EnvironmentPrepared,
+            self.run_id,
+            revision=run.revision,
+            commit=run.commit,
+            where=report.where,
+            status=report.status,
+            how=report.how,
+            key=report.key,
+            python=report.python,
+            python_version=report.python_version,
+            reused=report.reused,
+            seconds=report.seconds,
+            packages_hash=packages_hash,
+            packages=len([line for line in report.packages.splitlines() if line.strip()]),
+            imports=dict(report.imports),
+            warnings=list(report.warnings),
+            error=report.error,
+            log_tail_hash=log_hash,
+            project=report.project,
+            extra=report.extra,
+            group=report.group,
+            files_read=list(report.files_read),
+        )
+        self.observer.notice(describe(event, {}))
+        for warning in report.warnings:
+            self.observer.notice(f"warning: {run.revision} environment: {warning}")
+        return [event], artifacts
+
     def _record_attempt(self, run: ShardRun, o: Observation) -> None:
         artifacts, report_hash, log_hash = _evidence(o)
         member = o.member or run.member or self.executor.name
-        events: list[ev.Event] = []
-        pod_failure = o.failure_reason not in (None, "cancelled", "unplaced")
-        if pod_failure and self.executor.name != "local":
+        events, env_artifacts = self._environment_events(run, o)
+        artifacts |= env_artifacts
+        # A failure of the machinery on a remote executor is also a fact about its member.
+        pod_failure = o.failure_kind not in (None, "cancelled", "unplaced", "env-setup")
+        if pod_failure and self.capabilities.infrastructure_failures:
             events.append(
                 self.ledger.make(
                     ev.PodFailed,
@@ -517,6 +605,7 @@ class GateProcess:
                     revision=run.revision,
                     reason=o.failure_reason,
                     detail=o.failure_detail,
+                    failure_kind=o.failure_kind,
                 )
             )
         events.append(
@@ -538,6 +627,7 @@ class GateProcess:
                 seconds=o.seconds,
                 infrastructure_failure=o.failure_reason,
                 infrastructure_detail=o.failure_detail if o.failure_reason else "",
+                failure_kind=o.failure_kind,
             )
         )
         self.ledger.append(self.run_id, events, artifacts=artifacts)
@@ -600,10 +690,10 @@ class GateProcess:
         )
         for run, o in isolated:
             artifacts, report_hash, log_hash = _evidence(o)
-            self.ledger.record(
-                self.run_id,
+            environment, env_artifacts = self._environment_events(run, o)
+            isolation = self.ledger.make(
                 ev.IsolationRecorded,
-                artifacts=artifacts,
+                self.run_id,
                 file=run.files[0],
                 revision=run.revision,
                 exit_code=o.exit_code,
@@ -612,6 +702,9 @@ class GateProcess:
                 report_hash=report_hash,
                 log_tail_hash=log_hash,
                 seconds=o.seconds,
+            )
+            self.ledger.append(
+                self.run_id, [*environment, isolation], artifacts=artifacts | env_artifacts
             )
         self.observer.end("isolating new failures")
 
@@ -638,7 +731,7 @@ class GateProcess:
         def run_once_or_again(run: ShardRun) -> Observation:
             observation = executor.run(run)
             for _ in range(tries - 1):
-                if observation.failure_reason in (None, "cancelled"):
+                if not observation.infrastructure:
                     break
                 observation = executor.run(run)
             return observation
@@ -687,8 +780,8 @@ def _pool_detail(state: RunState) -> str:
     if not state.pool_rounds:
         return "no pool member was measured"
     parts = []
+    failed = state.excluded_members
     for lease in state.pool_rounds[-1].members:
-        failed = {e.member for _, e in state.pod_failures}
         if not lease.ready:
             parts.append(f"{lease.member}: {lease.reason or 'not ready'}")
         elif lease.member in failed:

@@ -31,7 +31,7 @@ def place_round(
         return {}
     leases = measure_pool()
     process.ledger.record(process.run_id, ev.PoolMeasured, round=round_, members=leases)
-    failed = {e.member for _, e in state.pod_failures}
+    failed = state.excluded_members
     previous = {p.shard: p.member for p in state.placements}
     planned = {s.id: s.rss_mb for s in state.plan.shards} if state.plan else {}
     needs = []

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import Any
 
 from adapters import git
-from adapters.local_executor import LocalExecutor
+from adapters.executors import Executor, build_executor, spec_for, validate_options
+from adapters.executors.local import LocalExecutor
 from domain import events as ev
 from domain.rules import get_rule
-from ledger import clarify  # noqa: F401  (registers the owner-question hook in the gate)
-from ledger.executors import build_executor
-from ledger.gate import GateOptions, GateProcess, Observer, start, validate
+from ledger.clarify import clarify
+from ledger.gate import GateOptions, GateProcess, Observer, options_from, start, validate
 from ledger.projection import project
 from ledger.replay import verdict_for
 from ledger.service import Ledger
@@ -23,8 +22,11 @@ def run_gate(ledger: Ledger, options: GateOptions, observer: Observer) -> dict[s
     """Start a gate run and drive it to a verdict; returns the verdict document."""
     validate(options)
     repo = git.repo_root(options.repo)
-    options = dataclasses.replace(options, repo=repo)
-    executor = build_executor(options.executor, repo, options.executor_options)
+    recorded = validate_options(options.executor, options.executor_options)
+    options = dataclasses.replace(options, repo=repo, executor_options=recorded)
+    executor = build_executor(
+        options.executor, repo, options.executor_options, options.environment_request
+    )
     try:
         run_id = start(ledger, options)
     except BaseException:
@@ -39,25 +41,26 @@ def resume_gate(ledger: Ledger, run_prefix: str, observer: Observer) -> dict[str
     state = project(ledger, run_id)
     if state.started is None:
         raise ValueError(f"run {run_id} has no RunStarted event")
-    started = state.started
+    options = options_from(state.started)
     executor = build_executor(
-        started.executor, Path(started.repo), dict(started.options.get("executor_options", {}))
+        options.executor, options.repo, options.executor_options, options.environment_request
     )
     if not state.completed:
         ledger.record(run_id, ev.RunResumed)
     return _drive(ledger, run_id, executor, observer)
 
 
-def _drive(ledger: Ledger, run_id: str, executor: Any, observer: Observer) -> dict[str, Any]:
+def _drive(ledger: Ledger, run_id: str, executor: Executor, observer: Observer) -> dict[str, Any]:
+    """Wire the gate's process manager (the one place it is wired) and run it to its end."""
+    state = project(ledger, run_id)
+    assert state.started is not None
+    options = options_from(state.started)
     measuring = None
-    if executor.name == "kubernetes":
+    if spec_for(state.started.executor).capabilities.measures_locally:
         # Pool members run shards only; files are measured (and isolated) on this machine.
-        # The SSH executor measures on its build host, as the local one does here.
-        state = project(ledger, run_id)
-        assert state.started is not None
-        measuring = LocalExecutor(Path(state.started.repo))
+        measuring = LocalExecutor(options.repo, environment_request=options.environment_request)
     try:
-        process = GateProcess(ledger, run_id, executor, observer, measuring)
+        process = GateProcess(ledger, run_id, executor, observer, measuring, hooks=[clarify])
         process.drive()
     finally:
         executor.close()

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from domain.assessment import UNPLACED
+from domain.assessment import ENV_SETUP, UNPLACED
+from domain.failures import blames_executor
 from domain.junit import test_id
 from domain.planning import child_shard_ids, split_in_halves
 from domain.run_state import BASE, HEAD, RunState, ShardView
@@ -74,8 +75,10 @@ def pending_splits(state: RunState) -> list[SplitRequest]:
     splits = []
     for shard in state.leaves():
         problem = shard_unmeasured(state, shard)
-        if problem is None or problem.reason in ("not-run", UNPLACED) or len(shard.files) < 2:
-            continue  # an unplaced shard failed for want of a pool member, not by its files
+        if problem is None or problem.reason in ("not-run", UNPLACED, ENV_SETUP):
+            continue  # it failed for want of a pool member or an environment, not by its files
+        if len(shard.files) < 2:
+            continue
         halves = split_in_halves(shard.files)
         ids = child_shard_ids(shard.id, 2)
         children = tuple((cid, tuple(files)) for cid, files in zip(ids, halves, strict=True))
@@ -119,7 +122,8 @@ def pending_isolations(state: RunState) -> list[tuple[str, str]]:
 def _measure_again(state: RunState, file: str, rounds: int) -> bool:
     """A measurement the executor's infrastructure broke gets the retry rounds shards get."""
     failure = state.measure_failures[file]
-    return bool(failure.infrastructure_failure) and state.measure_retries.get(file, 0) <= rounds
+    blamed = blames_executor(failure.failure_kind, failure.infrastructure_failure)
+    return blamed and state.measure_retries.get(file, 0) <= rounds
 
 
 def next_step(state: RunState, *, rounds: int, measure: str = "missing") -> Step:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from domain import events as ev
+from domain.failures import failure_kind
 from domain.junit import Report, read_report, test_id
 
 Describer = Callable[[Any, Mapping[str, bytes]], str]
@@ -57,6 +58,23 @@ def _discovered(e: ev.TestFilesDiscovered, _: Mapping[str, bytes]) -> str:
     if e.missing_at_base:
         text += f"; new at head (absent at base): {_files(e.missing_at_base)}"
     return text
+
+
+def _environment(e: ev.EnvironmentPrepared, _: Mapping[str, bytes]) -> str:
+    """Which environment a revision ran in (or why it could not be made)."""
+    where = f"{e.revision} environment" + ("" if e.where == "local" else f" on {e.where}")
+    if e.status != "ready":
+        return f"{where}: setup failed ({e.error or 'see the install log'}); unmeasured"
+    if e.how in ("none", "gate-interpreter"):
+        why = "--env none" if e.how == "none" else "not an installable project"
+        return f"{where}: the given interpreter {e.python} ({why})"
+    made = "reused" if e.reused else f"built with {e.how} in {e.seconds:.1f}s"
+    what = (e.project or "project") + (f"[{e.extra}]" if e.extra else "")
+    text = (
+        f"{where}: {made}, {what}, {e.packages} packages, "
+        f"Python {e.python_version}, key {e.key[:12]}"
+    )
+    return "; warning: ".join([text, *e.warnings])
 
 
 def _measured(e: ev.FileMeasured, _: Mapping[str, bytes]) -> str:
@@ -107,7 +125,8 @@ def _attempt(e: ev.ShardAttemptRecorded, artifacts: Mapping[str, bytes]) -> str:
         f"{_exit(e.exit_code, e.signal, e.timed_out, e.oom)}, {e.seconds:.1f} s, {e.rss_mb:.0f} MB"
     )
     if e.infrastructure_failure:
-        text += f", infrastructure failure {e.infrastructure_failure}"
+        kind = failure_kind(e.failure_kind, e.infrastructure_failure)
+        text += f", {kind or 'infrastructure'} failure {e.infrastructure_failure}"
     return text + _report_summary(e.report_hash, e.files, artifacts)
 
 
@@ -216,6 +235,7 @@ def _completed(e: ev.RunCompleted, _: Mapping[str, bytes]) -> str:
 DESCRIBERS: dict[type[ev.Event], Describer] = {
     ev.RunStarted: _run_started,
     ev.TestFilesDiscovered: _discovered,
+    ev.EnvironmentPrepared: _environment,
     ev.FileMeasured: _measured,
     ev.MeasurementFailed: _measure_failed,
     ev.MeasurementReused: _reused,

@@ -26,6 +26,18 @@ def _worktrees_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None
         os.environ["LEDGER_WORKTREES_DIR"] = previous
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _environments_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Per-revision environments cached for the session, out of the user's ~/.cache."""
+    previous = os.environ.get("LEDGER_ENVS_DIR")
+    os.environ["LEDGER_ENVS_DIR"] = str(tmp_path_factory.mktemp("envs"))
+    yield
+    if previous is None:
+        os.environ.pop("LEDGER_ENVS_DIR", None)
+    else:
+        os.environ["LEDGER_ENVS_DIR"] = previous
+
+
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'ledger' / 'ledger.db'}"

@@ -134,6 +134,18 @@ class SshServer:
         self.process = None
 
 
+def _host_tls_settings() -> list[str]:
+    """The machine's own TLS trust settings, as a build host's login environment has them.
+
+    The login session sshd starts has none of this process's environment; where this machine
+    reaches package registries through its own certificate authority, a host set up on it
+    would carry the same settings (here: `SetEnv`), or installing an environment fails.
+    """
+    names = ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "PIP_CERT")
+    pairs = [f"{name}={os.environ[name]}" for name in names if os.environ.get(name)]
+    return [f"SetEnv {' '.join(pairs)}"] if pairs else []
+
+
 def start_sshd(directory: Path) -> SshServer:
     """Generate keys and a config in `directory` and start sshd on a free port."""
     if not SSHD.exists():
@@ -172,6 +184,7 @@ def start_sshd(directory: Path) -> SshServer:
                 "MaxStartups 64",
                 "MaxSessions 64",
                 "LogLevel VERBOSE",
+                *_host_tls_settings(),
                 "",
             ]
         )

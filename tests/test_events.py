@@ -42,6 +42,25 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "RunInterrupted": {"reason": "SIGTERM"},
     "RunResumed": {"pid": 4242},
     "RunCompleted": {},
+    "EnvironmentPrepared": {
+        "revision": "head",
+        "commit": "a" * 40,
+        "where": "local",
+        "status": "ready",
+        "how": "uv",
+        "key": "k" * 32,
+        "python": "/envs/k/venv/bin/python",
+        "python_version": "3.11.7",
+        "reused": True,
+        "seconds": 0.4,
+        "packages_hash": SHA,
+        "packages": 6,
+        "imports": {"shiny": "/envs/projects/a/site/shiny/__init__.py"},
+        "warnings": [],
+        "project": "shiny",
+        "extra": "test",
+        "files_read": ["pyproject.toml"],
+    },
     "TestFilesDiscovered": {"files": ["tests/a.py", "tests/b.py"], "missing_at_base": ["b"]},
     "FileMeasured": {
         "file": "tests/a.py",
@@ -180,7 +199,7 @@ def sample(kind: str) -> Event:
 
 def test_every_event_type_has_a_sample() -> None:
     assert set(SAMPLES) == set(EVENT_TYPES)
-    assert len(EVENT_TYPES) == 24
+    assert len(EVENT_TYPES) == 25
 
 
 @pytest.mark.parametrize("kind", sorted(EVENT_TYPES))

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from defusedxml import ElementTree
 
-from adapters.k8s_jobs import MemberSettings, job_manifest, job_name
-from adapters.kubernetes_executor import (
+from adapters.executors.kubernetes.executor import (
     K8sTimings,
     KubernetesExecutor,
     build_kubernetes_executor,
 )
+from adapters.executors.kubernetes.jobs import MemberSettings, job_manifest, job_name
 from domain.errors import BadInput
 from domain.execution import ShardRun
 from tests.gitrepo import git, make_repo
@@ -194,21 +194,22 @@ def test_large_report_arrives_whole_and_sha256_checked(
 
 
 @pytest.mark.parametrize(
-    ("fault", "reason"),
+    ("fault", "reason", "kind"),
     [
-        ("OOMKilled", "OOMKilled"),
-        ("Evicted", "Evicted"),
-        ("DeadlineExceeded", "DeadlineExceeded"),
-        ("ImagePullBackOff", {"ImagePullBackOff", "ErrImagePull"}),
-        ("Unschedulable", "Unschedulable"),
+        ("OOMKilled", "OOMKilled", "oom"),
+        ("Evicted", "Evicted", "infrastructure"),
+        ("DeadlineExceeded", "DeadlineExceeded", "timeout"),
+        ("ImagePullBackOff", {"ImagePullBackOff", "ErrImagePull"}, "infrastructure"),
+        ("Unschedulable", "Unschedulable", "infrastructure"),
     ],
 )
-def test_every_pod_fault_becomes_its_failure_reason(
+def test_every_pod_fault_becomes_its_failure_reason_and_kind(
     pool: tuple[dict[str, StandinMember], Path],
     repo: Path,
     executor: KubernetesExecutor,
     fault: str,
     reason: str | set[str],
+    kind: str,
 ) -> None:
     members, _ = pool
     members["west"].fault = fault
@@ -217,6 +218,7 @@ def test_every_pod_fault_becomes_its_failure_reason(
 
     expected = reason if isinstance(reason, set) else {reason}
     assert observation.failure_reason in expected, observation
+    assert observation.failure_kind == kind
     assert observation.member == "west" and observation.failure_detail
     assert observation.report is None and observation.exit_code is None
     assert members["west"].live_jobs() == []

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from adapters.k8s_status import count_gate_jobs, free_mb_per_node, job_outcome
+from adapters.executors.kubernetes.status import count_gate_jobs, free_mb_per_node, job_outcome
 
 pytestmark = pytest.mark.kubernetes
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from adapters.executors.local import LocalExecutor
 from adapters.git import Worktrees
-from adapters.local_executor import LocalExecutor
 from domain.errors import BadInput
 from domain.execution import ShardRun
 from tests.gitrepo import commit, git, head, make_repo, write

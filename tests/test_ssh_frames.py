@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from adapters.ssh_faults import classify_ssh_failure
-from adapters.ssh_remote import FrameError, parse_frame, session_started, temporary_dir
+from adapters.executors.ssh.faults import classify_ssh_failure
+from adapters.executors.ssh.remote import FrameError, parse_frame, session_started, temporary_dir
 
 REPORT = b"<testsuites><testsuite tests='1'><testcase name='t'/></testsuite></testsuites>"
 LOG = b"1 passed in 0.01s\n"

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-import adapters.ssh_executor as ssh_executor
+import adapters.executors.ssh.executor as ssh_executor
 from cli.main import cli
 from tests.gitrepo import commit, make_repo, tag
 from tests.sshd import SshServer, free_port, start_sshd
@@ -183,3 +183,31 @@ def wait_for_nothing_new(before: set[Path]) -> bool:
     while host_temporaries() - before and time.monotonic() < deadline:
         time.sleep(0.2)
     return host_temporaries() - before == set()
+
+
+def test_each_revision_gets_its_own_environment_on_the_build_host(
+    server: SshServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.test_environments import src_layout
+
+    repo = make_repo(tmp_path, src_layout(1, "1.0"), name="shiny")
+    tag(repo, "v1")
+    commit(repo, src_layout(2, "2.0"), "value 2")
+    reach(server, monkeypatch)
+    mirror = tmp_path / "host" / "mirror.git"
+
+    code, verdict = gate(
+        repo, tmp_path / "ssh.db", "--executor", "ssh", "--host", server.host,
+        "--remote-mirror", str(mirror),
+    )  # fmt: skip
+
+    assert (code, verdict["status"]) == (0, "passed"), (verdict["unmeasured"], [
+        e for e in events(tmp_path / "ssh.db", verdict["run_id"])
+        if e["kind"] == "EnvironmentPrepared"])  # fmt: skip
+    prepared = [e for e in events(tmp_path / "ssh.db", verdict["run_id"])
+                if e["kind"] == "EnvironmentPrepared"]  # fmt: skip
+    assert {e["revision"] for e in prepared} == {"head", "base"}
+    assert {e["where"] for e in prepared} == {server.host}
+    assert all(e["status"] == "ready" and e["project"] == "shiny" for e in prepared), prepared
+    # Cached on the host beside the mirror, where the next gate reuses it.
+    assert (tmp_path / "host" / "release-ledger-envs" / "envs").is_dir()

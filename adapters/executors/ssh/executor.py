@@ -3,15 +3,18 @@
 `prepare` pushes the head and base commits to `refs/release-ledger/gate/<sha>` of a bare
 mirror on the host (only those not there yet). Each `run` is one ssh connection: a fresh
 `mktemp -d /tmp/release-ledger.XXXXXX`, a clone of the mirror detached at the exact SHA, the
-command measured on the host (`adapters/ssh_wrapper.py`), and the report and log tail sent
-back over the same connection with their sha256. Infrastructure faults become an
-`Observation.failure_reason` (`ssh-connect`, `ssh-auth`, `ssh-dropped`, `timeout`, ...) so the
-gate records the shard as unmeasured and retries it; test failures never raise.
+command run on the host under the shared shard supervisor (`wrapper.py`), and the report
+and log tail sent back over the same connection with their sha256. Before the command, the
+revision's own environment is prepared on the host (`adapters/executors/environment.py`,
+cached beside the mirror). Connection faults are `infrastructure` failures in the closed
+vocabulary, with ssh's own word as the reason (`ssh-connect`, `ssh-auth`, `ssh-dropped`, ...),
+so the gate records the shard as unmeasured and retries it; test failures never raise.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import shlex
 import shutil
 import subprocess
@@ -21,9 +24,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-from adapters import ssh_faults as faults
-from adapters.git import git_env
-from adapters.ssh_remote import (
+from adapters.executors.local import report_of, setup_failed
+from adapters.executors.ssh import faults
+from adapters.executors.ssh.remote import (
     CLEANUP_SCRIPT,
     EXIT_CHECKOUT,
     EXIT_CLONE,
@@ -39,9 +42,12 @@ from adapters.ssh_remote import (
     session_started,
     temporary_dir,
 )
-from adapters.ssh_target import SshTarget, validate_target
+from adapters.executors.ssh.target import SshTarget, validate_target
+from adapters.executors.ssh.wrapper import PYTHON_MARK
+from adapters.git import git_env
 from domain.errors import BadInput
-from domain.execution import Observation, ShardRun, expand_command
+from domain.execution import EnvironmentRequest, Observation, ShardRun, expand_command
+from domain.failures import FailureKind
 
 LOG_TAIL_BYTES = 64 * 1024
 GATE_REF = "refs/release-ledger/gate/"
@@ -64,9 +70,12 @@ class SshExecutor:
 
     name = "ssh"
 
-    def __init__(self, target: SshTarget, repo: Path) -> None:
+    def __init__(
+        self, target: SshTarget, repo: Path, environment_request: EnvironmentRequest | None = None
+    ) -> None:
         self.target = target
         self.repo = repo
+        self.environment_request = environment_request or EnvironmentRequest()
         self.mirror_path: str | None = None  # absolute, resolved on the host
         self.pushed: list[str] = []  # commits actually transferred, in order (for tests, logs)
         self._pinned: set[str] = set()
@@ -95,20 +104,24 @@ class SshExecutor:
         except SshFault as fault:
             return self._fault(fault.reason, fault.detail)
         argv = expand_command(
-            shard.command,
-            python=self.target.remote_python,
-            junit=f"{TMP_MARK}/junit.xml",
-            files=shard.files,
+            shard.command, python=PYTHON_MARK, junit=f"{TMP_MARK}/junit.xml", files=shard.files
         )
+        request = self.environment_request
+        spec = {
+            "commit": shard.commit,
+            "timeout_s": float(shard.timeout_s),
+            "tail_bytes": LOG_TAIL_BYTES,
+            "memory_limit_mb": shard.memory_limit_mb,
+            "env_mode": request.mode,
+            "env_command": list(request.command),
+        }
         command = remote_command(
             RUN_SCRIPT,
             self.target.remote_path,
             self.target.mirror,
             shard.commit,
             self.target.remote_python,
-            repr(float(shard.timeout_s)),
-            str(LOG_TAIL_BYTES),
-            "-" if shard.memory_limit_mb is None else str(int(shard.memory_limit_mb)),
+            json.dumps(spec, sort_keys=True),
             WRAPPER_SOURCE,
             *argv,
         )
@@ -273,7 +286,11 @@ class SshExecutor:
                 return self._fault(faults.SSH_TRANSFER, str(error), extra)
             reason, detail = self._no_frame(code, stdout, stderr, str(error))
             return self._fault(reason, detail, extra)
-        observation = Observation(
+        environment = report_of(frame.environment, self.target.host) if frame.environment else None
+        if environment is not None and environment.status != "ready":
+            return setup_failed(environment).model_copy(update={"extra": extra})
+        # The shard's own timeout or memory overrun on the host is its outcome, as locally.
+        return Observation(
             exit_code=frame.exit_code,
             signal=frame.signal,
             report=frame.report,
@@ -283,12 +300,8 @@ class SshExecutor:
             timed_out=frame.timed_out,
             oom=frame.oom,
             extra=extra,
+            environment=environment,
         )
-        if frame.timed_out:
-            return observation.model_copy(
-                update={"failure_reason": faults.TIMEOUT, "failure_detail": "remote timeout"}
-            )
-        return observation
 
     def _no_frame(self, code: int, stdout: bytes, stderr: str, why: str) -> tuple[str, str]:
         started = session_started(stdout)
@@ -317,9 +330,11 @@ class SshExecutor:
         *,
         timed_out: bool = False,
     ) -> Observation:
-        return Observation(
-            failure_reason=reason,
-            failure_detail=detail,
+        kind: FailureKind = "cancelled" if reason == faults.CANCELLED else "infrastructure"
+        return Observation.failed(
+            kind,
+            reason,
+            detail,
             timed_out=timed_out,
             extra=extra or {"host": self.target.host},
         )
@@ -336,6 +351,7 @@ def build_ssh_executor(
     remote_python: str = "python3",
     remote_path: str = "/usr/local/bin:/usr/bin:/bin",
     connect_timeout: int = 10,
+    environment_request: EnvironmentRequest | None = None,
 ) -> SshExecutor:
     """Validate everything up front (`BadInput`, one line) and build the executor; no I/O."""
     target = validate_target(
@@ -353,7 +369,7 @@ def build_ssh_executor(
     for tool in ("ssh", "git"):
         if shutil.which(tool) is None:
             raise BadInput(f"the ssh executor needs {tool!r} on PATH (OpenSSH client, git)")
-    return SshExecutor(target, Path(repo))
+    return SshExecutor(target, Path(repo), environment_request)
 
 
 def _kill(process: subprocess.Popen[bytes]) -> None:

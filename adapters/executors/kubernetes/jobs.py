@@ -1,9 +1,10 @@
 """The Kubernetes Job one shard attempt runs as, and the two tiny programs its pod runs.
 
 The pod fetches the source at the exact commit (an init container clones into a shared
-emptyDir and detaches at the SHA), the runner container runs the shard command and writes the
-JUnit report, a log tail and a manifest (exit code, sizes, sha256s) into the shared volume, and
-puts the manifest in its termination message. A results container serves those files over HTTP
+emptyDir and detaches at the SHA); the runner container prepares the revision's environment,
+runs the shard command under the shared supervisor, and writes the JUnit report, a log tail,
+the environment it prepared and a manifest (exit code, sizes, sha256s) into the shared volume,
+and puts the manifest in its termination message. A results container serves those files over HTTP
 so the adapter fetches them through the API server's pod proxy: reports of any size survive,
 unlike pod logs (kubelet rotates them), and every byte is checked against the manifest.
 """
@@ -18,7 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from domain.execution import ShardRun, expand_command
+from adapters.executors.kubernetes.runner import PYTHON_MARK
+from adapters.executors.programs import remote_program
+from domain.execution import EnvironmentRequest, ShardRun, expand_command
 
 GATE_LABEL = "release-ledger/gate"
 LABEL_PREFIX = "release-ledger/"
@@ -33,7 +36,7 @@ RUNNER_CONTAINER = "runner"
 SOURCE_CONTAINER = "source"
 RESULTS_MEMORY = "64Mi"  # the results server's own request and limit, beside the reservation
 LOG_TAIL_BYTES = 64 * 1024
-RESULT_FILES = ("manifest.json", "report.xml", "log_tail")
+RESULT_FILES = ("manifest.json", "report.xml", "log_tail", "environment.json")
 
 _DNS_BAD = re.compile(r"[^a-z0-9-]+")
 _LABEL_BAD = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -45,67 +48,10 @@ CLONE_SCRIPT = (
     'test "$(git -C "$3" rev-parse HEAD)" = "$2"'
 )
 
-# Runs the shard command; writes report, log tail and a manifest; never exits non-zero once
-# the manifest is written, so the exit code travels as data, not as a pod failure.
-RUNNER_SCRIPT = r"""
-import hashlib, json, os, resource, subprocess, sys, time
-argv = json.loads(sys.argv[1])
-out, src, junit, term = sys.argv[2:6]
-tail_max = int(sys.argv[6])
-os.makedirs(out, exist_ok=True)
-log_path = os.path.join(out, "log")
-def oom_kills():
-    # The container's cgroup counts kernel OOM kills: one that hit only the test process
-    # (no group kill) leaves the wrapper alive, and must still read as OOMKilled.
-    try:
-        with open("/sys/fs/cgroup/memory.events") as events:
-            for line in events:
-                key, _, value = line.partition(" ")
-                if key == "oom_kill":
-                    return int(value)
-    except (OSError, ValueError):
-        pass
-    return 0
-kills_before = oom_kills()
-start = time.monotonic()
-with open(log_path, "wb") as log:
-    try:
-        code = subprocess.call(argv, cwd=src, stdout=log, stderr=subprocess.STDOUT)
-    except OSError as error:
-        log.write(("cannot start %s: %s\n" % (argv[:1], error)).encode())
-        code = 127
-seconds = time.monotonic() - start
-size = os.path.getsize(log_path)
-with open(log_path, "rb") as log:
-    log.seek(max(0, size - tail_max))
-    tail = log.read()
-with open(os.path.join(out, "log_tail"), "wb") as handle:
-    handle.write(tail)
-def described(path):
-    if not os.path.isfile(path):
-        return None
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return {"sha256": digest.hexdigest(), "size": os.path.getsize(path)}
-manifest = {
-    "v": 1,
-    "exit_code": code if code >= 0 else None,
-    "signal": -code if code < 0 else None,
-    "seconds": round(seconds, 3),
-    "rss_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0, 1),
-    "report": described(junit),
-    "log_tail": described(os.path.join(out, "log_tail")),
-    "oom_killed": oom_kills() > kills_before,
-}
-text = json.dumps(manifest, sort_keys=True)
-with open(os.path.join(out, "manifest.json.tmp"), "w") as handle:
-    handle.write(text)
-os.replace(os.path.join(out, "manifest.json.tmp"), os.path.join(out, "manifest.json"))
-with open(term, "w") as handle:
-    handle.write(text)
-"""
+# The runner container's program: environment preparation and the shard supervisor, then
+# `runner.py` (see its docstring).
+RUNNER_SCRIPT = remote_program("kubernetes/runner.py")
+ENV_CACHE = f"{WORK_MOUNT}/envs"
 
 # Serves the result files read-only until told to quit, or a while after the manifest exists.
 RESULTS_SCRIPT = r"""
@@ -216,9 +162,26 @@ def job_manifest(
     reservation_mb: int,
     ttl_seconds: int = 600,
     linger_seconds: int = 300,
+    environment: EnvironmentRequest | None = None,
 ) -> dict[str, Any]:
     """The batch/v1 Job for one shard attempt at one revision, as a plain dict."""
-    argv = expand_command(shard.command, python="python", junit=JUNIT_PATH, files=shard.files)
+    argv = expand_command(shard.command, python=PYTHON_MARK, junit=JUNIT_PATH, files=shard.files)
+    request = environment or EnvironmentRequest()
+    runner_spec = {
+        "out": OUT_DIR,
+        "src": SOURCE_DIR,
+        "junit": JUNIT_PATH,
+        "termination": TERMINATION_PATH,
+        "tail_bytes": LOG_TAIL_BYTES,
+        "timeout_s": float(shard.timeout_s),
+        # The supervisor kills at the pod's own limit: the same figure the kernel enforces,
+        # measured by the same rule as on every other executor.
+        "memory_limit_mb": reservation_mb,
+        "commit": shard.commit,
+        "env_mode": request.mode,
+        "env_command": list(request.command),
+        "env_cache": ENV_CACHE,
+    }
     labels = job_labels(shard, name)
     volume_mount = [{"name": "work", "mountPath": WORK_MOUNT}]
     memory = memory_mib(reservation_mb)
@@ -244,12 +207,8 @@ def job_manifest(
                     "python",
                     "-c",
                     RUNNER_SCRIPT,
-                    json.dumps(argv),
-                    OUT_DIR,
-                    SOURCE_DIR,
-                    JUNIT_PATH,
-                    TERMINATION_PATH,
-                    str(LOG_TAIL_BYTES),
+                    json.dumps(runner_spec, sort_keys=True),
+                    *argv,
                 ],
                 "workingDir": SOURCE_DIR,
                 "volumeMounts": volume_mount,
@@ -314,7 +273,12 @@ def parse_manifest(message: str | None) -> dict[str, Any] | None:
 def expected_files(manifest: Mapping[str, Any]) -> dict[str, tuple[str, int]]:
     """File name -> (sha256, size) for every result file the manifest says was written."""
     files: dict[str, tuple[str, int]] = {}
-    for key, name in (("report", "report.xml"), ("log_tail", "log_tail")):
+    names = (
+        ("report", "report.xml"),
+        ("log_tail", "log_tail"),
+        ("environment", "environment.json"),
+    )
+    for key, name in names:
         entry = manifest.get(key)
         if isinstance(entry, dict) and "sha256" in entry:
             files[name] = (str(entry["sha256"]), int(entry.get("size", -1)))

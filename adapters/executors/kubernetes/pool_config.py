@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from adapters.k8s_jobs import MemberSettings
+from adapters.executors.kubernetes.jobs import MemberSettings
 from domain.errors import BadInput
 
 _KEYS = frozenset({"namespace", "capacity", "image", "node_selector", "service_account"})

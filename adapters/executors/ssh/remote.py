@@ -12,7 +12,9 @@ import json
 import re
 import shlex
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Any
+
+from adapters.executors.programs import remote_program
 
 STARTED = b"release-ledger-started"
 TMP_PREFIX = b"release-ledger-tmp "
@@ -59,12 +61,12 @@ done
 """
 )
 
-# Args: PATH MIRROR SHA PYTHON TIMEOUT_S TAIL_BYTES LIMIT_MB|- WRAPPER_SOURCE ARGV...
+# Args: PATH MIRROR SHA PYTHON SPEC_JSON PROGRAM ARGV...
 RUN_SCRIPT = (
     _PRELUDE
     + r"""
-sha=$3; py=$4; limit=$5; tail=$6; memory=$7; wrapper=$8
-shift 8
+sha=$3; py=$4; spec=$5; wrapper=$6
+shift 6
 umask 077
 d=$(mktemp -d /tmp/release-ledger.XXXXXX) || exit 90
 trap 'rm -rf "$d"' EXIT
@@ -73,7 +75,7 @@ printf 'release-ledger-tmp %s\n' "$d"
 git clone -q --shared --no-checkout "$m" "$d/w" </dev/null >&2 || exit 91
 git -C "$d/w" -c advice.detachedHead=false checkout -q --detach "$sha" </dev/null >&2 || exit 92
 [ "$(git -C "$d/w" rev-parse HEAD </dev/null)" = "$sha" ] || exit 92
-"$py" -c "$wrapper" "$d" "$limit" "$tail" "$memory" "$@"
+"$py" -c "$wrapper" "$d" "$spec" "$m" "$@"
 """
 )
 
@@ -88,7 +90,7 @@ done
 """
 )
 
-WRAPPER_SOURCE = (Path(__file__).with_name("ssh_wrapper.py")).read_text(encoding="utf-8")
+WRAPPER_SOURCE = remote_program("ssh/wrapper.py")
 
 
 def remote_command(script: str, *args: str) -> str:
@@ -108,6 +110,7 @@ class Frame:
     seconds: float
     report: bytes | None
     log_tail: bytes
+    environment: dict[str, Any] | None = None
 
 
 class FrameError(Exception):
@@ -167,6 +170,7 @@ def parse_frame(stdout: bytes) -> Frame:
         seconds=float(header["seconds"]),
         report=report,
         log_tail=log_tail,
+        environment=header.get("environment"),
     )
 
 

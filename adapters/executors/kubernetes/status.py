@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from kubernetes.utils import parse_quantity
 
-from adapters.k8s_jobs import LABEL_PREFIX, RUNNER_CONTAINER, parse_manifest
+from adapters.executors.kubernetes.jobs import LABEL_PREFIX, RUNNER_CONTAINER, parse_manifest
 
 IMAGE_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName"})
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})

@@ -28,7 +28,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from adapters.k8s_jobs import (
+from adapters.executors.kubernetes.jobs import (
     GATE_LABEL,
     LABEL_PREFIX,
     RESULTS_PORT,
@@ -37,7 +37,8 @@ from adapters.k8s_jobs import (
     job_manifest,
     job_name,
 )
-from adapters.k8s_status import (
+from adapters.executors.kubernetes.pool_config import load_pool_config
+from adapters.executors.kubernetes.status import (
     IMAGE_REASONS,
     PodOutcome,
     count_gate_jobs,
@@ -45,13 +46,17 @@ from adapters.k8s_status import (
     job_failed_condition,
     job_outcome,
 )
-from adapters.pool_config import load_pool_config
+from adapters.executors.local import report_of, setup_failed
 from domain.errors import BadInput
 from domain.events import MemberLease
-from domain.execution import Observation, ShardRun
+from domain.execution import EnvironmentRequest, Observation, ShardRun
+from domain.failures import FailureKind
 from domain.placement import reservation_mb
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+# The API's words for a pod that ran out of its own memory or time: the shard's outcome,
+# bisected like a local `oom` or `timeout`; every other word is the machinery's failure.
+OWN_OUTCOMES: dict[str, FailureKind] = {"OOMKilled": "oom", "DeadlineExceeded": "timeout"}
 DEFAULT_RSS_MB = 4096.0
 
 
@@ -155,7 +160,9 @@ class KubernetesExecutor:
         source: str,
         git_image: str = "alpine/git",
         timings: K8sTimings | None = None,
+        environment_request: EnvironmentRequest | None = None,
     ) -> None:
+        self.environment_request = environment_request or EnvironmentRequest()
         self._members = {member.name: member for member in members}
         self._order = [member.name for member in members]
         self.source = source
@@ -199,6 +206,7 @@ class KubernetesExecutor:
                 reservation_mb=reservation_mb(rss),
                 ttl_seconds=self.timings.ttl_s,
                 linger_seconds=self.timings.linger_s,
+                environment=self.environment_request,
             )
             with self._lock:
                 self._jobs[key] = None
@@ -374,7 +382,7 @@ class KubernetesExecutor:
             if now >= deadline:
                 return PodOutcome(
                     "failed",
-                    "DeadlineExceeded",
+                    "ResultTimeout",
                     f"no result from the API within {deadline - started:.0f}s",
                 )
             job, pods, version = self._read(member, name)
@@ -463,6 +471,18 @@ class KubernetesExecutor:
         self._quit_results_server(member, outcome.pod)
         signal = manifest.get("signal")
         exit_code = manifest.get("exit_code")
+        extra = {"job": name, "pod": outcome.pod, "node": outcome.node}
+        environment = None
+        if "environment.json" in files:
+            try:
+                prepared = json.loads(files["environment.json"])
+            except ValueError:
+                detail = f"environment.json from pod {outcome.pod} is not JSON"
+                return self._failure(member, "ApiError", detail, name, outcome, started)
+            environment = report_of(prepared, member.name)
+            if environment.status != "ready":
+                observation = setup_failed(environment)
+                return observation.model_copy(update={"member": member.name, "extra": extra})
         return Observation(
             exit_code=int(exit_code) if exit_code is not None else None,
             signal=int(signal) if signal is not None else None,
@@ -470,8 +490,11 @@ class KubernetesExecutor:
             log_tail=files.get("log_tail", b""),
             rss_mb=float(manifest.get("rss_mb") or 0.0),
             seconds=float(manifest.get("seconds") or time.monotonic() - started),
+            timed_out=bool(manifest.get("timed_out", False)),
+            oom=bool(manifest.get("oom", False)),
             member=member.name,
-            extra={"job": name, "pod": outcome.pod, "node": outcome.node},
+            extra=extra,
+            environment=environment,
         )
 
     def _quit_results_server(self, member: MemberApi, pod: str) -> None:
@@ -490,12 +513,14 @@ class KubernetesExecutor:
         extra = {"job": name}
         if outcome is not None:
             extra.update({k: v for k, v in (("pod", outcome.pod), ("node", outcome.node)) if v})
-        return Observation(
+        kind = OWN_OUTCOMES.get(reason, "cancelled" if reason == "cancelled" else "infrastructure")
+        return Observation.failed(
+            kind,
+            reason,
+            detail,
             member=member.name,
-            failure_reason=reason,
-            failure_detail=detail,
-            timed_out=reason == "DeadlineExceeded",
-            oom=reason == "OOMKilled",
+            timed_out=kind == "timeout",
+            oom=kind == "oom",
             seconds=time.monotonic() - started,
             extra=extra,
         )
@@ -573,6 +598,7 @@ def build_kubernetes_executor(
     git_image: str = "alpine/git",
     kubeconfig: str | None = None,
     timings: K8sTimings | None = None,
+    environment_request: EnvironmentRequest | None = None,
 ) -> KubernetesExecutor:
     """Validate everything up front (BadInput naming the problem), then connect lazily."""
     names = pool.split(",") if isinstance(pool, str) else list(pool)
@@ -601,7 +627,13 @@ def build_kubernetes_executor(
     settings = load_pool_config(Path(pool_config) if pool_config else None, members, defaults)
     timings = timings or K8sTimings()
     apis = [MemberApi(member, settings[member], _api_client(path, member)) for member in members]
-    return KubernetesExecutor(apis, source=url, git_image=git_image, timings=timings)
+    return KubernetesExecutor(
+        apis,
+        source=url,
+        git_image=git_image,
+        timings=timings,
+        environment_request=environment_request,
+    )
 
 
 def _api_client(kubeconfig: str, context: str) -> k8s.ApiClient:

@@ -1,0 +1,707 @@
+"""Per-revision test environments: each revision's tests import that revision's own code.
+
+Stdlib-only and importing nothing of ours, because the same code prepares environments on
+this machine (imported), on SSH build hosts and in Kubernetes pods (its source is sent as part
+of the program those run). `prepare(...)` returns one JSON-able dict that the executor turns
+into the `EnvironmentPrepared` event.
+
+How an installable revision (`--env auto`) is prepared:
+
+1. Its project is built into a wheel (`uv build`, or `pip wheel`), then unpacked with no
+   dependencies into an *overlay* folder kept per commit. The overlay goes first on
+   `PYTHONPATH`, so the tests import the revision's own built code (generated version files
+   and compiled extensions included) and never a copy installed anywhere else. The checkout is
+   cleaned afterwards (`git clean`), so build leftovers never reach the tests.
+2. Its test dependencies are the wheel's own `Requires-Dist` with the first of the extras
+   `test`/`tests`/`testing`/`dev`, the first matching PEP 735 dependency group, a `uv.lock`
+   (exported with `--frozen`) and test requirements files, plus pytest when nothing brings it.
+   They go into a virtual environment cached by a key over exactly those inputs (interpreter,
+   platform, the declared requirements, the content of every file read, the setup command),
+   so a base and a head whose dependencies did not change share one environment. The project
+   itself is not in that environment: it comes from the overlay.
+3. The revision's top-level packages are resolved with the environment's interpreter, and a
+   package that does not resolve inside the overlay or the checkout is a warning.
+
+The cache is bounded: past `max_bytes`, the least recently used entries are removed.
+`--env COMMAND` runs the user's own setup command (`{python}`, `{venv}` placeholders, an
+argument list, no shell) in a fresh virtual environment per revision; `--env none` uses the
+interpreter given, as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+
+FORMAT = 2  # bump when the layout or the key's inputs change
+TEST_EXTRAS = ("test", "tests", "testing", "dev")
+STEP_TIMEOUT_S = 1800.0
+LOG_TAIL_BYTES = 16 * 1024
+DEFAULT_MAX_BYTES = 8 * 1024**3
+_REQUIREMENT_FILES = (
+    "requirements-test.txt",
+    "requirements-tests.txt",
+    "requirements-testing.txt",
+    "requirements_test.txt",
+    "requirements-dev.txt",
+    "requirements_dev.txt",
+    "test-requirements.txt",
+    "test_requirements.txt",
+    "tests/requirements.txt",
+    "requirements/test.txt",
+    "requirements/tests.txt",
+    "requirements/testing.txt",
+    "requirements/dev.txt",
+)
+_REQUIREMENT_GLOBS = (("requirements", "test"), (".", "requirements-test"))
+_LOCAL_PATH_LINE = re.compile(r"^(-e\s+|--editable\s+)?\.{1,2}(/[^\s\[;]*)?(\[[^\]]*\])?\s*(#.*)?$")
+
+
+class SetupFailed(Exception):
+    """A step of the setup failed; the message says which, the log holds the output."""
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def installable(checkout: str) -> bool:
+    """A Python project a build backend can turn into a wheel."""
+    if os.path.isfile(os.path.join(checkout, "setup.py")):
+        return True
+    if os.path.isfile(os.path.join(checkout, "setup.cfg")):
+        return True
+    text = _read_text(os.path.join(checkout, "pyproject.toml"))
+    return bool(re.search(r"^\s*\[(project|build-system)\]", text, re.MULTILINE))
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def _sha256_file(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _pyproject(checkout: str) -> dict[str, object]:
+    text = _read_text(os.path.join(checkout, "pyproject.toml"))
+    if not text:
+        return {}
+    try:
+        import tomllib  # Python >= 3.11
+    except ImportError:  # pragma: no cover - older interpreters on build hosts
+        try:
+            import tomli as tomllib  # type: ignore[no-redef,import-not-found,unused-ignore]
+        except ImportError:
+            return {}
+    try:
+        return tomllib.loads(text)
+    except ValueError:
+        return {}
+
+
+def dependency_group(checkout: str) -> tuple[str | None, list[str]]:
+    """The first PEP 735 group named test/tests/testing/dev, with include-group resolved."""
+    groups = _pyproject(checkout).get("dependency-groups")
+    if not isinstance(groups, dict):
+        return None, []
+    by_name = {_normal(str(k)): v for k, v in groups.items()}
+
+    def resolve(name: str, seen: tuple[str, ...]) -> list[str]:
+        entries = by_name.get(_normal(name))
+        if not isinstance(entries, list) or name in seen:
+            return []
+        found: list[str] = []
+        for entry in entries:
+            if isinstance(entry, str):
+                found.append(entry)
+            elif isinstance(entry, dict) and isinstance(entry.get("include-group"), str):
+                found.extend(resolve(entry["include-group"], (*seen, name)))
+        return found
+
+    for name in TEST_EXTRAS:
+        if name in by_name:
+            return name, resolve(name, ())
+    return None, []
+
+
+def requirement_files(checkout: str) -> list[str]:
+    """Test requirements files the checkout holds, as paths relative to it (sorted)."""
+    found = {rel for rel in _REQUIREMENT_FILES if os.path.isfile(os.path.join(checkout, rel))}
+    for folder, prefix in _REQUIREMENT_GLOBS:
+        directory = os.path.join(checkout, folder)
+        with contextlib.suppress(OSError):
+            for name in os.listdir(directory):
+                if name.startswith(prefix) and name.endswith(".txt"):
+                    found.add(os.path.normpath(os.path.join(folder, name)))
+    return sorted(found)
+
+
+def sanitized_requirements(checkout: str, rel: str, out_dir: str) -> str:
+    """A copy of a requirements file without lines installing the project itself (`-e .`),
+    with `-r`/`-c` references made absolute; returns the copy's path."""
+    source = os.path.join(checkout, rel)
+    base = os.path.dirname(source)
+    lines = []
+    for line in _read_text(source).splitlines():
+        stripped = line.strip()
+        if _LOCAL_PATH_LINE.match(stripped):
+            continue  # the project itself comes from the overlay, never the shared env
+        match = re.match(r"^(-r|-c|--requirement|--constraint)\s*=?\s*(\S+)(.*)$", stripped)
+        if match and not os.path.isabs(match.group(2)):
+            line = f"{match.group(1)} {os.path.join(base, match.group(2))}{match.group(3)}"
+        lines.append(line)
+    target = os.path.join(out_dir, rel.replace(os.sep, "__"))
+    with open(target, "w", encoding="utf-8") as handle:
+        handle.write("\n".join(lines) + "\n")
+    return target
+
+
+class Installer:
+    """uv where it can be found (an order of magnitude faster, one shared cache), else pip."""
+
+    def __init__(self, python: str, uv: str | None, log: str, env: dict[str, str]) -> None:
+        self.python = python
+        self.uv = uv
+        self.log = log
+        self.env = dict(env, UV_PYTHON_DOWNLOADS="never", PIP_DISABLE_PIP_VERSION_CHECK="1")
+        self.env.pop("VIRTUAL_ENV", None)
+        self.env.pop("PYTHONPATH", None)
+
+    @property
+    def how(self) -> str:
+        return "uv" if self.uv else "pip"
+
+    def run(self, argv: list[str], *, cwd: str | None = None, what: str = "") -> str:
+        with open(self.log, "ab") as log:
+            log.write(("$ " + " ".join(argv) + "\n").encode())
+            log.flush()
+            try:
+                done = subprocess.run(
+                    argv, cwd=cwd, env=self.env, stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE, stderr=log, timeout=STEP_TIMEOUT_S, check=False,
+                )  # fmt: skip
+            except (OSError, subprocess.TimeoutExpired) as error:
+                log.write(f"{error}\n".encode())
+                raise SetupFailed(f"{what or argv[0]}: {error}") from None
+            log.write(done.stdout)
+        if done.returncode != 0:
+            raise SetupFailed(f"{what or argv[0]} failed (exit {done.returncode})")
+        return done.stdout.decode("utf-8", "replace")
+
+    def venv(self, path: str) -> str:
+        if self.uv:
+            self.run([self.uv, "venv", "-q", "--python", self.python, path], what="uv venv")
+        else:
+            self.run([self.python, "-m", "venv", path], what="python -m venv")
+        return os.path.join(path, "bin", "python")
+
+    def wheel(self, checkout: str, out_dir: str) -> str:
+        if self.uv:
+            argv = [self.uv, "build", "-q", "--wheel", "--python", self.python, "-o", out_dir]
+            self.run([*argv, checkout], what="building the project")
+        else:
+            argv = [self.python, "-m", "pip", "wheel", "-q", "--no-deps", "-w", out_dir]
+            self.run([*argv, checkout], what="building the project")
+        wheels = [name for name in os.listdir(out_dir) if name.endswith(".whl")]
+        if len(wheels) != 1:
+            raise SetupFailed(f"building the project gave {len(wheels)} wheels, not one")
+        return os.path.join(out_dir, wheels[0])
+
+    def install(self, python: str, args: list[str], what: str) -> None:
+        if self.uv:
+            self.run([self.uv, "pip", "install", "-q", "--python", python, *args], what=what)
+        else:
+            self.run([python, "-m", "pip", "install", "-q", *args], what=what)
+
+    def uninstall(self, python: str, name: str) -> None:
+        if self.uv:
+            self.run([self.uv, "pip", "uninstall", "-q", "--python", python, name], what="uv")
+        else:
+            self.run([python, "-m", "pip", "uninstall", "-q", "-y", name], what="pip")
+
+    def freeze(self, python: str) -> str:
+        if self.uv:
+            return self.run([self.uv, "pip", "freeze", "--python", python], what="uv pip freeze")
+        return self.run([python, "-m", "pip", "freeze", "--all"], what="pip freeze")
+
+    def export_lock(self, checkout: str, extra: str | None, group: str | None) -> str | None:
+        """`uv.lock` as pinned requirements (None without uv or when it does not export)."""
+        if not self.uv:
+            return None
+        argv = [self.uv, "export", "--frozen", "--no-emit-project", "--no-hashes",
+                "--format", "requirements-txt", "--no-dev"]  # fmt: skip
+        if extra:
+            argv += ["--extra", extra]
+        if group:
+            argv += ["--group", group]
+        try:
+            return self.run(argv, cwd=checkout, what="uv export")
+        except SetupFailed:
+            return None
+
+
+def find_uv(explicit: str | None = None) -> str | None:
+    """The uv binary: given, beside this interpreter, on PATH, or from the `uv` package."""
+    candidates = [explicit, os.path.join(os.path.dirname(sys.executable), "uv"), shutil.which("uv")]
+    for candidate in candidates:
+        if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    with contextlib.suppress(Exception):
+        import uv  # type: ignore[import-not-found,unused-ignore]
+
+        found = str(uv.find_uv_bin())
+        return found if os.path.isfile(found) else None
+    return None
+
+
+def _wheel_metadata(wheel: str) -> tuple[str, list[str], list[str], list[str]]:
+    """(name, Requires-Dist, Provides-Extra, top-level packages) read from a wheel."""
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        meta_name = next(n for n in names if n.endswith(".dist-info/METADATA"))
+        text = archive.read(meta_name).decode("utf-8", "replace")
+        top_name = meta_name.replace("METADATA", "top_level.txt")
+        tops = set()
+        if top_name in names:
+            tops = {t.strip() for t in archive.read(top_name).decode().splitlines() if t.strip()}
+        else:
+            for member in names:
+                first = member.split("/", 1)[0]
+                if first.endswith((".dist-info", ".data")):
+                    continue
+                if "/" in member or member.endswith(".py"):
+                    tops.add(first[:-3] if first.endswith(".py") else first)
+    headers = text.split("\n\n", 1)[0]
+    name = re.search(r"^Name:\s*(.+)$", headers, re.MULTILINE)
+    requires = re.findall(r"^Requires-Dist:\s*(.+)$", headers, re.MULTILINE)
+    extras = re.findall(r"^Provides-Extra:\s*(.+)$", headers, re.MULTILINE)
+    tops = {t for t in tops if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", t)}
+    return (
+        name.group(1).strip() if name else "",
+        sorted(r.strip() for r in requires),
+        [e.strip() for e in extras],
+        sorted(tops),
+    )
+
+
+def _key(parts: dict[str, object]) -> str:
+    text = json.dumps(parts, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _interpreter(python: str, installer: Installer) -> dict[str, str]:
+    code = (
+        "import json, platform, sys; print(json.dumps({'version': platform.python_version(),"
+        " 'implementation': sys.implementation.name, 'platform': sys.platform,"
+        " 'machine': platform.machine(), 'executable': sys.executable}))"
+    )
+    out = installer.run([python, "-c", code], what=f"inspecting {python}")
+    found: dict[str, str] = json.loads(out.strip().splitlines()[-1])
+    return found
+
+
+def _size(path: str) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, name)).st_size
+    return total
+
+
+@contextlib.contextmanager
+def _locked(cache: str, name: str):  # type: ignore[no-untyped-def]
+    """One builder per cache entry across processes; others wait, then reuse its result."""
+    os.makedirs(os.path.join(cache, "locks"), exist_ok=True)
+    with open(os.path.join(cache, "locks", name), "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _ready(entry: str) -> dict[str, object] | None:
+    try:
+        with open(os.path.join(entry, "ready.json"), encoding="utf-8") as handle:
+            found: dict[str, object] = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    with contextlib.suppress(OSError):
+        os.utime(os.path.join(entry, "ready.json"))  # least recently *used*
+    return found
+
+
+def _publish(staging: str, entry: str, meta: dict[str, object]) -> None:
+    meta["bytes"] = _size(staging)
+    with open(os.path.join(staging, "ready.json"), "w", encoding="utf-8") as handle:
+        json.dump(meta, handle, sort_keys=True)
+    shutil.rmtree(entry, ignore_errors=True)
+    os.replace(staging, entry)
+
+
+def prune(cache: str, max_bytes: int, keep: tuple[str, ...] = ()) -> list[str]:
+    """Remove least recently used entries until the cache holds at most `max_bytes`."""
+    entries = []
+    for kind in ("envs", "projects"):
+        folder = os.path.join(cache, kind)
+        with contextlib.suppress(OSError):
+            for name in os.listdir(folder):
+                path = os.path.join(folder, name)
+                stamp = os.path.join(path, "ready.json")
+                with contextlib.suppress(OSError, ValueError):
+                    with open(stamp, encoding="utf-8") as handle:
+                        size = int(json.load(handle).get("bytes", 0))
+                    entries.append((os.path.getmtime(stamp), path, size))
+    total = sum(size for _, _, size in entries)
+    removed = []
+    for _, path, size in sorted(entries):
+        if total <= max_bytes:
+            break
+        if path in keep:
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        total -= size
+        removed.append(path)
+    return removed
+
+
+def _clean_checkout(checkout: str, installer: Installer) -> None:
+    """Build leftovers (build/, *.egg-info) out of the checkout the tests will run in."""
+    if os.path.exists(os.path.join(checkout, ".git")):
+        with contextlib.suppress(SetupFailed):
+            installer.run(["git", "-C", checkout, "clean", "-ffdxq"], what="git clean")
+
+
+def _build_project(
+    checkout: str, commit: str, cache: str, installer: Installer, tag: str
+) -> tuple[str, dict[str, object], bool]:
+    """The revision's overlay folder (cached per commit), its metadata, and whether reused."""
+    entry = os.path.join(cache, "projects", f"{commit or _key({'path': checkout})}-{tag}")
+    found = _ready(entry) if commit else None
+    if found is not None:
+        return os.path.join(entry, "site"), found, True
+    with _locked(cache, os.path.basename(entry)):
+        found = _ready(entry) if commit else None
+        if found is not None:
+            return os.path.join(entry, "site"), found, True
+        os.makedirs(os.path.dirname(entry), exist_ok=True)
+        staging = tempfile.mkdtemp(prefix=".build-", dir=os.path.dirname(entry))
+        try:
+            wheel = installer.wheel(checkout, os.path.join(staging, "wheel"))
+            _clean_checkout(checkout, installer)
+            name, requires, extras, tops = _wheel_metadata(wheel)
+            with zipfile.ZipFile(wheel) as archive:
+                archive.extractall(os.path.join(staging, "site"))
+            data = [n for n in os.listdir(os.path.join(staging, "site")) if n.endswith(".data")]
+            for folder in data:  # scripts and purelib/platlib parts of the wheel
+                _spread_data(os.path.join(staging, "site", folder), os.path.join(staging, "site"))
+            meta: dict[str, object] = {
+                "name": name,
+                "requires": requires,
+                "extras": extras,
+                "top_level": tops,
+                "wheel": os.path.basename(wheel),
+            }
+            _publish(staging, entry, meta)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            _clean_checkout(checkout, installer)
+            raise
+    return os.path.join(entry, "site"), meta, False
+
+
+def _spread_data(data_dir: str, site: str) -> None:
+    """A wheel's `.data/purelib|platlib` into site, `.data/scripts` into site/bin."""
+    for part in ("purelib", "platlib"):
+        source = os.path.join(data_dir, part)
+        if os.path.isdir(source):
+            shutil.copytree(source, site, dirs_exist_ok=True)
+    scripts = os.path.join(data_dir, "scripts")
+    if os.path.isdir(scripts):
+        shutil.copytree(scripts, os.path.join(site, "bin"), dirs_exist_ok=True)
+
+
+def _choose_extra(extras: list[str]) -> str | None:
+    by_normal = {_normal(e): e for e in extras}
+    return next((by_normal[name] for name in TEST_EXTRAS if name in by_normal), None)
+
+
+def _import_check(
+    python: str, tops: list[str], overlay: str, checkout: str, env: dict[str, str]
+) -> tuple[dict[str, str], list[str]]:
+    """Where each top-level package resolves for the tests; warnings for any outside."""
+    if not tops:
+        return {}, []
+    code = (
+        "import importlib.util, json, sys\n"
+        "found = {}\n"
+        "for name in sys.argv[1:]:\n"
+        "    try:\n"
+        "        spec = importlib.util.find_spec(name)\n"
+        "    except Exception as error:\n"
+        "        found[name] = 'error: %s' % error; continue\n"
+        "    if spec is None: found[name] = ''; continue\n"
+        "    locs = list(spec.submodule_search_locations or [])\n"
+        "    found[name] = spec.origin if spec.origin not in (None, 'namespace') else "
+        "(locs[0] if locs else '')\n"
+        "print(json.dumps(found))\n"
+    )
+    try:
+        done = subprocess.run(
+            [python, "-c", code, *tops], cwd=checkout, env=env, capture_output=True,
+            timeout=120, check=False,
+        )  # fmt: skip
+        paths: dict[str, str] = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    except (OSError, ValueError, IndexError, subprocess.TimeoutExpired) as error:
+        return {}, [f"could not check where the project's packages import from: {error}"]
+    warnings = []
+    roots = [os.path.realpath(overlay), os.path.realpath(checkout)]
+    for name, path in sorted(paths.items()):
+        real = os.path.realpath(path) if path and not path.startswith("error") else path
+        if not real or not any(real == r or real.startswith(r + os.sep) for r in roots):
+            shown = real or "nowhere"
+            warnings.append(
+                f"package {name!r} imports from {shown}, not from this revision's build"
+            )
+    return paths, warnings
+
+
+def runtime(site: str | None, venv: str | None) -> dict[str, list[str]]:
+    """What a shard's environment gains: folders before PATH and PYTHONPATH."""
+    path: list[str] = []
+    pythonpath: list[str] = []
+    if venv:
+        path.append(os.path.join(venv, "bin"))
+    if site:
+        pythonpath.append(site)
+        path.append(os.path.join(site, "bin"))
+    return {"PATH": path, "PYTHONPATH": pythonpath, "VIRTUAL_ENV": [venv] if venv else []}
+
+
+def apply_runtime(env: dict[str, str], extra: dict[str, list[str]]) -> dict[str, str]:
+    """`env` with the prepared environment's folders in front."""
+    merged = dict(env)
+    for name, folders in extra.items():
+        if not folders:
+            continue
+        if name == "VIRTUAL_ENV":
+            merged[name] = folders[0]
+            continue
+        current = [p for p in merged.get(name, "").split(os.pathsep) if p]
+        merged[name] = os.pathsep.join([*folders, *current])
+    return merged
+
+
+def _auto(
+    checkout: str, commit: str, cache: str, installer: Installer, result: dict[str, object]
+) -> None:
+    interp = _interpreter(installer.python, installer)
+    tag = _key({"i": interp["implementation"], "v": interp["version"],
+                "p": interp["platform"], "m": interp["machine"]})[:12]  # fmt: skip
+    result["python_version"] = interp["version"]
+    site, meta, project_reused = _build_project(checkout, commit, cache, installer, tag)
+    extras = [str(e) for e in meta.get("extras", [])]  # type: ignore[attr-defined]
+    extra = _choose_extra(extras)
+    group, group_requires = dependency_group(checkout)
+    files = requirement_files(checkout)
+    lock = os.path.isfile(os.path.join(checkout, "uv.lock"))
+    read = {"pyproject.toml": "", "setup.py": "", "setup.cfg": ""}
+    digests = {
+        rel: _sha256_file(os.path.join(checkout, rel))
+        for rel in [*files, *(["uv.lock"] if lock else [])]
+    }
+    result.update(project=meta.get("name"), extra=extra, group=group)
+    result["files_read"] = sorted(
+        [r for r in read if os.path.isfile(os.path.join(checkout, r))] + list(digests)
+    )
+    key = _key({
+        "format": FORMAT, "interpreter": tag, "requires": meta.get("requires", []),
+        "extra": extra, "group": group_requires, "files": digests, "setup": "auto",
+        "installer": installer.how,
+    })  # fmt: skip
+    result["key"] = key
+    entry = os.path.join(cache, "envs", key)
+    found = _ready(entry)
+    if found is None:
+        with _locked(cache, key):
+            found = _ready(entry)
+            if found is None:
+                _build_env(checkout, site, entry, installer, meta, extra, group, group_requires,
+                           files, lock)  # fmt: skip
+                found = _ready(entry)
+                result["built"] = True
+    if found is None:
+        raise SetupFailed("the environment was built but is not readable")
+    result["reused"] = not result.pop("built", False)
+    result["project_reused"] = project_reused
+    venv = os.path.join(entry, "venv")
+    result["python"] = os.path.join(venv, "bin", "python")
+    result["packages"] = found.get("packages", "")
+    result["runtime"] = runtime(site, venv)
+    result["keep"] = [entry, os.path.dirname(site)]
+    env = apply_runtime(installer.env, result["runtime"])  # type: ignore[arg-type]
+    tops = [str(t) for t in meta.get("top_level", [])]  # type: ignore[attr-defined]
+    result["imports"], result["warnings"] = _import_check(
+        str(result["python"]), tops, site, checkout, env
+    )
+
+
+def _build_env(
+    checkout: str, site: str, entry: str, installer: Installer, meta: dict[str, object],
+    extra: str | None, group: str | None, group_requires: list[str], files: list[str],
+    lock: bool,
+) -> None:  # fmt: skip
+    os.makedirs(os.path.dirname(entry), exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=".build-", dir=os.path.dirname(entry))
+    try:
+        python = installer.venv(os.path.join(staging, "venv"))
+        name = str(meta.get("name") or "")
+        wheel = os.path.join(os.path.dirname(site), "wheel", str(meta.get("wheel")))
+        if not os.path.isfile(wheel):
+            raise SetupFailed(f"the built wheel {wheel} is no longer in the cache")
+        target = f"{wheel}[{extra}]" if extra else wheel
+        args = [target, *group_requires]
+        scratch = os.path.join(staging, "requirements")
+        os.makedirs(scratch)
+        for rel in files:
+            args += ["-r", sanitized_requirements(checkout, rel, scratch)]
+        if lock:
+            exported = installer.export_lock(checkout, extra, group)
+            if exported is not None:
+                pinned = os.path.join(scratch, "uv.lock.txt")
+                with open(pinned, "w", encoding="utf-8") as handle:
+                    handle.write(exported)
+                args += ["-r", pinned]
+        installer.install(python, args, "installing the test dependencies")
+        if name:
+            installer.uninstall(python, name)  # the project comes from its overlay
+        try:
+            installer.run([python, "-c", "import pytest"], what="checking for pytest")
+        except SetupFailed:
+            installer.install(python, ["pytest"], "installing pytest")
+        packages = installer.freeze(python)
+        _publish(staging, entry, {"packages": packages, "how": installer.how})
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def _command(
+    checkout: str, commit: str, cache: str, installer: Installer, command: list[str],
+    result: dict[str, object],
+) -> None:  # fmt: skip
+    interp = _interpreter(installer.python, installer)
+    result["python_version"] = interp["version"]
+    key = _key({"format": FORMAT, "interpreter": interp, "setup": command, "commit": commit})
+    result["key"] = key
+    entry = os.path.join(cache, "envs", key)
+    found = _ready(entry) if commit else None
+    if found is None:
+        with _locked(cache, key):
+            found = _ready(entry) if commit else None
+            if found is None:
+                os.makedirs(os.path.dirname(entry), exist_ok=True)
+                staging = tempfile.mkdtemp(prefix=".build-", dir=os.path.dirname(entry))
+                try:
+                    venv = os.path.join(staging, "venv")
+                    python = installer.venv(venv)
+                    argv = [a.replace("{python}", python).replace("{venv}", venv) for a in command]
+                    installer.run(argv, cwd=checkout, what="the setup command")
+                    packages = installer.freeze(python)
+                    _publish(staging, entry, {"packages": packages, "how": "command"})
+                except BaseException:
+                    shutil.rmtree(staging, ignore_errors=True)
+                    raise
+                found = _ready(entry)
+                result["built"] = True
+    if found is None:
+        raise SetupFailed("the environment was built but is not readable")
+    result["reused"] = not result.pop("built", False)
+    venv = os.path.join(entry, "venv")
+    result["python"] = os.path.join(venv, "bin", "python")
+    result["packages"] = found.get("packages", "")
+    result["runtime"] = runtime(None, venv)
+    result["keep"] = [entry]
+
+
+def prepare(
+    checkout: str,
+    *,
+    mode: str,
+    python: str,
+    cache: str,
+    commit: str = "",
+    command: list[str] | None = None,
+    uv: str | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    base_env: dict[str, str] | None = None,
+) -> dict[str, object]:
+    """Prepare the environment the tests of `checkout` run in; never raises for a bad project.
+
+    The result: `status` (ready / failed), `how` (uv, pip, command, none, gate-interpreter),
+    `python`, `python_version`, `key`, `reused`, `seconds`, `packages` (frozen list),
+    `runtime` (folders for PATH / PYTHONPATH / VIRTUAL_ENV), `imports`, `warnings`, and for
+    a failure `error` and `log_tail` (the install log's end).
+    """
+    started = time.monotonic()
+    result: dict[str, object] = {
+        "status": "ready", "mode": mode if mode in ("auto", "none") else "command",
+        "python": python, "key": "", "reused": False, "packages": "", "imports": {},
+        "warnings": [], "runtime": runtime(None, None), "python_version": platform.python_version(),
+    }  # fmt: skip
+    env = dict(base_env if base_env is not None else os.environ)
+    os.makedirs(cache, exist_ok=True)
+    log_fd, log = tempfile.mkstemp(prefix="env-", suffix=".log", dir=cache)
+    os.close(log_fd)
+    installer = Installer(python, find_uv(uv), log, env)
+    try:
+        if mode == "none":
+            result["how"] = "none"
+        elif mode == "auto" and not installable(checkout):
+            result["how"] = "gate-interpreter"
+            result["warnings"] = [
+                "not an installable Python project: run with the interpreter given"
+            ]
+        elif mode == "auto":
+            result["how"] = installer.how
+            _auto(checkout, commit, cache, installer, result)
+        else:
+            result["how"] = "command"
+            _command(checkout, commit, cache, installer, list(command or []), result)
+    except SetupFailed as error:
+        result["status"] = "failed"
+        result["error"] = str(error)
+        with open(log, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - LOG_TAIL_BYTES))
+            result["log_tail"] = handle.read().decode("utf-8", "replace")
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(log)
+    result["seconds"] = round(time.monotonic() - started, 3)
+    kept = result.pop("keep", [])
+    keep = tuple(str(k) for k in kept) if isinstance(kept, list) else ()
+    with contextlib.suppress(OSError):
+        prune(cache, max_bytes, keep)
+    return result

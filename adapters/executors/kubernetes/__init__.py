@@ -1,0 +1,46 @@
+"""The Kubernetes executor: shards run as Jobs on a pool of clusters (kubeconfig contexts)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import field_validator
+
+from adapters.executors.port import Capabilities, Executor, ExecutorOptions, ExecutorSpec
+from domain.execution import EnvironmentRequest
+
+
+class KubernetesOptions(ExecutorOptions):
+    pool: list[str]
+    namespace: str | None = None
+    capacity: int | None = None
+    image: str | None = None
+    source: str | None = None
+    pool_config: str | None = None
+
+    @field_validator("pool", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+
+def _build(repo: Path, options: Any, environment: EnvironmentRequest) -> Executor:
+    # Imported here: the kubernetes client costs ~0.5 s to import, paid only when used.
+    from adapters.executors.kubernetes import executor as k8s
+
+    given = {k: v for k, v in options.model_dump().items() if v is not None}
+    return k8s.build_kubernetes_executor(repo=repo, environment_request=environment, **given)
+
+
+SPEC = ExecutorSpec(
+    name="kubernetes",
+    summary="Jobs on a pool of clusters (--pool CTX,...)",
+    options=KubernetesOptions,
+    capabilities=Capabilities(
+        places_on_pool=True, measures_locally=True, infrastructure_failures=True
+    ),
+    build=_build,
+)

@@ -1,0 +1,114 @@
+"""Runs in the pod's runner container (stdlib only, sent as `python -c` after the supervisor
+and the environment preparation, see `adapters/executors/programs.py`): one shard attempt.
+
+Usage: python -c PROGRAM SPEC_JSON ARGV...
+
+The init container has cloned the revision at its exact commit. The runner prepares that
+revision's environment in the pod (cache in the shared volume), runs the command under the
+shard supervisor — the same peak-memory rule, watchdog and kill as everywhere else — and
+writes the JUnit report, a log tail, `environment.json` and a manifest (exit code, sizes,
+sha256s) into the shared volume; the manifest is also its termination message. It never exits
+non-zero once the manifest is written, so the exit code travels as data, not as a pod failure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+
+try:  # on the gate's machine; in the pod these names come from the program's earlier parts
+    from adapters.executors.environment import apply_runtime, prepare
+    from adapters.executors.supervisor import ShardProcess, log_tail
+except ImportError:  # pragma: no cover - only in the pod
+    pass
+
+PYTHON_MARK = "@RELEASE_LEDGER_PYTHON@"
+
+
+def _oom_kills() -> int:
+    """Kernel OOM kills in this container's cgroup (one that hit only the test process still
+    reads as an OOM, even when the supervisor's sampling missed the spike)."""
+    try:
+        with open("/sys/fs/cgroup/memory.events") as events:
+            for line in events:
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _described(path: str) -> dict[str, object] | None:
+    if not os.path.isfile(path):
+        return None
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return {"sha256": digest.hexdigest(), "size": os.path.getsize(path)}
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(argv[0])
+    out, src, junit, term = spec["out"], spec["src"], spec["junit"], spec["termination"]
+    os.makedirs(out, exist_ok=True)
+    log_path = os.path.join(out, "log")
+    prepared = prepare(
+        src,
+        mode=spec["env_mode"],
+        python=sys.executable,
+        cache=spec["env_cache"],
+        commit=spec["commit"],
+        command=spec["env_command"],
+    )
+    with open(os.path.join(out, "environment.json"), "w") as handle:
+        json.dump(prepared, handle, sort_keys=True)
+    manifest: dict[str, object] = {
+        "v": 1, "exit_code": None, "signal": None, "seconds": 0.0, "rss_mb": 0.0,
+        "oom_killed": False, "timed_out": False, "oom": False,
+    }  # fmt: skip
+    if prepared["status"] == "ready":
+        python = str(prepared.get("python") or sys.executable)
+        command = [arg.replace(PYTHON_MARK, python) for arg in argv[1:]]
+        env = apply_runtime(dict(os.environ), prepared["runtime"])  # type: ignore[arg-type]
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        kills_before = _oom_kills()
+        process = ShardProcess(
+            command, cwd=src, env=env, log_path=log_path, timeout_s=float(spec["timeout_s"]),
+            memory_limit_mb=spec["memory_limit_mb"],
+        )  # fmt: skip
+        try:
+            process.start()
+        except OSError as error:
+            with open(log_path, "ab") as log:
+                log.write(f"cannot start {command[:1]}: {error}\n".encode())
+            manifest["exit_code"] = 127
+        else:
+            seen = process.wait()
+            manifest.update(
+                exit_code=seen.exit_code, signal=seen.signal, seconds=seen.seconds,
+                rss_mb=round(seen.peak_kb / 1024.0, 1), timed_out=seen.timed_out, oom=seen.oom,
+                oom_killed=_oom_kills() > kills_before,
+            )  # fmt: skip
+    else:
+        with open(log_path, "wb") as log:
+            log.write(str(prepared.get("log_tail", "")).encode("utf-8", "replace"))
+    with open(os.path.join(out, "log_tail"), "wb") as handle:
+        handle.write(log_tail(log_path, int(spec["tail_bytes"])))
+    manifest["report"] = _described(junit)
+    manifest["log_tail"] = _described(os.path.join(out, "log_tail"))
+    manifest["environment"] = _described(os.path.join(out, "environment.json"))
+    text = json.dumps(manifest, sort_keys=True)
+    with open(os.path.join(out, "manifest.json.tmp"), "w") as handle:
+        handle.write(text)
+    os.replace(os.path.join(out, "manifest.json.tmp"), os.path.join(out, "manifest.json"))
+    with open(term, "w") as handle:
+        handle.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

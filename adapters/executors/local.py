@@ -1,0 +1,263 @@
+"""Run shards as local subprocesses in clean worktrees and observe exactly what happened.
+
+Each shard runs under the shared shard supervisor (`adapters/executors/supervisor.py`): its own
+session, memory and time watched, the whole session killed on overrun, timeout or Ctrl-C, so
+nothing outlives the shard. Each revision's tests run in that revision's own environment
+(`adapters/executors/environment.py`), prepared once per commit and cached across runs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from adapters.executors import environment
+from adapters.executors.port import Capabilities, Executor, ExecutorOptions, ExecutorSpec
+from adapters.executors.supervisor import ShardProcess, log_tail
+from adapters.git import Worktrees
+from domain.errors import BadInput
+from domain.execution import (
+    EnvironmentReport,
+    EnvironmentRequest,
+    Observation,
+    ShardRun,
+    expand_command,
+)
+
+LOG_TAIL_BYTES = 64 * 1024
+
+
+def environments_dir() -> Path:
+    """Where this machine caches per-revision environments (`LEDGER_ENVS_DIR` to move it)."""
+    configured = os.environ.get("LEDGER_ENVS_DIR")
+    if configured:
+        return Path(configured)
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    return Path(cache) / "release-ledger" / "envs"
+
+
+class LocalExecutor:
+    """The `Executor` port on this machine: one supervised process per shard, in threads.
+
+    The memory limit is enforced by the supervisor's watchdog polling the session's RSS, not
+    by RLIMIT_AS: under an address-space limit Python raises MemoryError, pytest reports it as
+    an ordinary test failure and exits 1, so an overrun would look like a regression instead of
+    a dead shard (and RLIMIT_AS counts reserved, not used, memory).
+    """
+
+    name = "local"
+
+    def __init__(
+        self,
+        repo: Path,
+        worktrees: Worktrees | None = None,
+        python: str = sys.executable,
+        work_dir: Path | None = None,
+        environment_request: EnvironmentRequest | None = None,
+        envs_dir: Path | None = None,
+    ) -> None:
+        self.repo = repo
+        self.worktrees = worktrees if worktrees is not None else Worktrees(repo)
+        self._own_worktrees = worktrees is None
+        self.python = python
+        self.environment_request = environment_request or EnvironmentRequest()
+        self.envs_dir = envs_dir or environments_dir()
+        self._own_work_dir = work_dir is None
+        if work_dir is None:
+            work_dir = Path(tempfile.mkdtemp(prefix="ledger-local-"))
+        work_dir.mkdir(parents=True, exist_ok=True)
+        self.work_dir = work_dir
+        self._lock = threading.Lock()
+        self._checkouts: dict[str, Path] = {}
+        self._environments: dict[str, tuple[EnvironmentReport, dict[str, list[str]]]] = {}
+        self._commit_locks: dict[str, threading.Lock] = {}
+        self._running: set[ShardProcess] = set()
+        self._cancelled = False
+
+    # -- checkouts and environments --------------------------------------------------------
+
+    def prepare(self, commits: list[str]) -> None:
+        """Check out every commit and prepare its environment before any shard runs."""
+        for commit in dict.fromkeys(commits):
+            self.environment_for(commit)
+
+    def _guard(self, commit: str) -> threading.Lock:
+        with self._lock:
+            return self._commit_locks.setdefault(commit, threading.Lock())
+
+    def checkout_for(self, commit: str) -> Path:
+        """The clean worktree of `commit`, checked out once per executor and then shared."""
+        with self._lock:
+            if commit in self._checkouts:
+                return self._checkouts[commit]
+        with self._guard(commit):
+            with self._lock:
+                if commit in self._checkouts:
+                    return self._checkouts[commit]
+            path = self.worktrees.checkout(commit)
+            with self._lock:
+                self._checkouts[commit] = path
+            return path
+
+    def environment_for(self, commit: str) -> tuple[EnvironmentReport, dict[str, list[str]]]:
+        """The commit's environment (prepared once per executor; a failure is kept too)."""
+        checkout = self.checkout_for(commit)
+        with self._guard(commit):
+            with self._lock:
+                if commit in self._environments:
+                    return self._environments[commit]
+            request = self.environment_request
+            prepared = environment.prepare(
+                str(checkout),
+                mode=request.mode,
+                python=self.python,
+                cache=str(self.envs_dir),
+                commit=commit,
+                command=list(request.command),
+            )
+            found = (report_of(prepared, "local"), _runtime_of(prepared))
+            with self._lock:
+                self._environments[commit] = found
+            return found
+
+    # -- running ---------------------------------------------------------------------------
+
+    def run(self, shard: ShardRun) -> Observation:
+        """Run one shard and observe it; test failures and crashes are data, never exceptions."""
+        if not shard.files and any("{files}" in token for token in shard.command):
+            # pytest given no file runs the whole checkout: never what an empty shard means.
+            raise ValueError(f"shard {shard.shard_id} has no files to run")
+        cwd = self.checkout_for(shard.commit)
+        report, runtime = self.environment_for(shard.commit)
+        if report.status != "ready":
+            return setup_failed(report)
+        if self._cancelled:
+            return Observation.failed("cancelled", "cancelled", "not started")
+        run_dir = Path(
+            tempfile.mkdtemp(
+                prefix=f"{shard.shard_id}-{shard.revision}-{shard.attempt}-", dir=self.work_dir
+            )
+        )
+        try:
+            observation = self._run_in(shard, cwd, run_dir, report, runtime)
+        finally:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        return observation
+
+    def _run_in(
+        self,
+        shard: ShardRun,
+        cwd: Path,
+        run_dir: Path,
+        report: EnvironmentReport,
+        runtime: dict[str, list[str]],
+    ) -> Observation:
+        junit = run_dir / "junit.xml"
+        log_path = run_dir / "output.log"
+        python = report.python or self.python
+        argv = expand_command(shard.command, python=python, junit=str(junit), files=shard.files)
+        if not argv:
+            raise BadInput("the test command is empty")
+        env = environment.apply_runtime(dict(os.environ), runtime)
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        process = ShardProcess(
+            argv,
+            cwd=str(cwd),
+            env=env,
+            log_path=str(log_path),
+            timeout_s=shard.timeout_s,
+            memory_limit_mb=shard.memory_limit_mb,
+        )
+        try:
+            process.start()
+        except (FileNotFoundError, PermissionError, NotADirectoryError) as error:
+            raise BadInput(f"cannot run the test command '{argv[0]}': {error}") from error
+        with self._lock:
+            self._running.add(process)
+            if self._cancelled:
+                process.kill()
+        try:
+            seen = process.wait()
+        finally:
+            with self._lock:
+                self._running.discard(process)
+        observation = Observation(
+            exit_code=seen.exit_code,
+            signal=seen.signal,
+            report=junit.read_bytes() if junit.is_file() else None,
+            log_tail=log_tail(str(log_path), LOG_TAIL_BYTES),
+            rss_mb=round(seen.peak_kb / 1024, 1),
+            seconds=seen.seconds,
+            timed_out=seen.timed_out,
+            oom=seen.oom,
+            environment=report,
+        )
+        if seen.killed:
+            return observation.model_copy(
+                update={"failure_kind": "cancelled", "failure_reason": "cancelled"}
+            )
+        return observation
+
+    def cancel_all(self) -> None:
+        """Kill every running shard's process tree; later `run` calls start nothing."""
+        with self._lock:
+            self._cancelled = True
+            running = list(self._running)
+        for process in running:
+            process.kill()
+
+    def close(self) -> None:
+        """Remove temporary files and release the worktrees (they stay cached on disk)."""
+        if self._own_work_dir:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+        if self._own_worktrees:  # a Worktrees passed in is released by its owner
+            self.worktrees.close()
+        self._checkouts.clear()
+
+
+def report_of(prepared: dict[str, object], where: str) -> EnvironmentReport:
+    """The environment program's answer as the value the gate records."""
+    fields = set(EnvironmentReport.model_fields)
+    return EnvironmentReport.model_validate(
+        {k: v for k, v in prepared.items() if k in fields} | {"where": where}
+    )
+
+
+def _runtime_of(prepared: dict[str, object]) -> dict[str, list[str]]:
+    runtime = prepared.get("runtime")
+    if not isinstance(runtime, dict):
+        return {}
+    return {str(k): [str(p) for p in v] for k, v in runtime.items() if isinstance(v, list)}
+
+
+def setup_failed(report: EnvironmentReport) -> Observation:
+    """A revision whose environment could not be made: unmeasured (`env-setup`), with the log."""
+    return Observation.failed(
+        "env-setup",
+        "env-setup",
+        report.error or "the environment could not be prepared",
+        log_tail=report.log_tail.encode("utf-8", "replace")[-LOG_TAIL_BYTES:],
+        environment=report,
+    )
+
+
+class LocalOptions(ExecutorOptions):
+    """The local executor takes no options of its own."""
+
+
+def _build(repo: Path, options: Any, request: EnvironmentRequest) -> Executor:
+    return LocalExecutor(repo, environment_request=request)
+
+
+SPEC = ExecutorSpec(
+    name="local",
+    summary="this machine (the default)",
+    options=LocalOptions,
+    capabilities=Capabilities(),
+    build=_build,
+)

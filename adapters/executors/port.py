@@ -1,0 +1,109 @@
+"""The port every executor implements, and what each declares about itself.
+
+An executor is one package or module under `adapters/executors/` with an `ExecutorSpec`: its
+name, a validated options model (what `--host`, `--pool`, ... fill in; recorded in
+`RunStarted`), its capabilities, and a `build` function. The gate and the command line read
+the registry (`adapters/executors/__init__.py`) and the capabilities — never an executor's
+name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from domain.errors import BadInput
+from domain.events import MemberLease
+from domain.execution import EnvironmentRequest, Observation, ShardRun
+
+
+class Executor(Protocol):
+    """Runs shards somewhere. `run` blocks and is called from several worker threads at once."""
+
+    name: str
+
+    def prepare(self, commits: list[str]) -> None:
+        """Make the commits (and their environments) ready where shards run."""
+
+    def run(self, shard: ShardRun) -> Observation:
+        """Run one shard at one commit and observe it. Never raises for test failures."""
+
+    def cancel_all(self) -> None:
+        """Kill everything still running (Ctrl-C, SIGTERM); safe to call from any thread."""
+
+    def close(self) -> None:
+        """Release resources (worktrees stay cached; remote temporaries are removed)."""
+
+
+class PoolExecutor(Executor, Protocol):
+    """An executor over several members (clusters) whose free capacity must be measured.
+
+    The gate measures the pool before each round (`PoolMeasured`), places shards with the
+    pure placement in `domain/`, and sets `ShardRun.member` before calling `run`.
+    """
+
+    def members(self) -> list[str]:
+        """The configured member names, in configuration order."""
+
+    def measure_pool(self) -> list[MemberLease]:
+        """Readiness, capacity, running/pending gate Jobs and free memory per node, per member.
+
+        A member that cannot be measured is returned with `ready=False` and its reason.
+        Never waits unbounded.
+        """
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What the gate may expect of an executor (read instead of its name)."""
+
+    # Shards are placed on a pool of members (the executor is a `PoolExecutor`): the pool is
+    # measured each round and each shard reserves its planned memory there.
+    places_on_pool: bool = False
+    # Files are measured and isolated on this machine by the local executor, not by this one.
+    measures_locally: bool = False
+    # Its failures can be the machinery's (a dropped connection, a failed pod): each one is
+    # also recorded as `PodFailed`, naming the member.
+    infrastructure_failures: bool = False
+
+
+class ExecutorOptions(BaseModel):
+    """Base of every executor's options: validated, and recorded as given in `RunStarted`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+Builder = Callable[[Path, Any, EnvironmentRequest], Executor]
+
+
+@dataclass(frozen=True)
+class ExecutorSpec:
+    """One executor's declaration: the registry holds one per executor."""
+
+    name: str
+    summary: str
+    options: type[ExecutorOptions]
+    capabilities: Capabilities
+    build: Builder  # (repository, validated options, environment request) -> executor
+
+    def validate(self, given: dict[str, Any]) -> ExecutorOptions:
+        """The options for this executor, or BadInput naming the first problem (one line)."""
+        try:
+            return self.options.model_validate(given)
+        except ValidationError as error:
+            first = error.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "options"
+            flag = "--" + where.replace("_", "-")
+            if first["type"] == "missing":
+                raise BadInput(f"--executor {self.name} needs {flag}") from None
+            if first["type"] == "extra_forbidden":
+                raise BadInput(f"{flag} does not apply to --executor {self.name}") from None
+            raise BadInput(f"{flag}: {first['msg']}") from None
+
+    def recorded(self, options: ExecutorOptions) -> dict[str, Any]:
+        """The options as `RunStarted` records them (defaults left out, JSON values)."""
+        return options.model_dump(mode="json", exclude_defaults=True)

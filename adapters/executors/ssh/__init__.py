@@ -1,0 +1,37 @@
+"""The SSH executor: shards run on one build host, from a bare mirror of pinned commits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from adapters.executors.port import Capabilities, Executor, ExecutorOptions, ExecutorSpec
+from domain.execution import EnvironmentRequest
+
+
+class SshOptions(ExecutorOptions):
+    host: str
+    remote_mirror: str | None = None
+    port: int | None = None
+    identity: str | None = None
+    ssh_options: list[str] | None = None
+    remote_python: str | None = None
+
+
+def _build(repo: Path, options: Any, environment: EnvironmentRequest) -> Executor:
+    from adapters.executors.ssh import executor as ssh
+
+    given = {k: v for k, v in options.model_dump().items() if v is not None}
+    if given.get("identity"):
+        given["identity"] = Path(given["identity"])
+    return ssh.build_ssh_executor(repo=repo, environment_request=environment, **given)
+
+
+SPEC = ExecutorSpec(
+    name="ssh",
+    summary="one build host over SSH (--host USER@HOST)",
+    options=SshOptions,
+    # Files are measured on the build host, as the local executor measures them here.
+    capabilities=Capabilities(infrastructure_failures=True),
+    build=_build,
+)

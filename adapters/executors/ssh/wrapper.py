@@ -1,0 +1,132 @@
+"""Runs on the build host (stdlib only, sent as `python -c` after the supervisor and the
+environment preparation, see `adapters/executors/programs.py`): one shard, framed back.
+
+Usage: python -c PROGRAM TMPDIR SPEC_JSON MIRROR ARGV...
+
+The revision's checkout is `TMPDIR/w`. Its environment is prepared first (cached on the host
+beside the mirror, in `release-ledger-envs/`), then the command runs under the shard supervisor
+exactly as on the gate's machine, with stdout and stderr in `TMPDIR/log`. End-of-file on our
+stdin means the ssh connection is gone: the session is killed and nobody waits for a reader
+that no longer exists. The answer is one header line (`release-ledger-frame {json}`) followed
+by the report bytes and the log-tail bytes, whose sizes and sha256 the header carries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import threading
+
+try:  # on the gate's machine; on the host these names come from the program's earlier parts
+    from adapters.executors.environment import apply_runtime, prepare
+    from adapters.executors.supervisor import ShardProcess, log_tail
+except ImportError:  # pragma: no cover - only on the build host
+    pass
+
+MARK = "@RELEASE_LEDGER_TMP@"
+PYTHON_MARK = "@RELEASE_LEDGER_PYTHON@"
+FRAME = b"release-ledger-frame "
+ENVS_FOLDER = "release-ledger-envs"
+
+
+class _Link:
+    """The ssh connection: gone once our stdin reaches end-of-file."""
+
+    def __init__(self) -> None:
+        self.dropped = False
+        self.process: ShardProcess | None = None
+        self.lock = threading.Lock()
+
+    def watch(self) -> None:
+        try:
+            while os.read(0, 65536):
+                pass
+        except OSError:
+            pass
+        with self.lock:
+            self.dropped = True
+            if self.process is not None:
+                self.process.kill()
+
+
+def _frame(header: dict[str, object], report: bytes | None, tail: bytes) -> None:
+    header = dict(header)
+    header.update(
+        report_size=-1 if report is None else len(report),
+        report_sha256=hashlib.sha256(report or b"").hexdigest(),
+        log_size=len(tail),
+        log_sha256=hashlib.sha256(tail).hexdigest(),
+    )
+    out = sys.stdout.buffer
+    out.write(FRAME + json.dumps(header, sort_keys=True).encode() + b"\n")
+    out.write(report or b"")
+    out.write(tail)
+    out.flush()
+
+
+def main(argv: list[str]) -> int:
+    tmp, spec, mirror = argv[0], json.loads(argv[1]), argv[2]
+    checkout = os.path.join(tmp, "w")
+    link = _Link()
+    threading.Thread(target=link.watch, daemon=True).start()
+    prepared = prepare(
+        checkout,
+        mode=spec["env_mode"],
+        python=sys.executable,
+        cache=os.path.join(os.path.dirname(mirror.rstrip("/")), ENVS_FOLDER),
+        commit=spec["commit"],
+        command=spec["env_command"],
+    )
+    if link.dropped:
+        return 3
+    header: dict[str, object] = {
+        "exit_code": None, "signal": None, "timed_out": False, "oom": False, "rss_kb": 0,
+        "seconds": 0.0, "environment": prepared,
+    }  # fmt: skip
+    if prepared["status"] != "ready":
+        _frame(header, None, str(prepared.get("log_tail", "")).encode("utf-8", "replace"))
+        return 0
+    python = str(prepared.get("python") or sys.executable)
+    command = [arg.replace(MARK, tmp).replace(PYTHON_MARK, python) for arg in argv[3:]]
+    env = apply_runtime(dict(os.environ), prepared["runtime"])  # type: ignore[arg-type]
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    log_path = os.path.join(tmp, "log")
+    process = ShardProcess(
+        command,
+        cwd=checkout,
+        env=env,
+        log_path=log_path,
+        timeout_s=float(spec["timeout_s"]),
+        memory_limit_mb=spec["memory_limit_mb"],
+    )
+    try:
+        process.start()
+    except OSError as error:
+        with open(log_path, "ab") as log:
+            log.write(f"release-ledger: cannot start {command[0]!r}: {error}\n".encode())
+        header["exit_code"] = 127
+    else:
+        with link.lock:
+            link.process = process
+            if link.dropped:
+                process.kill()
+        seen = process.wait()
+        header.update(
+            exit_code=seen.exit_code, signal=seen.signal, timed_out=seen.timed_out,
+            oom=seen.oom, rss_kb=seen.peak_kb, seconds=seen.seconds,
+        )  # fmt: skip
+    if link.dropped:
+        return 3
+    try:
+        with open(os.path.join(tmp, "junit.xml"), "rb") as handle:
+            report: bytes | None = handle.read()
+    except OSError:
+        report = None
+    _frame(header, report, log_tail(log_path, int(spec["tail_bytes"])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

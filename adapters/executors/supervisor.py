@@ -1,0 +1,232 @@
+"""The shard supervisor: one command in its own session, watched for memory and time.
+
+Every executor runs a shard through this one module, so `oom`, `timeout` and peak memory mean
+the same thing wherever a shard ran: the local executor imports it, and its source is sent as
+the first part of the programs run on SSH hosts and in Kubernetes pods. It is therefore
+stdlib-only and imports nothing of ours.
+
+The peak-memory rule: the largest sum of resident memory over the session's processes seen by
+a sampling watchdog (every 50 ms under a limit, 100 ms without), floored by the shard process's
+own VmHWM (its exact peak since exec). Never `wait4`'s `ru_maxrss`: a forked child starts with
+its parent's resident pages, so it reports at least the size of whatever started the shard.
+A shard over its limit is killed (SIGKILL to the whole session) and marked `oom`; at its
+deadline it gets SIGTERM, then SIGKILL after a short grace, and is marked `timed_out`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+
+TERM_GRACE_S = 1.0
+MEMORY_POLL_S = 0.05  # with a memory limit: fast enough to catch a runaway allocation
+MEASURE_POLL_S = 0.1  # without one: only the peak is sampled
+_PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def _read_stat(pid: str) -> tuple[int, int] | None:
+    """(session id, rss in kB) from /proc/<pid>/stat, or None when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2 :].split()  # fields[0] is field 3, the state
+    if len(fields) < 22:
+        return None
+    return int(fields[3]), int(fields[21]) * _PAGE_KB
+
+
+def high_water_kb(pid: int) -> int:
+    """VmHWM of a process: its peak resident size since it exec'd (0 when gone)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as handle:
+            for line in handle:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+class SessionScanner:
+    """Finds a session's processes cheaply enough to poll every 50 ms.
+
+    A process never joins a session it was not born into, so a pid seen outside the session
+    stays outside until it disappears from /proc; only new pids are read again.
+    """
+
+    def __init__(self, sid: int) -> None:
+        self.sid = sid
+        self._foreign: set[str] = set()
+
+    def members(self) -> list[tuple[int, int]]:
+        """(pid, rss in kB) of every live process in the session."""
+        try:
+            listing = {entry for entry in os.listdir("/proc") if entry.isdigit()}
+        except OSError:
+            return []
+        self._foreign &= listing
+        found: list[tuple[int, int]] = []
+        for pid in listing - self._foreign:
+            stat = _read_stat(pid)
+            if stat is None:
+                continue
+            if stat[0] == self.sid:
+                found.append((int(pid), stat[1]))
+            else:
+                self._foreign.add(pid)
+        return found
+
+
+def kill_session(sid: int, sig: int) -> None:
+    """Signal the process group and any member that moved to another group of the session."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(sid, sig)
+    for pid, _ in SessionScanner(sid).members():
+        if pid != sid:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+
+
+def log_tail(path: str, limit: int) -> bytes:
+    """The last `limit` bytes of a file (empty when it cannot be read)."""
+    try:
+        with open(path, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - limit))
+            return handle.read()
+    except OSError:
+        return b""
+
+
+class Supervised:
+    """What the supervisor saw of one finished command: facts, never a verdict."""
+
+    def __init__(self) -> None:
+        self.exit_code: int | None = None
+        self.signal: int | None = None
+        self.peak_kb = 0
+        self.seconds = 0.0
+        self.timed_out = False
+        self.oom = False
+        self.killed = False  # by `kill()`: cancelled, or the connection that asked is gone
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "exit_code": self.exit_code,
+            "signal": self.signal,
+            "rss_kb": self.peak_kb,
+            "seconds": self.seconds,
+            "timed_out": self.timed_out,
+            "oom": self.oom,
+            "killed": self.killed,
+        }
+
+
+class ShardProcess:
+    """Start a command in its own session under a watchdog; `wait` returns what happened.
+
+    `start` raises OSError when the command cannot be started. `kill` (from any thread) kills
+    the whole session at once. Nothing the command started outlives `wait`: stragglers left
+    in the session are killed when the command itself exits.
+    """
+
+    def __init__(
+        self,
+        argv: list[str],
+        *,
+        cwd: str,
+        env: dict[str, str],
+        log_path: str,
+        timeout_s: float,
+        memory_limit_mb: float | None = None,
+    ) -> None:
+        self.argv = argv
+        self.cwd = cwd
+        self.env = env
+        self.log_path = log_path
+        self.timeout_s = timeout_s
+        self.limit_kb = int(memory_limit_mb * 1024) if memory_limit_mb is not None else None
+        self.result = Supervised()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._done = threading.Event()
+        self._started = 0.0
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def start(self) -> None:
+        with open(self.log_path, "wb") as log:
+            self._started = time.monotonic()
+            self._proc = subprocess.Popen(
+                self.argv,
+                cwd=self.cwd,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def wait(self) -> Supervised:
+        proc = self._proc
+        if proc is None:
+            raise RuntimeError("wait() before start()")
+        watchdog = threading.Thread(target=self._watch, name=f"watch-{proc.pid}", daemon=True)
+        watchdog.start()
+        try:
+            # Wait without reaping: the zombie keeps the pid (= group id) from being reused
+            # while the watchdog or `kill` may still signal the group.
+            os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+        except BaseException:
+            kill_session(proc.pid, signal.SIGKILL)  # never leave a shard running behind us
+            self._done.set()
+            proc.wait()
+            raise
+        self.result.seconds = round(time.monotonic() - self._started, 3)
+        self._done.set()
+        watchdog.join()
+        kill_session(proc.pid, signal.SIGKILL)  # children the command left behind
+        _, status = os.waitpid(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+        if os.WIFSIGNALED(status):
+            self.result.signal = os.WTERMSIG(status)
+        else:
+            self.result.exit_code = os.WEXITSTATUS(status)
+        return self.result
+
+    def kill(self) -> None:
+        """Kill the whole session now (cancel); `wait` then returns with `killed` set."""
+        self.result.killed = True
+        if self._proc is not None and not self._done.is_set():
+            kill_session(self._proc.pid, signal.SIGKILL)
+
+    def _watch(self) -> None:
+        """Sample the session's RSS; kill it on overrun, or at the deadline (TERM, then KILL)."""
+        assert self._proc is not None
+        sid = self._proc.pid
+        interval = MEMORY_POLL_S if self.limit_kb is not None else MEASURE_POLL_S
+        deadline = self._started + self.timeout_s
+        scanner = SessionScanner(sid)
+        result = self.result
+        while True:
+            if self._done.wait(min(interval, max(0.0, deadline - time.monotonic()))):
+                return
+            total_kb = max(sum(rss for _, rss in scanner.members()), high_water_kb(sid))
+            result.peak_kb = max(result.peak_kb, total_kb)
+            if self.limit_kb is not None and total_kb > self.limit_kb:
+                result.oom = True
+                kill_session(sid, signal.SIGKILL)
+                return
+            if time.monotonic() >= deadline:
+                result.timed_out = True
+                kill_session(sid, signal.SIGTERM)
+                if not self._done.wait(TERM_GRACE_S):
+                    kill_session(sid, signal.SIGKILL)
+                return

@@ -1,0 +1,99 @@
+"""Per-revision environment setup, first and cached, beside the suite's plain pytest time.
+
+    python bench/environments.py [--projects six,more-itertools,packaging]
+
+For each real project (two consecutive releases from their public sdists, see
+`sdist_repos.py`): the environment of the head revision prepared as the gate prepares it —
+first with empty caches (our environment cache and uv's own, so downloads count), then again
+from the cache — and one plain `pytest` run of the suite in that environment. Printed side by
+side in one run, with the ratios to the plain pytest time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from adapters.executors import environment
+from bench.sdist_repos import two_release_repo
+
+PROJECTS = {
+    "six": ("1.16.0", "1.17.0"),
+    "more-itertools": ("10.4.0", "10.5.0"),
+    "packaging": ("24.1", "24.2"),
+}
+
+
+def _checkout(repo: Path, into: Path) -> Path:
+    subprocess.run(
+        ["git", "-C", str(repo), "worktree", "add", "-q", "--detach", str(into), "HEAD"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return into
+
+
+def measure(name: str, workdir: Path) -> dict[str, object]:
+    base, head = PROJECTS[name]
+    repo = two_release_repo(name, base, head, workdir / "repos")
+    checkout = _checkout(repo, workdir / f"{name}-head")
+    cache = workdir / f"{name}-envs"
+    uv_cache = workdir / f"{name}-uv-cache"
+    env = dict(os.environ, UV_CACHE_DIR=str(uv_cache))
+    timings = {}
+    for label in ("first", "cached"):
+        started = time.perf_counter()
+        prepared = environment.prepare(
+            str(checkout), mode="auto", python=sys.executable, cache=str(cache),
+            commit="head", base_env=env,
+        )  # fmt: skip
+        timings[label] = time.perf_counter() - started
+        if prepared["status"] != "ready":
+            raise RuntimeError(f"{name}: {prepared.get('error')}\n{prepared.get('log_tail')}")
+    runtime = prepared["runtime"]
+    assert isinstance(runtime, dict)
+    run_env = environment.apply_runtime(dict(os.environ), runtime)
+    run_env["PYTHONDONTWRITEBYTECODE"] = "1"
+    started = time.perf_counter()
+    done = subprocess.run(
+        [str(prepared["python"]), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x"],
+        cwd=checkout, env=run_env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    plain = time.perf_counter() - started
+    last = (done.stdout.strip().splitlines() or ["(no output)"])[-1]
+    return {
+        "project": f"{name} {head}",
+        "how": prepared["how"],
+        "packages": len(str(prepared["packages"]).splitlines()),
+        "first_s": timings["first"],
+        "cached_s": timings["cached"],
+        "pytest_s": plain,
+        "pytest": last,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--projects", default=",".join(PROJECTS))
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-envs-") as scratch:
+        rows = [measure(name, Path(scratch)) for name in args.projects.split(",")]
+    header = f"{'project':24} {'how':4} {'pkgs':>4} {'first':>7} {'cached':>7} {'pytest':>7}"
+    print(header + "  first/pytest  cached/pytest  pytest says")
+    for row in rows:
+        first, cached, plain = (float(row[k]) for k in ("first_s", "cached_s", "pytest_s"))  # type: ignore[arg-type]
+        print(
+            f"{row['project']:24} {row['how']:4} {row['packages']:>4} {first:7.2f} "
+            f"{cached:7.2f} {plain:7.2f}  {first / plain:12.2f}  {cached / plain:13.2f}  "
+            f"{row['pytest']}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,183 @@
+"""The gate's settings: command-line flags over the repository's `[tool.release-ledger]`
+table (read from `pyproject.toml` at the commit being gated) over the built-in defaults.
+
+The effective settings are what `RunStarted` records, so a run says what it was asked to do
+whichever source a value came from.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shlex
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from adapters import git
+from adapters.executors import REGISTRY, spec_for
+from domain.errors import BadInput
+from domain.execution import DEFAULT_PYTEST_COMMAND
+from ledger.gate import GateOptions
+
+
+class RepositorySettings(BaseModel):
+    """`[tool.release-ledger]`: every key optional; an unknown key is an error, not ignored."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    base: str | None = None
+    env: str | None = None
+    command: str | list[str] | None = None
+    budget_gib: float | None = Field(default=None, alias="budget-gib")
+    shards: int | None = None
+    rounds: int | None = None
+    jobs: int | None = None
+    timeout: float | None = None
+    rule: str | None = None
+    measure: str | None = None
+    discover: list[str] | None = None
+    executor: str | None = None
+    pool: str | list[str] | None = None
+    namespace: str | None = None
+    capacity: int | None = None
+    image: str | None = None
+    source: str | None = None
+    host: str | None = None
+    remote_mirror: str | None = Field(default=None, alias="remote-mirror")
+    remote_python: str | None = Field(default=None, alias="remote-python")
+    deadline: str | None = None
+    questions: int | None = None
+    # Read by other commands (approval): known here so they are not refused as unknown.
+    rollback: Any = None
+    required_checks: Any = Field(default=None, alias="required-checks")
+
+
+EXECUTORS = REGISTRY  # for the command line: the executors known, with their summaries
+
+# Gate flags that fill an executor's options (recorded under `executor_options`).
+EXECUTOR_FLAGS = {
+    "pool": "pool",
+    "namespace": "namespace",
+    "capacity": "capacity",
+    "image": "image",
+    "source": "source",
+    "pool_config": "pool_config",
+    "host": "host",
+    "remote_mirror": "remote_mirror",
+    "ssh_port": "port",
+    "ssh_identity": "identity",
+    "ssh_options": "ssh_options",
+    "remote_python": "remote_python",
+}
+
+
+def parse_duration(text: str) -> float:
+    """`45s`, `30m`, `2h` or plain seconds; positive and finite."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    text = str(text).strip().lower()
+    try:
+        unit = units.get(text[-1:], 0)
+        value = float(text[:-1]) * unit if unit else float(text)
+    except ValueError:
+        raise BadInput(f"bad duration {text!r}: use e.g. 45s, 30m or 2h") from None
+    if not math.isfinite(value) or value <= 0:
+        raise BadInput(f"bad duration {text!r}: must be a positive number of seconds")
+    return value
+
+
+def repository_settings(repo: Path, head: str) -> RepositorySettings:
+    """The `[tool.release-ledger]` table of `pyproject.toml` at `head` (empty when absent)."""
+    try:
+        root = git.repo_root(repo)
+        commit = git.resolve_commit(root, head)
+    except BadInput:
+        return RepositorySettings()  # the gate itself reports the bad repository or revision
+    data = git.read_file_at_commit(root, commit, "pyproject.toml")
+    if data is None:
+        return RepositorySettings()
+    try:
+        document = tomllib.loads(data.decode("utf-8", "replace"))
+    except tomllib.TOMLDecodeError as error:
+        raise BadInput(f"pyproject.toml at {head} is not valid TOML: {error}") from None
+    tool = document.get("tool", {})
+    table = tool.get("release-ledger", {}) if isinstance(tool, dict) else {}
+    if not isinstance(table, dict):
+        raise BadInput("[tool.release-ledger] in pyproject.toml must be a table")
+    try:
+        return RepositorySettings.model_validate(table)
+    except ValidationError as error:
+        first = error.errors()[0]
+        key = ".".join(str(part) for part in first["loc"])
+        raise BadInput(f"[tool.release-ledger] {key}: {first['msg']}") from None
+
+
+def gate_options(flags: dict[str, Any]) -> GateOptions:
+    """GateOptions from the flags given (None = not given), the repository's table, defaults."""
+    repo = Path(flags.get("repo") or ".").resolve()
+    if not repo.is_dir():
+        raise BadInput(f"--repo {flags.get('repo')} is not a directory")
+    head = flags.get("head") or "HEAD"
+    table = repository_settings(repo, head)
+
+    def pick(flag: str, key: str | None = None) -> Any:
+        given = flags.get(flag)
+        if given is not None and given != ():
+            return given
+        return getattr(table, key or flag)
+
+    base = pick("base")
+    if not base:
+        raise BadInput("--base is required (or `base` in [tool.release-ledger])")
+    command = pick("command")
+    if isinstance(command, str):
+        template = tuple(shlex.split(command))
+    elif isinstance(command, list):
+        template = tuple(str(token) for token in command)
+    else:
+        template = DEFAULT_PYTEST_COMMAND
+    executor = pick("executor") or "local"
+    accepts = spec_for(executor).options.model_fields
+    executor_options: dict[str, Any] = {}
+    for flag, option in EXECUTOR_FLAGS.items():
+        value = flags.get(flag)
+        if value is None or value == ():
+            # The table's values serve only the executor that takes them: a table written
+            # for `ssh` does not break `--executor local`. A flag given is always checked.
+            value = getattr(table, flag, None) if option in accepts else None
+        if value is None or value == ():
+            continue
+        if flag == "ssh_identity":
+            value = str(Path(value).resolve())
+        if isinstance(value, tuple):
+            value = list(value)
+        executor_options[option] = value
+    deadline = pick("deadline") or "30m"
+    jobs = pick("jobs")
+    discover = pick("discover")
+    return GateOptions(
+        repo=repo,
+        base=str(base),
+        head=head,
+        shards=pick("shards"),
+        budget_gib=_number(pick("budget_gib"), 8.0),
+        rounds=int(_number(pick("rounds"), 2)),
+        jobs=int(jobs) if jobs is not None else (os.cpu_count() or 1),
+        timeout_s=_number(pick("timeout_s", "timeout"), 1200.0),
+        rule=pick("rule") or "default",
+        command=template,
+        measure=pick("measure") or "missing",
+        discover=tuple(discover or ()),
+        executor=executor,
+        executor_options=executor_options,
+        deadline_s=parse_duration(deadline),
+        wait=bool(flags.get("wait")),
+        question_budget=int(_number(pick("question_budget", "questions"), 3)),
+        environment=pick("env") or "auto",
+    )
+
+
+def _number(value: Any, default: float) -> float:
+    return float(value) if value is not None else default

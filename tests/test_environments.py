@@ -1,0 +1,270 @@
+"""Each revision runs its own code: per-revision environments, end to end with real installs.
+
+These build real virtual environments with uv from the packages the revisions declare (PyPI is
+reachable on these machines); uv's own cache keeps repeats fast.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.executors import environment
+from tests.gatekit import events, gate, run_ledger
+from tests.gitrepo import commit, make_repo, tag
+
+pytestmark = pytest.mark.slow
+
+SETUPTOOLS = (
+    '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
+)
+
+
+def project(name: str, version: str, dependencies: list[str], test_extra: list[str]) -> str:
+    return (
+        SETUPTOOLS
+        + f'[project]\nname = "{name}"\nversion = "{version}"\n'
+        + f"dependencies = {json.dumps(dependencies)}\n"
+        + f"[project.optional-dependencies]\ntest = {json.dumps(test_extra)}\n"
+    )
+
+
+def src_layout(value: int, version: str) -> dict[str, str | bytes | None]:
+    return {
+        "pyproject.toml": project("shiny", version, [], ["pytest"]),
+        "src/shiny/__init__.py": f"VALUE = {value}\n",
+        "tests/test_value.py": (
+            "import shiny\n\n"
+            f"def test_value_is_this_revisions():\n    assert shiny.VALUE == {value}\n"
+        ),
+    }
+
+
+def env_events(workdir: Path, run_id: str) -> list[dict[str, Any]]:
+    return [e for e in events(workdir, run_id) if e["kind"] == "EnvironmentPrepared"]
+
+
+def test_a_src_layout_project_is_tested_from_its_own_code_not_an_installed_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = make_repo(tmp_path, src_layout(1, "1.0"))
+    tag(repo, "v1")
+    commit(repo, src_layout(2, "2.0"), "value 2")
+    # A stale copy of the package importable from the gate's own environment, as when the
+    # gate runs in a virtual environment where an older release was installed.
+    stale = tmp_path / "stale" / "shiny"
+    stale.mkdir(parents=True)
+    (stale / "__init__.py").write_text("VALUE = 0\n")
+    monkeypatch.setenv("PYTHONPATH", str(stale.parent))
+
+    result = gate(tmp_path, repo)
+
+    assert result.code == 0, (result.stdout, result.stderr)
+    assert result.document["status"] == "passed"
+    prepared = env_events(tmp_path, result.document["run_id"])
+    assert {e["revision"] for e in prepared} == {"head", "base"}
+    for e in prepared:
+        assert e["status"] == "ready" and e["how"] == "uv" and e["project"] == "shiny"
+        assert "/projects/" in e["imports"]["shiny"], e["imports"]  # the revision's build
+        assert e["warnings"] == []
+
+    # The same suite with the gate's interpreter (`--env none`) imports the stale copy: both
+    # revisions fail, on code neither of them holds — the wrong verdict this issue was about.
+    blind = gate(tmp_path / "blind", repo, "--env", "none")
+    assert blind.document["preexisting"] == ["tests/test_value.py::test_value_is_this_revisions"]
+    assert [e["how"] for e in env_events(tmp_path / "blind", blind.document["run_id"])] == [
+        "none",
+        "none",
+    ]
+
+
+def dependency_repo(tmp_path: Path, base_pin: str, head_pin: str) -> Path:
+    def files(pin: str, version: str) -> dict[str, str | bytes | None]:
+        expected = pin.split("==")[1]
+        return {
+            "pyproject.toml": project("pinned", version, [pin], ["pytest"]),
+            "pinned/__init__.py": "",
+            "tests/test_dependency.py": (
+                "from importlib.metadata import version\n\n"
+                "def test_sees_its_own_dependency():\n"
+                f"    assert version('iniconfig') == {expected!r}\n"
+            ),
+        }
+
+    repo = make_repo(tmp_path, files(base_pin, "1.0"))
+    tag(repo, "v1")
+    commit(repo, files(head_pin, "2.0"), "needs a newer iniconfig")
+    return repo
+
+
+def test_each_revision_sees_its_own_dependency_versions_and_a_repeat_reuses_them(
+    tmp_path: Path,
+) -> None:
+    repo = dependency_repo(tmp_path, "iniconfig==1.1.1", "iniconfig==2.0.0")
+
+    first = gate(tmp_path, repo)
+
+    assert first.code == 0, (first.stdout, first.stderr)
+    prepared = {e["revision"]: e for e in env_events(tmp_path, first.document["run_id"])}
+    assert prepared["head"]["key"] != prepared["base"]["key"]  # the declarations differ
+    assert all(e["status"] == "ready" for e in prepared.values())
+
+    again = gate(tmp_path, repo)
+
+    assert again.code == 0, (again.stdout, again.stderr)
+    reused = env_events(tmp_path, again.document["run_id"])
+    assert reused and all(e["reused"] for e in reused), reused
+    assert {e["revision"]: e["key"] for e in reused}["head"] == prepared["head"]["key"]
+    if "base" not in {e["revision"] for e in reused}:  # base results reused from the first run
+        assert "BaselineReused" in {e["kind"] for e in events(tmp_path, again.document["run_id"])}
+    shown = run_ledger(tmp_path, "show", again.document["run_id"]).stdout
+    assert "head environment: reused" in shown
+
+
+def test_revisions_whose_dependencies_did_not_change_share_one_environment(
+    tmp_path: Path,
+) -> None:
+    repo = dependency_repo(tmp_path, "iniconfig==2.0.0", "iniconfig==2.0.0")
+
+    result = gate(tmp_path, repo)
+
+    assert result.code == 0, (result.stdout, result.stderr)
+    keys = {e["revision"]: e["key"] for e in env_events(tmp_path, result.document["run_id"])}
+    assert keys["head"] == keys["base"]
+
+
+def test_a_broken_dependency_declaration_at_head_is_env_setup_unmeasured(tmp_path: Path) -> None:
+    repo = dependency_repo(
+        tmp_path, "iniconfig==2.0.0", "release-ledger-no-such-package-anywhere==1.0"
+    )
+
+    result = gate(tmp_path, repo)
+
+    assert result.code in (3, 4), (result.stdout, result.stderr)
+    assert result.document["status"] == "unmeasured"
+    reasons = {u["reason"] for u in result.document["unmeasured"]}
+    assert reasons == {"env-setup"}, result.document["unmeasured"]
+    evs = events(tmp_path, result.document["run_id"])
+    failed = [e for e in evs if e["kind"] == "EnvironmentPrepared" and e["status"] == "failed"]
+    assert [e["revision"] for e in failed] == ["head"]
+    assert failed[0]["error"] == "installing the test dependencies failed (exit 1)"
+    log = run_ledger(tmp_path, "show", result.document["run_id"]).stdout
+    assert "head environment: setup failed" in log
+    assert not [e for e in evs if e["kind"] == "ShardSplit"]  # no culprit hunt for a setup
+
+
+def test_a_user_setup_command_builds_the_environment(tmp_path: Path) -> None:
+    repo = dependency_repo(tmp_path, "iniconfig==2.0.0", "iniconfig==2.0.0")
+    setup = f"{sys.executable} -m uv pip install --python {{python}} iniconfig==2.0.0 pytest"
+
+    result = gate(tmp_path, repo, "--env", setup)
+
+    assert result.code == 0, (result.stdout, result.stderr)
+    prepared = env_events(tmp_path, result.document["run_id"])
+    assert {e["how"] for e in prepared} == {"command"}
+    assert all(e["packages"] >= 2 and "/envs/" in e["python"] for e in prepared), prepared
+
+
+def test_a_repository_that_is_not_a_python_project_runs_with_the_gates_interpreter(
+    tmp_path: Path,
+) -> None:
+    repo = make_repo(tmp_path, {"tests/test_a.py": "def test_a():\n    pass\n"})
+    tag(repo, "v1")
+    commit(repo, {"tests/test_b.py": "def test_b():\n    pass\n"})
+
+    result = gate(tmp_path, repo)
+
+    assert result.code == 0
+    prepared = env_events(tmp_path, result.document["run_id"])
+    assert {e["how"] for e in prepared} == {"gate-interpreter"}
+    assert {e["python"] for e in prepared} == {sys.executable}
+
+
+def test_repository_settings_set_the_gates_defaults_and_flags_win(tmp_path: Path) -> None:
+    table = '[tool.release-ledger]\nbase = "v1"\nenv = "none"\nrounds = 0\n'
+    repo = make_repo(tmp_path, {"tests/test_a.py": "def test_a():\n    pass\n"})
+    tag(repo, "v1")
+    commit(repo, {"pyproject.toml": table, "tests/test_b.py": "def test_b():\n    pass\n"})
+
+    result = run_ledger(tmp_path, "gate", "--repo", str(repo), "--questions", "0", "--json")
+    assert result.code == 0, (result.stdout, result.stderr)
+    evs = events(tmp_path, result.document["run_id"])
+    started = evs[0]
+    assert started["base_ref"] == "v1"
+    assert started["options"]["env"] == "none" and started["options"]["rounds"] == 0
+
+    flagged = run_ledger(
+        tmp_path, "gate", "--repo", str(repo), "--rounds", "1", "--questions", "0", "--json"
+    )
+    assert events(tmp_path, flagged.document["run_id"])[0]["options"]["rounds"] == 1
+
+
+def test_an_unknown_repository_setting_is_refused_with_one_line(tmp_path: Path) -> None:
+    table = '[tool.release-ledger]\nbase = "v1"\nshardz = 3\n'
+    repo = make_repo(tmp_path, {"pyproject.toml": table, "tests/test_a.py": "def test_a(): pass\n"})
+
+    result = run_ledger(tmp_path, "gate", "--repo", str(repo), "--json")
+    assert result.code == 2
+    assert "shardz" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+# --- the environment program's parts ----------------------------------------------------------
+
+
+def test_requirements_files_lose_the_lines_that_install_the_project_itself(
+    tmp_path: Path,
+) -> None:
+    checkout = tmp_path / "checkout"
+    (checkout / "requirements").mkdir(parents=True)
+    (checkout / "requirements" / "test.txt").write_text(
+        "-e .\n.[test]\n-r base.txt\n-c ../constraints.txt\npytest>=8  # the runner\n"
+    )
+    out = tmp_path / "out"
+    out.mkdir()
+
+    copied = Path(
+        environment.sanitized_requirements(str(checkout), "requirements/test.txt", str(out))
+    )
+
+    lines = copied.read_text().splitlines()
+    assert lines == [
+        f"-r {checkout / 'requirements' / 'base.txt'}",
+        f"-c {checkout / 'requirements' / '../constraints.txt'}",
+        "pytest>=8  # the runner",
+    ]
+    assert environment.requirement_files(str(checkout)) == ["requirements/test.txt"]
+
+
+def test_the_first_test_dependency_group_is_chosen_with_its_includes(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        "[dependency-groups]\n"
+        'lint = ["ruff"]\n'
+        'dev = ["pytest", {include-group = "lint"}]\n'
+        'tests = ["hypothesis", {include-group = "dev"}]\n'
+    )
+
+    assert environment.dependency_group(str(tmp_path)) == (
+        "tests",
+        ["hypothesis", "pytest", "ruff"],
+    )
+
+
+def test_the_cache_removes_the_least_recently_used_entries_past_its_size(tmp_path: Path) -> None:
+    import os
+    import time
+
+    for index, name in enumerate(("old", "middle", "new")):
+        entry = tmp_path / "envs" / name
+        entry.mkdir(parents=True)
+        (entry / "ready.json").write_text(json.dumps({"bytes": 100}))
+        stamp = time.time() - 100 + index
+        os.utime(entry / "ready.json", (stamp, stamp))
+
+    removed = environment.prune(str(tmp_path), max_bytes=200)
+
+    assert [Path(p).name for p in removed] == ["old"]
+    assert sorted(p.name for p in (tmp_path / "envs").iterdir()) == ["middle", "new"]
