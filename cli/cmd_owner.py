@@ -112,13 +112,18 @@ def check(
     ledger_url: str | None,
     as_json: bool,
 ) -> None:
-    """Record a check made elsewhere (docs, changelog, upgrade test) for the approval report.
+    """Record a check made elsewhere (docs, installation files, a security scan) for the
+    approval report.
 
-    A later check of the same name supersedes the earlier one; both stay in the ledger.
+    NAME may have spaces ("installation files"): it is shown as typed and keyed by its safe
+    key (installation-files), which `--require` and `required-checks` match. A later check
+    of the same key supersedes the earlier one; both stay in the ledger. Built-in metrics
+    (gate, runtime-pin, changelog) are derived from the ledger and cannot be recorded.
 
     \b
     Examples:
       ledger check 3f2a docs --verdict pass --value "published 1.5.0"
+      ledger check 3f2a "installation files" --verdict pass --value "wheel and sdist"
       ledger check 3f2a upgrade-test --verdict fail --value "schema migration 12 failed"
     """
     with opened(ledger_url, create=False) as ledger:
@@ -128,7 +133,7 @@ def check(
         emit_json(result)
         return
     superseded = f" (supersedes position {result['supersedes']})" if result["supersedes"] else ""
-    click.echo(f"check {name}: {verdict}{superseded}")
+    click.echo(f"check {result['name']} ({result['key']}): {verdict}{superseded}")
 
 
 @click.command("approve")
@@ -141,14 +146,19 @@ def check(
 def approve(
     run: str, required: tuple[str, ...], out: str | None, ledger_url: str | None, as_json: bool
 ) -> None:
-    """The approval report: the gate, each check, the runtime pin — each with its deciding events.
+    """The approval report: `v<version> approval`, `approved: n/n` or `blocked: ...`, then the
+    gate, the built-in release checks (runtime-pin, changelog) and every recorded check, each
+    with its deciding events; waivers, decisions taken without the owner, open questions and
+    rollback commands (`[tool.release-ledger] rollback`, placeholders {version} {tag} {base}
+    {head} {run}).
 
-    Appends `ApprovalIssued`. Exit 0 ok, 1 when a metric fails, 3 when none fails but one is
-    unmeasured.
+    Required checks come from `[tool.release-ledger] required-checks` at head and --require;
+    one never recorded is unmeasured. Appends `ApprovalIssued`. Exit 0 ok (approved), 1 when a
+    metric fails, 3 when none fails but one is unmeasured.
 
     \b
     Examples:
-      ledger approve 3f2a --require docs --require changelog
+      ledger approve 3f2a --require docs --require "installation files"
       ledger approve 3f2a --out "$GITHUB_STEP_SUMMARY" --json
     """
     target = Path(out) if out else None

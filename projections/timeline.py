@@ -193,6 +193,19 @@ def _check(e: ev.CheckRecorded, _: Mapping[str, bytes]) -> str:
     return f"check {e.name}: {e.verdict}{value}{by}"
 
 
+def _release(e: ev.ReleaseInspected, _: Mapping[str, bytes]) -> str:
+    version = f"version {e.version} ({e.version_source})" if e.version else "version unknown"
+    changelogs = ", ".join(f.path for f in e.changelog_files) or "no changelog file"
+    text = f"release inspected at head: {version}, tag {e.tag or '-'}, {changelogs}"
+    if e.fragments:
+        text += f", {len(e.fragments)} towncrier fragments"
+    if e.required_checks:
+        text += f", required checks: {', '.join(e.required_checks)}"
+    for problem in e.problems:
+        text += f"; {problem}"
+    return text
+
+
 def _approval(e: ev.ApprovalIssued, _: Mapping[str, bytes]) -> str:
     required = f", required checks: {', '.join(e.required)}" if e.required else ""
     return (
@@ -234,6 +247,7 @@ DESCRIBERS: dict[type[ev.Event], Describer] = {
     ev.RecommendationTaken: _taken,
     ev.QuestionParked: _parked,
     ev.CheckRecorded: _check,
+    ev.ReleaseInspected: _release,
     ev.ApprovalIssued: _approval,
     ev.RunInterrupted: _interrupted,
     ev.RunResumed: _resumed,

@@ -163,13 +163,34 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "QuestionExpired": _q(deadline=AT),
     "RecommendationTaken": _q(choice="yes"),
     "QuestionParked": _q(),
-    "CheckRecorded": {"name": "perf", "verdict": "unmeasured", "value": "n/a", "by": "ci"},
+    "CheckRecorded": {
+        "name": "perf",
+        "verdict": "unmeasured",
+        "value": "n/a",
+        "by": "ci",
+        "display_name": "Perf budget",
+    },
     "ApprovalIssued": {
         "outcome": "approved",
         "rule": "strict",
         "rule_version": 3,
         "report_sha256": SHA,
         "required": ["perf", "security"],
+        "report_format": 2,
+    },
+    "ReleaseInspected": {
+        "project": "demo",
+        "version": "1.2.0",
+        "version_source": "pyproject.toml [project] version",
+        "base_version": "1.1.0",
+        "tags_at_head": ["v1.2.0"],
+        "tag": "v1.2.0",
+        "changelog_files": [{"path": "CHANGES.md", "sha256": SHA, "size": 12}],
+        "towncrier": True,
+        "fragments": ["changes/12.feature.md"],
+        "rollback": ["git tag -d {tag}"],
+        "required_checks": ["docs"],
+        "problems": [],
     },
 }
 
@@ -180,7 +201,7 @@ def sample(kind: str) -> Event:
 
 def test_every_event_type_has_a_sample() -> None:
     assert set(SAMPLES) == set(EVENT_TYPES)
-    assert len(EVENT_TYPES) == 24
+    assert len(EVENT_TYPES) == 25
 
 
 @pytest.mark.parametrize("kind", sorted(EVENT_TYPES))
