@@ -53,12 +53,74 @@ def questions(run: str | None, ledger_url: str | None, as_json: bool) -> None:
     for q in pending:
         options = ", ".join(o["name"] + (" (recommended)" if o["recommended"] else "")
                             for o in q["options"])  # fmt: skip
-        state = q["state"] + (" — deadline passed" if q["overdue"] else "")
+        state = q["state"] + (
+            " — deadline passed: `ledger expire` acts on it" if q["overdue"] else ""
+        )
         click.echo(f"{q['id']}  run {q['run_id'][:12]}  [{q['impact']}]  {state}")
         click.echo(f"  {q['text']}")
         click.echo(f"  options: {options}")
-        click.echo(f"  deadline: {q['deadline'] or '-'}")
+        left = _left(q["seconds_left"]) if q["state"] == "open" else q["state"]
+        click.echo(f"  deadline: {q['deadline'] or '-'} ({left})")
         click.echo(f"  answer: ledger answer {q['run_id'][:12]} {q['id']} CHOICE")
+
+
+def _left(seconds: float | None) -> str:
+    if seconds is None:
+        return "no deadline"
+    span = abs(seconds)
+    if span < 90:
+        text = f"{span:.0f}s"
+    elif span < 90 * 60:
+        text = f"{span / 60:.0f}m"
+    elif span < 48 * 3600:
+        text = f"{span / 3600:.1f}h"
+    else:
+        text = f"{span / 86400:.1f}d"
+    return f"{text} left" if seconds > 0 else f"passed {text} ago"
+
+
+@click.command("expire")
+@click.option("--run", "run", default=None, help="Only this run (id or unique prefix).")
+@common
+def expire(run: str | None, ledger_url: str | None, as_json: bool) -> None:
+    """Act on every passed deadline: record the expiry, take the recommendation (or park a
+    critical question), and complete runs that can now conclude.
+
+    Safe to run from cron or a scheduled CI job: idempotent (a second run finds nothing to
+    do) and safe beside other writers (every append checks the stream it was decided on).
+    Runs with shards still to run are left to `ledger resume`.
+
+    \b
+    Examples:
+      ledger expire
+      ledger expire --run 3f2a --json
+      */5 * * * *  ledger expire --ledger postgresql://gate@db/ledger   (crontab)
+    """
+    from ledger.expire import expire as expire_all
+
+    with opened(ledger_url, create=False) as ledger:
+        result = expire_all(ledger, run)
+        if result["observed"] or result["concluded"]:
+            _refresh_views(ledger)
+    if as_json:
+        emit_json(result)
+        return
+    acted = False
+    for r in result["runs"]:
+        run_id = r["run_id"][:12]
+        for item in r["observed"]:
+            click.echo(f"run {run_id}: {item}")
+            acted = True
+        for item in r["asked"]:
+            click.echo(f"run {run_id}: raised {item}")
+            acted = True
+        if r["concluded"]:
+            click.echo(f"run {run_id}: completed, verdict {r['status']}")
+            acted = True
+        elif r["note"]:
+            click.echo(f"run {run_id}: {r['note']}")
+    if not acted:
+        click.echo(f"no deadline has passed unobserved ({result['runs_examined']} runs examined)")
 
 
 @click.command("answer")
@@ -222,4 +284,4 @@ def audit(run: str, rule: str | None, ledger_url: str | None, as_json: bool) -> 
         sys.exit(EXIT_FAILED)
 
 
-COMMANDS = [questions, answer, check, approve, audit]
+COMMANDS = [questions, expire, answer, check, approve, audit]

@@ -60,6 +60,9 @@ def _question_dict(run_id: str, q: QuestionView, now: Any) -> dict[str, Any]:
         "asked_at": q.asked_at.isoformat(),
         "deadline": q.deadline.isoformat() if q.deadline else None,
         "overdue": bool(q.state == "open" and q.deadline is not None and now >= q.deadline),
+        "seconds_left": (
+            round((q.deadline - now).total_seconds(), 3) if q.deadline is not None else None
+        ),
         "state": q.state,
         "position": q.position,
     }
@@ -418,9 +421,7 @@ def audit(ledger: Ledger, run_prefix: str, rule: str | None = None) -> dict[str,
                 )
         compared = None
         if rule is not None:
-            other = derive_report(
-                ledger, prefix, rule, list(issued.required), issued.report_format
-            )
+            other = derive_report(ledger, prefix, rule, list(issued.required), issued.report_format)
             compared = _differences(derived, other)
         entries.append(
             AuditEntry(
