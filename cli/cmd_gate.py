@@ -13,6 +13,7 @@ from cli.options import common
 from cli.progress import RichObserver
 from cli.render import finish_verdict
 from domain.errors import BadInput
+from ledger import report as reports
 from ledger import use_cases
 from ledger.gate import DEFAULT_PYTEST_COMMAND, GateInterrupted, GateOptions
 from ledger.service import opened
@@ -71,6 +72,8 @@ def _parse_duration(text: str) -> float:
 @click.option("--wait", is_flag=True, help="Wait for the owner's answers until each deadline.")
 @click.option("--questions", "question_budget", type=int, default=3, show_default=True,
               help="Questions the gate may put to the owner per run.")  # fmt: skip
+@click.option("--junit-out", "junit_out", default=None, metavar="FILE",
+              help="Also write the head's results as one JUnit XML file.")  # fmt: skip
 @common
 def gate(
     base: str, head: str, repo: str, shards: int | None, budget_gib: float, rounds: int,
@@ -79,7 +82,7 @@ def gate(
     image: str | None, source: str | None, pool_config: str | None, host: str | None,
     remote_mirror: str | None, ssh_port: int | None, ssh_identity: str | None,
     ssh_options: tuple[str, ...], remote_python: str | None, deadline: str, wait: bool,
-    question_budget: int, ledger_url: str | None, as_json: bool,
+    question_budget: int, junit_out: str | None, ledger_url: str | None, as_json: bool,
 ) -> None:  # fmt: skip
     """Run the regression gate: head against base, every step an event in the ledger.
 
@@ -93,6 +96,7 @@ def gate(
       ledger gate --base main~5 --command '{python} -m pytest -q --junitxml={junit} {files}'
       ledger gate --base v1.4.0 --executor kubernetes --pool prod-a,prod-b
       ledger gate --base v1.4.0 --executor ssh --host ci@build-1
+      ledger gate --base v1.4.0 --junit-out reports/gate-junit.xml
     """
     template = tuple(shlex.split(command)) if command else DEFAULT_PYTEST_COMMAND
     executor_options: dict[str, object] = {}
@@ -147,12 +151,15 @@ def gate(
     )
     if not Path(repo).is_dir():
         raise BadInput(f"--repo {repo} is not a directory")
+    junit_target = reports.writable(junit_out, "--junit-out") if junit_out else None
     with opened(ledger_url) as ledger, RichObserver(quiet=as_json) as observer:
         try:
             document = use_cases.run_gate(ledger, options, observer)
         except GateInterrupted as stopped:
             click.echo(f"ledger: interrupted; continue with: ledger resume {stopped}", err=True)
             sys.exit(130)
+        if junit_target is not None:
+            junit_target.write_bytes(reports.junit_bytes(ledger, str(document["run_id"])))
     finish_verdict(document, as_json)
 
 

@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "check": "cli.cmd_owner",
     "approve": "cli.cmd_owner",
     "audit": "cli.cmd_owner",
+    "report": "cli.cmd_report",
 }
 
 
