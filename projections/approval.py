@@ -406,6 +406,8 @@ def _markdown_v2(
     ]
     if release is not None and release.version:
         tag = f"; tag `{release.tag}`" if release.tag else ""
+        if release.tag and release.tag not in release.tags_at_head:
+            tag += " (not at head when the gate started)"
         lines[-1] += f" Version {release.version} from {release.version_source}{tag}."
     for problem in release.problems if release is not None else ():
         lines += ["", f"> {' '.join(problem.split())}"]

@@ -279,6 +279,7 @@ def timeline(
 # --- grouping long runs of one kind (ledger show without --all) ------------------------------
 
 GROUP_AT = 6  # consecutive events of one kind from which `ledger show` prints one summary
+NAMED = 8  # attempts that were not clean, named one by one in a group's summary
 
 
 @dataclass(frozen=True)
@@ -351,11 +352,27 @@ def _group_attempts(events: Sequence[Any], artifacts: Mapping[str, bytes]) -> st
         f"base): {len(clean)} exit 0; slowest {slowest.shard} at {slowest.revision} "
         f"({slowest.seconds:.1f} s), {_mb(_median([e.rss_mb for e in events]))} median peak"
     )
-    for e in others:
+    for e in others[:NAMED]:
         text += f"; {e.shard} at {e.revision}: " + _exit(e.exit_code, e.signal, e.timed_out, e.oom)
         if e.infrastructure_failure:
             text += f" ({e.infrastructure_failure})"
         text += _report_summary(e.report_hash, e.files, artifacts)
+    if len(others) > NAMED:
+        text += f"; and {len(others) - NAMED} more not clean"
+    return text
+
+
+def _group_isolations(events: Sequence[Any], artifacts: Mapping[str, bytes]) -> str:
+    heads = [e for e in events if e.revision == "head"]
+    failing = [e for e in heads if e.exit_code != 0]
+    text = (
+        f"{len(events)} files run alone ({len(heads)} at head, {len(events) - len(heads)} at "
+        f"base); {len(failing)} fail alone at head"
+    )
+    for e in failing[:NAMED]:
+        text += f"; {e.file}" + _report_summary(e.report_hash, [e.file], artifacts)
+    if len(failing) > NAMED:
+        text += f"; and {len(failing) - NAMED} more"
     return text
 
 
@@ -373,6 +390,7 @@ GROUPERS: dict[str, Callable[[Sequence[Any], Mapping[str, bytes]], str]] = {
     "MeasurementFailed": _group_failed,
     "ShardAttemptRecorded": _group_attempts,
     "ShardPlaced": _group_placed,
+    "IsolationRecorded": _group_isolations,
 }
 
 
