@@ -128,6 +128,14 @@ def read_file_at_commit(repo: Path, sha: str, path: str) -> bytes | None:
     return done.stdout if done.returncode == 0 else None
 
 
+def tags_at(repo: Path, sha: str) -> list[str]:
+    """The tags that point at the commit, sorted."""
+    done = _git(repo, "tag", "--points-at", sha, check=False)
+    if done.returncode != 0:
+        return []
+    return sorted(t for t in done.stdout.decode(errors="replace").splitlines() if t.strip())
+
+
 def runtime_pin(repo: Path, sha: str) -> str | None:
     """The Python the commit asks for: `.python-version`, else `[project] requires-python`."""
     pinned = read_file_at_commit(repo, sha, ".python-version")

@@ -10,6 +10,7 @@ import click
 from cli.options import common
 from cli.progress import RichObserver
 from cli.render import finish_verdict
+from ledger import report as reports
 from ledger import use_cases
 from ledger.gate import GateInterrupted
 from ledger.service import opened
@@ -58,8 +59,10 @@ from ledger.settings import EXECUTORS, gate_options
 @click.option("--wait", is_flag=True, help="Wait for the owner's answers until each deadline.")
 @click.option("--questions", "question_budget", type=int, default=None,
               help="Questions the gate may put to the owner per run [default: 3].")  # fmt: skip
+@click.option("--junit-out", "junit_out", default=None, metavar="FILE",
+              help="Also write the head's results as one JUnit XML file.")  # fmt: skip
 @common
-def gate(ledger_url: str | None, as_json: bool, **flags: Any) -> None:
+def gate(ledger_url: str | None, as_json: bool, junit_out: str | None, **flags: Any) -> None:
     """Run the regression gate: head against base, every step an event in the ledger.
 
     Each revision's tests run in that revision's own checkout and environment (--env).
@@ -77,14 +80,18 @@ def gate(ledger_url: str | None, as_json: bool, **flags: Any) -> None:
       ledger gate --base v1.4.0 --env '{python} -m pip install -e .[test]'
       ledger gate --base v1.4.0 --executor kubernetes --pool prod-a,prod-b
       ledger gate --base v1.4.0 --executor ssh --host ci@build-1
+      ledger gate --base v1.4.0 --junit-out reports/gate-junit.xml
     """
     options = gate_options(flags)
+    junit_target = reports.writable(junit_out, "--junit-out") if junit_out else None
     with opened(ledger_url) as ledger, RichObserver(quiet=as_json) as observer:
         try:
             document = use_cases.run_gate(ledger, options, observer)
         except GateInterrupted as stopped:
             click.echo(f"ledger: interrupted; continue with: ledger resume {stopped}", err=True)
             sys.exit(130)
+        if junit_target is not None:
+            junit_target.write_bytes(reports.junit_bytes(ledger, str(document["run_id"])))
     finish_verdict(document, as_json)
 
 

@@ -53,12 +53,74 @@ def questions(run: str | None, ledger_url: str | None, as_json: bool) -> None:
     for q in pending:
         options = ", ".join(o["name"] + (" (recommended)" if o["recommended"] else "")
                             for o in q["options"])  # fmt: skip
-        state = q["state"] + (" — deadline passed" if q["overdue"] else "")
+        state = q["state"] + (
+            " — deadline passed: `ledger expire` acts on it" if q["overdue"] else ""
+        )
         click.echo(f"{q['id']}  run {q['run_id'][:12]}  [{q['impact']}]  {state}")
         click.echo(f"  {q['text']}")
         click.echo(f"  options: {options}")
-        click.echo(f"  deadline: {q['deadline'] or '-'}")
+        left = _left(q["seconds_left"]) if q["state"] == "open" else q["state"]
+        click.echo(f"  deadline: {q['deadline'] or '-'} ({left})")
         click.echo(f"  answer: ledger answer {q['run_id'][:12]} {q['id']} CHOICE")
+
+
+def _left(seconds: float | None) -> str:
+    if seconds is None:
+        return "no deadline"
+    span = abs(seconds)
+    if span < 90:
+        text = f"{span:.0f}s"
+    elif span < 90 * 60:
+        text = f"{span / 60:.0f}m"
+    elif span < 48 * 3600:
+        text = f"{span / 3600:.1f}h"
+    else:
+        text = f"{span / 86400:.1f}d"
+    return f"{text} left" if seconds > 0 else f"passed {text} ago"
+
+
+@click.command("expire")
+@click.option("--run", "run", default=None, help="Only this run (id or unique prefix).")
+@common
+def expire(run: str | None, ledger_url: str | None, as_json: bool) -> None:
+    """Act on every passed deadline: record the expiry, take the recommendation (or park a
+    critical question), and complete runs that can now conclude.
+
+    Safe to run from cron or a scheduled CI job: idempotent (a second run finds nothing to
+    do) and safe beside other writers (every append checks the stream it was decided on).
+    Runs with shards still to run are left to `ledger resume`.
+
+    \b
+    Examples:
+      ledger expire
+      ledger expire --run 3f2a --json
+      */5 * * * *  ledger expire --ledger postgresql://gate@db/ledger   (crontab)
+    """
+    from ledger.expire import expire as expire_all
+
+    with opened(ledger_url, create=False) as ledger:
+        result = expire_all(ledger, run)
+        if result["observed"] or result["concluded"]:
+            _refresh_views(ledger)
+    if as_json:
+        emit_json(result)
+        return
+    acted = False
+    for r in result["runs"]:
+        run_id = r["run_id"][:12]
+        for item in r["observed"]:
+            click.echo(f"run {run_id}: {item}")
+            acted = True
+        for item in r["asked"]:
+            click.echo(f"run {run_id}: raised {item}")
+            acted = True
+        if r["concluded"]:
+            click.echo(f"run {run_id}: completed, verdict {r['status']}")
+            acted = True
+        elif r["note"]:
+            click.echo(f"run {run_id}: {r['note']}")
+    if not acted:
+        click.echo(f"no deadline has passed unobserved ({result['runs_examined']} runs examined)")
 
 
 @click.command("answer")
@@ -112,13 +174,18 @@ def check(
     ledger_url: str | None,
     as_json: bool,
 ) -> None:
-    """Record a check made elsewhere (docs, changelog, upgrade test) for the approval report.
+    """Record a check made elsewhere (docs, installation files, a security scan) for the
+    approval report.
 
-    A later check of the same name supersedes the earlier one; both stay in the ledger.
+    NAME may have spaces ("installation files"): it is shown as typed and keyed by its safe
+    key (installation-files), which `--require` and `required-checks` match. A later check
+    of the same key supersedes the earlier one; both stay in the ledger. Built-in metrics
+    (gate, runtime-pin, changelog) are derived from the ledger and cannot be recorded.
 
     \b
     Examples:
       ledger check 3f2a docs --verdict pass --value "published 1.5.0"
+      ledger check 3f2a "installation files" --verdict pass --value "wheel and sdist"
       ledger check 3f2a upgrade-test --verdict fail --value "schema migration 12 failed"
     """
     with opened(ledger_url, create=False) as ledger:
@@ -128,7 +195,7 @@ def check(
         emit_json(result)
         return
     superseded = f" (supersedes position {result['supersedes']})" if result["supersedes"] else ""
-    click.echo(f"check {name}: {verdict}{superseded}")
+    click.echo(f"check {result['name']} ({result['key']}): {verdict}{superseded}")
 
 
 @click.command("approve")
@@ -141,14 +208,19 @@ def check(
 def approve(
     run: str, required: tuple[str, ...], out: str | None, ledger_url: str | None, as_json: bool
 ) -> None:
-    """The approval report: the gate, each check, the runtime pin — each with its deciding events.
+    """The approval report: `v<version> approval`, `approved: n/n` or `blocked: ...`, then the
+    gate, the built-in release checks (runtime-pin, changelog) and every recorded check, each
+    with its deciding events; waivers, decisions taken without the owner, open questions and
+    rollback commands (`[tool.release-ledger] rollback`, placeholders {version} {tag} {base}
+    {head} {run}).
 
-    Appends `ApprovalIssued`. Exit 0 ok, 1 when a metric fails, 3 when none fails but one is
-    unmeasured.
+    Required checks come from `[tool.release-ledger] required-checks` at head and --require;
+    one never recorded is unmeasured. Appends `ApprovalIssued`. Exit 0 ok (approved), 1 when a
+    metric fails, 3 when none fails but one is unmeasured.
 
     \b
     Examples:
-      ledger approve 3f2a --require docs --require changelog
+      ledger approve 3f2a --require docs --require "installation files"
       ledger approve 3f2a --out "$GITHUB_STEP_SUMMARY" --json
     """
     target = Path(out) if out else None
@@ -212,4 +284,4 @@ def audit(run: str, rule: str | None, ledger_url: str | None, as_json: bool) -> 
         sys.exit(EXIT_FAILED)
 
 
-COMMANDS = [questions, answer, check, approve, audit]
+COMMANDS = [questions, expire, answer, check, approve, audit]

@@ -20,9 +20,11 @@ COMMANDS: dict[str, str] = {
     "rebuild": "cli.cmd_views",
     "questions": "cli.cmd_owner",
     "answer": "cli.cmd_owner",
+    "expire": "cli.cmd_owner",
     "check": "cli.cmd_owner",
     "approve": "cli.cmd_owner",
     "audit": "cli.cmd_owner",
+    "report": "cli.cmd_report",
 }
 
 

@@ -331,10 +331,44 @@ MetricVerdict = Literal["pass", "fail", "unmeasured"]
 
 class CheckRecorded(Event):
     kind: Literal["CheckRecorded"] = "CheckRecorded"
-    name: str
+    name: str  # the safe key (letters, digits, '.', '_', '-')
     verdict: MetricVerdict
     value: str = ""
     by: str = ""
+    display_name: str = ""  # as the owner typed it ("installation files"); empty: the key
+
+
+class ChangelogFile(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    path: str
+    sha256: str  # the file's bytes at head (first `limit` bytes), stored as an artifact
+    size: int
+    truncated: bool = False
+
+
+class ReleaseInspected(Event):
+    """What head's tree says about the release, read once at gate start (git, no checkout):
+    the project's name and version, tags at head, changelog files and towncrier fragments,
+    and the `[tool.release-ledger]` settings. The built-in checks and the approval report
+    are pure functions of this evidence."""
+
+    kind: Literal["ReleaseInspected"] = "ReleaseInspected"
+    project: str | None = None
+    version: str | None = None
+    version_source: str = ""  # "pyproject.toml [project] version", "tag v1.2.0", ...
+    base_version: str | None = None
+    tags_at_head: list[str] = Field(default_factory=list)
+    tag: str | None = None  # the release's tag: one at head naming the version, else v<version>
+    changelog_files: list[ChangelogFile] = Field(default_factory=list)
+    towncrier: bool = False  # [tool.towncrier] configured at head
+    fragments: list[str] = Field(default_factory=list)  # towncrier fragments left at head
+    rollback: list[str] | None = None  # [tool.release-ledger] rollback, one command a line
+    required_checks: list[str] = Field(default_factory=list)
+    problems: list[str] = Field(default_factory=list)  # settings that could not be read
+
+    def artifact_hashes(self) -> list[str]:
+        return [f.sha256 for f in self.changelog_files]
 
 
 class ApprovalIssued(Event):
@@ -344,6 +378,9 @@ class ApprovalIssued(Event):
     rule_version: int = 1
     report_sha256: str
     required: list[str] = Field(default_factory=list)
+    # 1: the first report (gate, checks, runtime pin); 2: titled by version, built-in release
+    # checks, rollback commands from the recorded `ReleaseInspected`. Audit derives by it.
+    report_format: int = 1
 
 
 AnyEvent = Annotated[
@@ -371,6 +408,7 @@ AnyEvent = Annotated[
     | RecommendationTaken
     | QuestionParked
     | CheckRecorded
+    | ReleaseInspected
     | ApprovalIssued,
     Field(discriminator="kind"),
 ]
@@ -402,6 +440,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         RecommendationTaken,
         QuestionParked,
         CheckRecorded,
+        ReleaseInspected,
         ApprovalIssued,
     )
 }

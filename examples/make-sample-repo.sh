@@ -2,6 +2,7 @@
 # Create a small git repository to try the gate on: release v1.0.0, then a candidate that
 # keeps one preexisting failure, fixes one test and adds a test file (the gate passes:
 # exit 0). With --regression the candidate also breaks one test (the gate fails: exit 1).
+# The candidate is version 1.1.0 with a CHANGES.md naming it, so `ledger approve` approves it.
 #   examples/make-sample-repo.sh /tmp/sample && ledger gate --repo /tmp/sample --base v1.0.0
 set -euo pipefail
 dir=${1:?usage: make-sample-repo.sh DIR [--regression]}
@@ -39,6 +40,13 @@ cat > tests/test_fixed_later.py <<'PY'
 def test_rounding():
     assert round(2.675, 2) == 2.675  # fails at v1.0.0, fixed by the candidate
 PY
+cat > pyproject.toml <<'TOML'
+[project]
+name = "sample-calc"
+version = "1.0.0"
+requires-python = ">=3.11"
+TOML
+printf '# Changes\n\n## 1.0.0\n\n- first release\n' > CHANGES.md
 git add -A; git commit -qm "release 1.0.0"; git tag v1.0.0
 if [ "$regression" = "--regression" ]; then
   cat > calc.py <<'PY'
@@ -61,5 +69,7 @@ import calc
 def test_new_feature():
     assert calc.add(0, 0) == 0
 PY
-git add -A; git commit -qm "candidate"
+sed -i 's/^version = "1.0.0"/version = "1.1.0"/' pyproject.toml
+printf '# Changes\n\n## 1.1.0\n\n- rounding fixed, new feature\n\n## 1.0.0\n\n- first release\n' > CHANGES.md
+git add -A; git commit -qm "candidate 1.1.0"
 echo "sample repository ready in $dir (base v1.0.0, head main)"

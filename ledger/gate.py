@@ -180,9 +180,9 @@ def start(ledger: Ledger, options: GateOptions) -> str:
     head = git.resolve_commit(repo, options.head)
     base = git.resolve_commit(repo, options.base)
     run_id = ledger.new_run_id()
-    ledger.record(
-        run_id,
+    started = ledger.make(
         ev.RunStarted,
+        run_id,
         repo=str(repo),
         head_ref=options.head,
         base_ref=options.base,
@@ -196,6 +196,10 @@ def start(ledger: Ledger, options: GateOptions) -> str:
         python_version=".".join(str(v) for v in sys.version_info[:3]),
         runtime_pin=git.runtime_pin(repo, head),
     )
+    from ledger.release import release_event
+
+    inspected, artifacts = release_event(ledger, started)
+    ledger.append(run_id, [started, inspected], artifacts=artifacts)
     return run_id
 
 

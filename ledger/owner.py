@@ -20,8 +20,15 @@ from domain.rules import get_rule
 from domain.run_state import QuestionView, RunState, fold
 from ledger.clarify import expiry_events
 from ledger.gate import project
+from ledger.release import release_event
 from ledger.service import Ledger
-from projections.approval import NAME_PATTERN, RESERVED, ApprovalReport, approval_report
+from projections.approval import (
+    CURRENT_FORMAT,
+    RESERVED,
+    ApprovalReport,
+    approval_report,
+)
+from projections.checks import KEY_PATTERN, check_key
 from projections.verdict_view import verdict_document
 
 ATTEMPTS = 20  # optimistic appends retried after another writer got in first
@@ -53,6 +60,9 @@ def _question_dict(run_id: str, q: QuestionView, now: Any) -> dict[str, Any]:
         "asked_at": q.asked_at.isoformat(),
         "deadline": q.deadline.isoformat() if q.deadline else None,
         "overdue": bool(q.state == "open" and q.deadline is not None and now >= q.deadline),
+        "seconds_left": (
+            round((q.deadline - now).total_seconds(), 3) if q.deadline is not None else None
+        ),
         "state": q.state,
         "position": q.position,
     }
@@ -143,21 +153,27 @@ def _answerable(state: RunState, run_id: str, question_id: str, choice: str) -> 
 
 
 def check_name(name: str) -> str:
-    if not NAME_PATTERN.match(name):
+    """The safe key of a check name (as typed, e.g. "installation files"); BadInput when it
+    has no usable key or names a built-in check."""
+    key = check_key(name)
+    if not KEY_PATTERN.match(key) or len(name.strip()) > 120 or not name.isprintable():
         raise BadInput(
-            f"bad check name {name!r}: letters, digits, '.', '_' and '-', at most 64 characters"
+            f"bad check name {name!r}: at most 120 printable characters, with letters or "
+            "digits (the key keeps letters, digits, '.', '_' and '-')"
         )
-    if name in RESERVED:
-        raise BadInput(f"{name!r} is a metric of its own; name the check differently")
-    return name
+    if key in RESERVED:
+        raise BadInput(f"{key!r} is a built-in metric; name the check differently")
+    return key
 
 
 def record_check(
     ledger: Ledger, run_prefix: str, name: str, verdict: str, value: str, by: str
 ) -> dict[str, Any]:
-    """Append a `CheckRecorded`; a later one of the same name supersedes it in reports."""
+    """Append a `CheckRecorded` under the name's safe key (the name as typed is its display
+    name); a later one of the same key supersedes it in reports."""
     run_id = ledger.resolve(run_prefix)
-    check_name(name)
+    key = check_name(name)
+    display = " ".join(name.split())
     if verdict not in ("pass", "fail", "unmeasured"):
         raise BadInput(f"--verdict must be pass, fail or unmeasured, got {verdict!r}")
     records = ledger.read(run_id)
@@ -166,12 +182,21 @@ def record_check(
     earlier = [
         r.position
         for r in records
-        if isinstance(r.event, ev.CheckRecorded) and r.event.name == name
+        if isinstance(r.event, ev.CheckRecorded) and check_key(r.event.name) == key
     ]
-    event = ledger.record(run_id, ev.CheckRecorded, name=name, verdict=verdict, value=value, by=by)
+    event = ledger.record(
+        run_id,
+        ev.CheckRecorded,
+        name=key,
+        display_name=display if display != key else "",
+        verdict=verdict,
+        value=value,
+        by=by,
+    )
     return {
         "run_id": run_id,
-        "name": name,
+        "key": key,
+        "name": display,
         "verdict": verdict,
         "value": value,
         "by": by,
@@ -203,19 +228,52 @@ def derive_report(
     records: list[Recorded],
     rule: str,
     required: list[str],
+    report_format: int = CURRENT_FORMAT,
 ) -> ApprovalReport:
-    """The approval report from these records (a prefix of a run's stream)."""
+    """The approval report from these records (a prefix of a run's stream). Format 1 reads
+    its rollback template from the repository; later formats only from the ledger."""
     events = [r.event for r in records]
     started = next((e for e in events if isinstance(e, ev.RunStarted)), None)
     if started is None:
         raise BadInput("the run has no RunStarted event")
-    return approval_report(
-        [(r.position, r.event) for r in records],
-        ledger.artifacts_for(events),
-        get_rule(rule).decide,
-        required=required,
-        rollback_template=rollback_template(started),
-    )
+    try:
+        return approval_report(
+            [(r.position, r.event) for r in records],
+            ledger.artifacts_for(events),
+            get_rule(rule).decide,
+            required=required,
+            rollback_template=rollback_template(started) if report_format == 1 else None,
+            report_format=report_format,
+        )
+    except ValueError as error:
+        raise BadInput(str(error)) from None
+
+
+def _inspect_if_missing(ledger: Ledger, run_id: str) -> None:
+    """Runs started before `ReleaseInspected` existed: read head's tree now and record it."""
+    for _ in range(ATTEMPTS):
+        records = ledger.read(run_id)
+        if any(isinstance(r.event, ev.ReleaseInspected) for r in records):
+            return
+        started = ledger.started(run_id)
+        if not Path(started.repo).is_dir():
+            return  # the report says the evidence is missing
+        try:
+            event, artifacts = release_event(ledger, started)
+        except (OSError, RuntimeError, BadInput):
+            return
+        try:
+            ledger.append(run_id, [event], artifacts=artifacts, expected_length=len(records))
+            return
+        except ConcurrencyConflict:
+            continue
+
+
+def _required_key(name: str) -> str:
+    key = check_key(name)
+    if not KEY_PATTERN.match(key):
+        raise BadInput(f"bad --require name {name!r}: it needs letters or digits")
+    return key
 
 
 def approve(
@@ -223,7 +281,8 @@ def approve(
 ) -> ApprovalReport:
     """Derive the report, store its Markdown, append `ApprovalIssued` (outcome, rule, sha256)."""
     run_id = ledger.resolve(run_prefix)
-    required = sorted({check_name(n) for n in required})
+    required = sorted({_required_key(n) for n in required})
+    _inspect_if_missing(ledger, run_id)
     for _ in range(ATTEMPTS):
         records = ledger.read(run_id)
         started = ledger.started(run_id)
@@ -238,6 +297,7 @@ def approve(
             rule_version=report.rule_version,
             report_sha256=report.sha256,
             required=required,
+            report_format=report.report_format,
         )
         try:
             ledger.append(
@@ -327,7 +387,9 @@ def audit(ledger: Ledger, run_prefix: str, rule: str | None = None) -> dict[str,
             "issued_sha256": issued.report_sha256,
         }
         try:
-            derived = derive_report(ledger, prefix, issued.rule, list(issued.required))
+            derived = derive_report(
+                ledger, prefix, issued.rule, list(issued.required), issued.report_format
+            )
         except BadInput as error:
             entries.append(
                 AuditEntry(**base, derived_sha256=None, derives=False, problem=str(error))
@@ -342,7 +404,7 @@ def audit(ledger: Ledger, run_prefix: str, rule: str | None = None) -> dict[str,
                 problem = (
                     f"rule {issued.rule} is now v{current} (issued under v{issued.rule_version})"
                 )
-            elif not repo.is_dir():
+            elif not repo.is_dir() and issued.report_format == 1:
                 problem = f"repository {repo} is gone: its rollback template cannot be re-read"
             else:
                 problem = "the same events and rule no longer give the same report"
@@ -359,7 +421,7 @@ def audit(ledger: Ledger, run_prefix: str, rule: str | None = None) -> dict[str,
                 )
         compared = None
         if rule is not None:
-            other = derive_report(ledger, prefix, rule, list(issued.required))
+            other = derive_report(ledger, prefix, rule, list(issued.required), issued.report_format)
             compared = _differences(derived, other)
         entries.append(
             AuditEntry(

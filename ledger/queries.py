@@ -8,7 +8,7 @@ from domain.rules import get_rule
 from domain.run_state import fold
 from ledger.service import Ledger
 from projections.status import run_status
-from projections.timeline import TimelineLine, timeline
+from projections.timeline import TimelineGroup, TimelineLine, grouped_timeline, timeline
 
 
 def list_runs(ledger: Ledger) -> list[dict[str, Any]]:
@@ -40,6 +40,12 @@ def run_timeline(ledger: Ledger, run_id: str) -> list[TimelineLine]:
     records = ledger.read(run_id)
     events = [r.event for r in records]
     return timeline([(r.position, r.event) for r in records], ledger.artifacts_for(events))
+
+
+def run_timeline_grouped(ledger: Ledger, run_id: str) -> list[TimelineLine | TimelineGroup]:
+    records = ledger.read(run_id)
+    events = [r.event for r in records]
+    return grouped_timeline([(r.position, r.event) for r in records], ledger.artifacts_for(events))
 
 
 def run_verdict(ledger: Ledger, run_id: str) -> dict[str, Any] | None:

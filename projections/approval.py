@@ -1,12 +1,19 @@
 """The approval report: one table of metrics, each with the events that decided it.
 
 Pure: the report is derived from a prefix of the run's events (and the artifacts they
-reference), a rule, the required check names and the repository's rollback template, so the
-same inputs always give the same bytes — which is what `ledger audit` checks by sha256.
+reference), a rule, the required check names and — for the first format — the repository's
+rollback template, so the same inputs always give the same bytes — which is what
+`ledger audit` checks by sha256.
+
+Two formats, both kept so every issued report still derives: format 1 (the gate, recorded
+checks, the runtime pin; rollback text read from the repository) and format 2 (titled by the
+release's version, one-line `approved: n/n` summary, the built-in release checks of
+`projections.checks`, rollback commands from the recorded `ReleaseInspected`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -16,50 +23,44 @@ from typing import Any
 from domain import events as ev
 from domain.run_state import RunState, fold
 from domain.verdict import Verdict
+from projections.checks import (
+    BUILTIN_CHECKS,
+    Evidence,
+    Index,
+    Metric,
+    check_key,
+    gate_metric_v1,
+    pin_metric,
+    pin_satisfied,
+)
 
-GATE = "gate"
-RUNTIME_PIN = "runtime-pin"
-RESERVED = (GATE, RUNTIME_PIN)
+__all__ = ["ApprovalReport", "approval_report", "outcome_of", "pin_satisfied", "render_rollback"]
+
+RESERVED = tuple(BUILTIN_CHECKS)
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-GATE_VERDICTS = {"passed": "pass", "failed": "fail"}  # unmeasured, awaiting, parked: unmeasured
 OUTCOME_EXIT = {"ok": 0, "failed": 1, "unmeasured": 3}
+CURRENT_FORMAT = 2
+
+# The default rollback of a Python project's release, one command a line ({placeholders}
+# without a recorded value are left for the reader to fill).
+DEFAULT_ROLLBACK_COMMANDS = (
+    "# hide the GitHub release and delete its tag (the tag push is what publishes)",
+    "gh release edit {tag} --draft",
+    "git push --delete origin {tag} && git tag --delete {tag}",
+    "# PyPI files cannot be replaced: yank {version} so installers skip it",
+    "#   https://pypi.org/manage/project/{project}/release/{version}/",
+    "# users go back to the previous release",
+    "python -m pip install '{project}=={base_version}'",
+    "# revert the candidate's commits on the release branch",
+    "git revert --no-edit {base}..{head}",
+    "# the evidence: ledger show {run}",
+)
 
 DEFAULT_ROLLBACK = (
     "Keep or redeploy the previous release `{base_ref}` (commit `{base}`) instead of the "
     "candidate `{head_ref}` (commit `{head}`). The candidate's evidence stays in run `{run_id}`: "
     "`ledger show {run_id}` tells its story."
 )
-
-
-@dataclass(frozen=True)
-class Deciding:
-    """An event that decided a metric: its ledger position, kind, time and what it says."""
-
-    position: int
-    kind: str
-    at: str
-    note: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"position": self.position, "kind": self.kind, "at": self.at, "note": self.note}
-
-
-@dataclass(frozen=True)
-class Metric:
-    name: str
-    value: str
-    verdict: str  # pass, fail, unmeasured
-    events: tuple[Deciding, ...] = ()
-    why: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "value": self.value,
-            "verdict": self.verdict,
-            "why": self.why,
-            "events": [d.as_dict() for d in self.events],
-        }
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,11 @@ class ApprovalReport:
     open_questions: tuple[str, ...]
     rollback: str
     markdown: str = field(repr=False)
+    report_format: int = 1
+    title: str = ""
+    summary: str = ""
+    version: str | None = None
+    tag: str | None = None
 
     @property
     def sha256(self) -> str:
@@ -98,6 +104,11 @@ class ApprovalReport:
             "decided_without_owner": list(self.without_owner),
             "open_questions": list(self.open_questions),
             "rollback": self.rollback,
+            "report_format": self.report_format,
+            "title": self.title,
+            "summary": self.summary,
+            "version": self.version,
+            "tag": self.tag,
             "report_sha256": self.sha256,
             "markdown": self.markdown,
         }
@@ -113,160 +124,8 @@ def outcome_of(verdicts: Iterable[str]) -> str:
     return "ok"
 
 
-# --- the runtime pin ----------------------------------------------------------------------------
-
-_CLAUSE = re.compile(r"^\s*(~=|===|==|!=|<=|>=|<|>)?\s*([0-9][0-9A-Za-z.*+!-]*)\s*$")
-
-
-def _release(text: str) -> tuple[int, ...] | None:
-    parts = []
-    for piece in text.split("."):
-        digits = re.match(r"\d+", piece)
-        if digits is None:
-            return None
-        parts.append(int(digits.group()))
-        if digits.group() != piece:
-            break  # 3.12.0rc1: compare the release numbers only
-    return tuple(parts)
-
-
-def _pad(v: tuple[int, ...], n: int) -> tuple[int, ...]:
-    return v + (0,) * (n - len(v))
-
-
-def _clause_holds(version: tuple[int, ...], op: str, spec: str) -> bool | None:
-    if spec.endswith(".*"):
-        prefix = _release(spec[:-2])
-        if prefix is None or op not in ("==", "!="):
-            return None
-        same = version[: len(prefix)] == prefix
-        return same if op == "==" else not same
-    target = _release(spec)
-    if target is None:
-        return None
-    n = max(len(version), len(target))
-    v, t = _pad(version, n), _pad(target, n)
-    if op == "~=":
-        return None if len(target) < 2 else v >= t and version[: len(target) - 1] == target[:-1]
-    compare: dict[str, Callable[[tuple[int, ...], tuple[int, ...]], bool]] = {
-        "==": lambda a, b: a == b,
-        "===": lambda a, b: a == b,
-        "!=": lambda a, b: a != b,
-        ">=": lambda a, b: a >= b,
-        "<=": lambda a, b: a <= b,
-        ">": lambda a, b: a > b,
-        "<": lambda a, b: a < b,
-    }
-    return compare[op](v, t) if op in compare else None
-
-
-def pin_satisfied(python_version: str, pin: str) -> bool | None:
-    """Does the Python the gate ran under satisfy the pin? None when it cannot be read.
-
-    `.python-version` style pins (`3.11`, `3.11.4`, `cpython-3.11`) match by prefix;
-    `requires-python` style specifiers (`>=3.10,<3.13`, `~=3.11`, `==3.11.*`) are compared
-    on release numbers.
-    """
-    version = _release(python_version)
-    if version is None or not pin.strip():
-        return None
-    text = pin.strip()
-    if not any(c in text for c in "<>=!~,"):
-        bare = re.sub(r"^[A-Za-z]+-?", "", text)  # cpython-3.11, python3.11
-        target = _release(bare)
-        if target is None:
-            return None
-        return version[: len(target)] == target
-    results = []
-    for clause in text.split(","):
-        if not clause.strip():
-            continue
-        match = _CLAUSE.match(clause)
-        if match is None:
-            return None
-        held = _clause_holds(version, match.group(1) or "==", match.group(2))
-        if held is None:
-            return None
-        results.append(held)
-    return all(results) if results else None
-
-
-# --- metrics ------------------------------------------------------------------------------------
-
-
-def _deciding(position: int, e: ev.Event, note: str = "") -> Deciding:
-    return Deciding(position, e.kind, e.at.isoformat(), note)
-
-
-class _Events:
-    """Position lookups over the report's events."""
-
-    def __init__(self, events: Sequence[tuple[int, ev.Event]]) -> None:
-        self.by_position = dict(events)
-        self.measure_failed: dict[str, int] = {}
-        for position, e in events:
-            if isinstance(e, ev.MeasurementFailed):
-                self.measure_failed[e.file] = position
-
-    def at(self, position: int | None, note: str = "") -> list[Deciding]:
-        if position is None or position not in self.by_position:
-            return []
-        return [_deciding(position, self.by_position[position], note)]
-
-
-def _gate_metric(state: RunState, verdict: Verdict, index: _Events) -> Metric:
-    assert state.started is not None
-    decided: list[Deciding] = []
-    first = min(index.by_position) if index.by_position else 1
-    decided += index.at(first, f"rule {verdict.rule} v{verdict.rule_version}")
-    introduced_files = {t.split("::", 1)[0] for t in verdict.introduced}
-    unmeasured_shards = {(u.shard, u.revision) for u in verdict.unmeasured}
-    for u in verdict.unmeasured:
-        if u.shard == "measure":
-            for file in u.files:
-                decided += index.at(index.measure_failed.get(file), f"{file}: {u.reason}")
-    waived = {f: w for w in verdict.waivers for f in w["files"]}
-    for file in sorted(waived):
-        decided += index.at(index.measure_failed.get(file), f"{file}: waived")
-    for shard in sorted(state.leaves(), key=lambda s: s.id):
-        for revision in ("head", "base"):
-            latest = shard.latest(revision)
-            if latest is None:
-                continue
-            if (shard.id, revision) in unmeasured_shards:
-                decided += index.at(latest.position, f"{shard.id} at {revision}: unmeasured")
-            elif not latest.assessment.measured and set(shard.files) <= set(waived):
-                decided += index.at(latest.position, f"{shard.id} at {revision}: waived")
-            elif verdict.status == "passed" or (
-                revision == "head" and introduced_files & set(shard.files)
-            ):
-                decided += index.at(latest.position, f"{shard.id} at {revision}")
-    for (file, revision), iso in sorted(state.isolations.items()):
-        if file in introduced_files or any(t.startswith(f"{file}::") for t in verdict.flaky):
-            decided += index.at(iso.position, f"{file} alone at {revision}")
-    for q in sorted(state.questions.values(), key=lambda q: q.position):
-        for position, _kind in q.history:
-            decided += index.at(position, q.id)
-    decided += index.at(state.completed_position)
-    value = verdict.status
-    measured = "every shard measured at head and base" + (
-        " but the waived files" if verdict.waivers else ""
-    )
-    why = "; ".join(verdict.reasons) or f"{measured}, nothing introduced"
-    for w in verdict.waivers:
-        why += f"; {', '.join(w['files'])} waived by {w['by']} ({w['question']})"
-    unique = {d.position: d for d in decided}
-    return Metric(
-        GATE,
-        value,
-        GATE_VERDICTS.get(verdict.status, "unmeasured"),
-        tuple(unique[p] for p in sorted(unique)),
-        why,
-    )
-
-
 def _check_metrics(
-    state: RunState, index: _Events, events: Sequence[tuple[int, ev.Event]], required: Sequence[str]
+    state: RunState, index: Index, events: Sequence[tuple[int, ev.Event]], required: Sequence[str]
 ) -> list[Metric]:
     metrics = []
     for name in sorted(state.checks):
@@ -300,27 +159,6 @@ def _check_metrics(
             )
         )
     return metrics
-
-
-def _pin_metric(state: RunState, index: _Events) -> Metric:
-    started = state.started
-    assert started is not None
-    first = min(index.by_position) if index.by_position else 1
-    ran = started.python_version or "unknown"
-    if not started.runtime_pin:
-        why = "the repository pins no Python (.python-version or requires-python) at head"
-        return Metric(
-            RUNTIME_PIN, f"python {ran}, no pin", "unmeasured", tuple(index.at(first)), why
-        )
-    held = pin_satisfied(started.python_version, started.runtime_pin)
-    value = f"python {ran} against {started.runtime_pin}"
-    if held is None:
-        verdict, why = "unmeasured", "the version or the pin could not be read"
-    elif held:
-        verdict, why = "pass", "the gate ran under the pinned Python"
-    else:
-        verdict, why = "fail", "the gate ran under another Python than the repository pins"
-    return Metric(RUNTIME_PIN, value, verdict, tuple(index.at(first, value)), why)
 
 
 # --- questions, waivers, rollback -----------------------------------------------------------------
@@ -373,7 +211,7 @@ def _cell(text: str) -> str:
 
 
 def _markdown(
-    state: RunState, report: dict[str, Any], metrics: Sequence[Metric], index: _Events
+    state: RunState, report: dict[str, Any], metrics: Sequence[Metric], index: Index
 ) -> str:
     started = state.started
     assert started is not None
@@ -426,17 +264,34 @@ def approval_report(
     *,
     required: Sequence[str] = (),
     rollback_template: str | None = None,
+    report_format: int = CURRENT_FORMAT,
 ) -> ApprovalReport:
-    """The report from the run's events up to now (earlier `ApprovalIssued` events ignored)."""
+    """The report from the run's events up to now (earlier `ApprovalIssued` events ignored).
+
+    `rollback_template` is read by format 1 only; format 2 reads the recorded evidence."""
+    if report_format == 1:
+        return _report_v1(events, artifacts, decide, required, rollback_template)
+    if report_format == 2:
+        return _report_v2(events, artifacts, decide, required)
+    raise ValueError(f"unknown report format {report_format}")
+
+
+def _report_v1(
+    events: Sequence[tuple[int, ev.Event]],
+    artifacts: Mapping[str, bytes],
+    decide: Callable[[RunState], Verdict],
+    required: Sequence[str],
+    rollback_template: str | None,
+) -> ApprovalReport:
     facts = [(p, e) for p, e in events if not isinstance(e, ev.ApprovalIssued)]
     state = fold(facts, artifacts)
     if state.started is None:
         raise ValueError("the events hold no RunStarted")
     verdict = decide(state)
-    index = _Events(facts)
-    metrics = [_gate_metric(state, verdict, index)]
+    index = Index(facts)
+    metrics = [gate_metric_v1(state, verdict, index)]
     metrics += _check_metrics(state, index, facts, required)
-    metrics.append(_pin_metric(state, index))
+    metrics.append(pin_metric(state, index))
     outcome = outcome_of(m.verdict for m in metrics)
     waivers, without, still_open = _story(state)
     started = state.started
@@ -478,3 +333,173 @@ def approval_report(
         rollback=rollback,
         markdown=_markdown(state, summary, metrics, index),
     )
+
+
+# --- format 2 ------------------------------------------------------------------------------------
+
+
+def _recorded_metrics(
+    state: RunState, index: Index, facts: Sequence[tuple[int, ev.Event]], required: Sequence[str]
+) -> list[Metric]:
+    """Recorded checks by key (a later one supersedes), then required ones never recorded."""
+    metrics = []
+    latest: dict[str, tuple[int, ev.CheckRecorded]] = {}
+    earlier: dict[str, list[int]] = {}
+    for position, e in facts:
+        if isinstance(e, ev.CheckRecorded):
+            key = check_key(e.name)
+            if key in latest:
+                earlier.setdefault(key, []).append(latest[key][0])
+            latest[key] = (position, e)
+    for key in sorted(latest):
+        position, check = latest[key]
+        name = check.display_name or check.name
+        shown_key = key
+        if key in BUILTIN_CHECKS:  # recorded before the name became a built-in check
+            name, shown_key = f"{name} (recorded)", f"{key}-recorded"
+        why = f"recorded {check.verdict}" + (f" by {check.by}" if check.by else "")
+        if earlier.get(key):
+            why += "; supersedes the check at position " + ", ".join(map(str, earlier[key]))
+        note = f"by {check.by}" if check.by else ""
+        metrics.append(
+            Metric(name, check.value or check.verdict, check.verdict,
+                   tuple(index.at(position, note)), why, key=shown_key)
+        )  # fmt: skip
+    for key in sorted(set(required) - set(latest) - set(BUILTIN_CHECKS)):
+        why = "required, but no check of this name was recorded"
+        metrics.append(Metric(key, "missing", "unmeasured", (), why, key=key))
+    return metrics
+
+
+def summary_line(outcome: str, metrics: Sequence[Metric]) -> str:
+    """`approved: 6/6` or `blocked: 5/6 (changelog unmeasured)`."""
+    passing = sum(1 for m in metrics if m.verdict == "pass")
+    counted = f"{passing}/{len(metrics)}"
+    if outcome == "ok":
+        return f"approved: {counted}"
+    others = [f"{m.name} {m.verdict}" for m in metrics if m.verdict != "pass"]
+    return f"blocked: {counted} ({', '.join(others)})"
+
+
+def _fence(lines: Sequence[str]) -> list[str]:
+    longest = max((len(run) for line in lines for run in re.findall(r"`+", line)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [f"{fence}sh", *lines, fence]
+
+
+def _markdown_v2(
+    state: RunState, release: ev.ReleaseInspected | None, report: ApprovalReport
+) -> str:
+    started = state.started
+    assert started is not None
+    where = f"`{started.repo}`"
+    if release is not None and release.project:
+        where = f"`{release.project}` in {where}"
+    lines = [
+        f"# {report.title}",
+        "",
+        f"**{report.summary}** — run `{state.run_id}`, rule `{report.rule}` "
+        f"v{report.rule_version}, ledger positions 1–{report.through}.",
+        "",
+        f"Candidate `{started.head_ref}` (`{started.head[:12]}`) of {where} against base "
+        f"`{started.base_ref}` (`{started.base[:12]}`).",
+    ]
+    if release is not None and release.version:
+        tag = f"; tag `{release.tag}`" if release.tag else ""
+        if release.tag and release.tag not in release.tags_at_head:
+            tag += " (not at head when the gate started)"
+        lines[-1] += f" Version {release.version} from {release.version_source}{tag}."
+    for problem in release.problems if release is not None else ():
+        lines += ["", f"> {' '.join(problem.split())}"]
+    lines += ["", "| # | metric | value | verdict |", "| --- | --- | --- | --- |"]
+    for number, m in enumerate(report.metrics, start=1):
+        lines.append(f"| {number} | {_cell(m.name)} | {_cell(m.value)} | {m.verdict} |")
+    lines += ["", "## Why", ""]
+    for number, m in enumerate(report.metrics, start=1):
+        lines.append(f"{number}. **{_cell(m.name)}** — {m.verdict}: {_cell(m.why)}.")
+        if not m.events:
+            lines.append("   - no event in the ledger decides it")
+        for d in m.events:
+            note = f" — {_cell(d.note)}" if d.note else ""
+            lines.append(f"   - {d.kind} at {d.at}, position {d.position}{note}")
+    for heading, items in (
+        ("Waivers", report.waivers),
+        ("Decided without the owner", report.without_owner),
+        ("Open questions", report.open_questions),
+    ):
+        lines += ["", f"## {heading}", ""]
+        lines += [f"- {_cell(item)}" for item in items] or ["- none"]
+    lines += ["", "## Rollback", "", *_fence(report.rollback.split("\n")), ""]
+    return "\n".join(lines)
+
+
+def _report_v2(
+    events: Sequence[tuple[int, ev.Event]],
+    artifacts: Mapping[str, bytes],
+    decide: Callable[[RunState], Verdict],
+    required: Sequence[str],
+) -> ApprovalReport:
+    facts = [(p, e) for p, e in events if not isinstance(e, ev.ApprovalIssued)]
+    state = fold(facts, artifacts)
+    started = state.started
+    if started is None:
+        raise ValueError("the events hold no RunStarted")
+    verdict = decide(state)
+    index = Index(facts)
+    release_position, release = None, None
+    for position, e in facts:
+        if isinstance(e, ev.ReleaseInspected):
+            release_position, release = position, e
+    evidence = Evidence(state, verdict, index, release, release_position, artifacts)
+    wanted = {check_key(n) for n in required}
+    wanted |= {check_key(n) for n in (release.required_checks if release else ())}
+    metrics = [check(evidence) for check in BUILTIN_CHECKS.values()]
+    metrics += _recorded_metrics(state, index, facts, sorted(wanted))
+    outcome = outcome_of(m.verdict for m in metrics)
+    waivers, without, still_open = _story(state)
+    through = max((p for p, _ in events), default=0)
+    values = {
+        "run": state.run_id,
+        "run_id": state.run_id,
+        "head": started.head,
+        "head_ref": started.head_ref,
+        "base": started.base,
+        "base_ref": started.base_ref,
+        "repo": started.repo,
+        "rule": verdict.rule,
+        "outcome": outcome,
+    }
+    version = release.version if release else None
+    tag = release.tag if release else None
+    for name, known in (
+        ("version", version),
+        ("tag", tag),
+        ("project", release.project if release else None),
+        ("base_version", release.base_version if release else None),
+    ):
+        if known:
+            values[name] = known
+    template = release.rollback if release and release.rollback else DEFAULT_ROLLBACK_COMMANDS
+    rollback = "\n".join(render_rollback(line, values) if line.strip() else ""
+                         for line in template)  # fmt: skip
+    title = f"v{version} approval" if version else f"{started.head_ref} approval (version unknown)"
+    report = ApprovalReport(
+        run_id=state.run_id,
+        rule=verdict.rule,
+        rule_version=verdict.rule_version,
+        outcome=outcome,
+        metrics=tuple(metrics),
+        required=tuple(sorted(wanted)),
+        through=through,
+        waivers=tuple(waivers),
+        without_owner=tuple(without),
+        open_questions=tuple(still_open),
+        rollback=rollback,
+        markdown="",
+        report_format=2,
+        title=title,
+        summary=summary_line(outcome, metrics),
+        version=version,
+        tag=tag,
+    )
+    return dataclasses.replace(report, markdown=_markdown_v2(state, release, report))

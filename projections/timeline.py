@@ -212,6 +212,19 @@ def _check(e: ev.CheckRecorded, _: Mapping[str, bytes]) -> str:
     return f"check {e.name}: {e.verdict}{value}{by}"
 
 
+def _release(e: ev.ReleaseInspected, _: Mapping[str, bytes]) -> str:
+    version = f"version {e.version} ({e.version_source})" if e.version else "version unknown"
+    changelogs = ", ".join(f.path for f in e.changelog_files) or "no changelog file"
+    text = f"release inspected at head: {version}, tag {e.tag or '-'}, {changelogs}"
+    if e.fragments:
+        text += f", {len(e.fragments)} towncrier fragments"
+    if e.required_checks:
+        text += f", required checks: {', '.join(e.required_checks)}"
+    for problem in e.problems:
+        text += f"; {problem}"
+    return text
+
+
 def _approval(e: ev.ApprovalIssued, _: Mapping[str, bytes]) -> str:
     required = f", required checks: {', '.join(e.required)}" if e.required else ""
     return (
@@ -254,6 +267,7 @@ DESCRIBERS: dict[type[ev.Event], Describer] = {
     ev.RecommendationTaken: _taken,
     ev.QuestionParked: _parked,
     ev.CheckRecorded: _check,
+    ev.ReleaseInspected: _release,
     ev.ApprovalIssued: _approval,
     ev.RunInterrupted: _interrupted,
     ev.RunResumed: _resumed,
@@ -280,3 +294,155 @@ def timeline(
             placed[event.shard] = event.member
         lines.append(TimelineLine(position, event.at.isoformat(), event.kind, text))
     return lines
+
+
+# --- grouping long runs of one kind (ledger show without --all) ------------------------------
+
+GROUP_AT = 6  # consecutive events of one kind from which `ledger show` prints one summary
+NAMED = 8  # attempts that were not clean, named one by one in a group's summary
+
+
+@dataclass(frozen=True)
+class TimelineGroup:
+    """Consecutive events of one kind, summarised in one line."""
+
+    first: int
+    last: int
+    at: str
+    kind: str
+    count: int
+    text: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"first": self.first, "last": self.last, "at": self.at, "kind": self.kind,
+                "count": self.count, "text": self.text}  # fmt: skip
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[middle]
+    return (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def _mb(value: float) -> str:
+    return f"{value:.0f} MB"
+
+
+def _sized(label: str, events: Sequence[ev.FileMeasured | ev.MeasurementReused]) -> str:
+    rss = [e.rss_mb for e in events]
+    seconds = [e.seconds for e in events]
+    slowest = max(events, key=lambda e: (e.seconds, e.file))
+    largest = max(events, key=lambda e: (e.rss_mb, e.file))
+    return (
+        f"{label}: {_mb(_median(rss))} median peak, {_median(seconds):.1f} s median, "
+        f"slowest {slowest.file} ({slowest.seconds:.1f} s), largest {largest.file} "
+        f"({_mb(largest.rss_mb)})"
+    )
+
+
+def _group_measured(events: Sequence[Any], _: Mapping[str, bytes]) -> str:
+    empty = sum(1 for e in events if e.exit_code == 5)
+    text = _sized(f"measured {len(events)} files", events)
+    return text + (f"; {empty} hold no test" if empty else "")
+
+
+def _group_reused(events: Sequence[Any], _: Mapping[str, bytes]) -> str:
+    runs = sorted({e.from_run[:8] for e in events})
+    return _sized(f"reused {len(events)} measurements from run {', '.join(runs)}", events)
+
+
+def _group_failed(events: Sequence[Any], _: Mapping[str, bytes]) -> str:
+    reasons: dict[str, int] = {}
+    for e in events:
+        reasons[e.reason] = reasons.get(e.reason, 0) + 1
+    counted = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))
+    return f"measuring {len(events)} files failed ({counted}): {_files([e.file for e in events])}"
+
+
+def _group_attempts(events: Sequence[Any], artifacts: Mapping[str, bytes]) -> str:
+    revisions = {r: sum(1 for e in events if e.revision == r) for r in ("head", "base")}
+    clean = [e for e in events if e.exit_code == 0 and e.signal is None
+             and not (e.timed_out or e.oom or e.infrastructure_failure)]  # fmt: skip
+    others = [e for e in events if e not in clean]
+    slowest = max(events, key=lambda e: (e.seconds, e.shard))
+    text = (
+        f"{len(events)} shard attempts ({revisions['head']} at head, {revisions['base']} at "
+        f"base): {len(clean)} exit 0; slowest {slowest.shard} at {slowest.revision} "
+        f"({slowest.seconds:.1f} s), {_mb(_median([e.rss_mb for e in events]))} median peak"
+    )
+    for e in others[:NAMED]:
+        text += f"; {e.shard} at {e.revision}: " + _exit(e.exit_code, e.signal, e.timed_out, e.oom)
+        if e.infrastructure_failure:
+            text += f" ({e.infrastructure_failure})"
+        text += _report_summary(e.report_hash, e.files, artifacts)
+    if len(others) > NAMED:
+        text += f"; and {len(others) - NAMED} more not clean"
+    return text
+
+
+def _group_isolations(events: Sequence[Any], artifacts: Mapping[str, bytes]) -> str:
+    heads = [e for e in events if e.revision == "head"]
+    failing = [e for e in heads if e.exit_code != 0]
+    text = (
+        f"{len(events)} files run alone ({len(heads)} at head, {len(events) - len(heads)} at "
+        f"base); {len(failing)} fail alone at head"
+    )
+    for e in failing[:NAMED]:
+        text += f"; {e.file}" + _report_summary(e.report_hash, [e.file], artifacts)
+    if len(failing) > NAMED:
+        text += f"; and {len(failing) - NAMED} more"
+    return text
+
+
+def _group_placed(events: Sequence[Any], _: Mapping[str, bytes]) -> str:
+    members: dict[str, int] = {}
+    for e in events:
+        members[e.member] = members.get(e.member, 0) + 1
+    counted = ", ".join(f"{m} ×{n}" for m, n in sorted(members.items()))
+    return f"placed {len(events)} shards: {counted}"
+
+
+GROUPERS: dict[str, Callable[[Sequence[Any], Mapping[str, bytes]], str]] = {
+    "FileMeasured": _group_measured,
+    "MeasurementReused": _group_reused,
+    "MeasurementFailed": _group_failed,
+    "ShardAttemptRecorded": _group_attempts,
+    "ShardPlaced": _group_placed,
+    "IsolationRecorded": _group_isolations,
+}
+
+
+def grouped_timeline(
+    events: Sequence[tuple[int, ev.Event]],
+    artifacts: Mapping[str, bytes],
+    *,
+    at_least: int = GROUP_AT,
+) -> list[TimelineLine | TimelineGroup]:
+    """The timeline with every run of `at_least` or more consecutive events of one groupable
+    kind (measurements, attempts, placements) summarised in one line; the rest as is."""
+    lines = timeline(events, artifacts)
+    out: list[TimelineLine | TimelineGroup] = []
+    index = 0
+    while index < len(events):
+        kind = events[index][1].kind
+        end = index
+        while end < len(events) and events[end][1].kind == kind:
+            end += 1
+        if kind in GROUPERS and end - index >= at_least:
+            chunk = [e for _, e in events[index:end]]
+            out.append(
+                TimelineGroup(
+                    events[index][0],
+                    events[end - 1][0],
+                    chunk[0].at.isoformat(),
+                    kind,
+                    len(chunk),
+                    GROUPERS[kind](chunk, artifacts),
+                )
+            )
+        else:
+            out.extend(lines[index:end])
+        index = end
+    return out

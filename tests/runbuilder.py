@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -57,6 +58,24 @@ class RunBuilder:
         event = cls(run_id=self.run_id, at=self.clock, **fields)
         self.events.append(event)
         return event
+
+    def release(
+        self,
+        version: str | None = "1.2.0",
+        changelog: bytes | None = b"# Changes\n\n## 1.2.0\n\n- fixed things\n",
+        **fields: Any,
+    ) -> RunBuilder:
+        """A `ReleaseInspected` for head: the version and one CHANGES.md (None: no file)."""
+        files = []
+        if changelog is not None:
+            digest = hashlib.sha256(changelog).hexdigest()
+            self.artifacts[digest] = changelog
+            files.append({"path": "CHANGES.md", "sha256": digest, "size": len(changelog)})
+        fields.setdefault("project", "demo")
+        fields.setdefault("tag", f"v{version}" if version else None)
+        fields.setdefault("version_source", "pyproject.toml [project] version" if version else "")
+        self.add(ev.ReleaseInspected, version=version, changelog_files=files, **fields)
+        return self
 
     def discover(self, files: list[str], missing_at_base: list[str] | None = None) -> RunBuilder:
         self.add(ev.TestFilesDiscovered, files=files, missing_at_base=missing_at_base or [])

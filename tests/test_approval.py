@@ -25,7 +25,7 @@ NOW = datetime(2026, 1, 2, tzinfo=UTC)
 
 def gate_run(kind: str) -> RunBuilder:
     """A run whose gate metric is pass, fail or unmeasured."""
-    run = RunBuilder().discover([A]).plan({"s01": [A]})
+    run = RunBuilder().release().discover([A]).plan({"s01": [A]})
     if kind == "pass":
         run.attempt("s01", "head", [A], {f"{A}::t": "passed"})
     elif kind == "fail":
@@ -82,6 +82,7 @@ def test_outcome_for_every_mix_of_metric_verdicts(gate: str, pin: str, check: st
     assert verdicts == {
         "gate": gate,
         "runtime-pin": pin,
+        "changelog": "pass",
         "docs": "unmeasured" if check == "missing" else check,
     }
     everything = [gate, pin, "unmeasured" if check == "missing" else check]
@@ -103,8 +104,8 @@ def test_outcome_of() -> None:
 
 
 def test_missing_required_check_is_unmeasured_with_value_missing() -> None:
-    report = report_of(pinned(gate_run("pass"), "3.11.7", "3.11"), required=("changelog",))
-    (missing,) = [m for m in report.metrics if m.name == "changelog"]
+    report = report_of(pinned(gate_run("pass"), "3.11.7", "3.11"), required=("docs",))
+    (missing,) = [m for m in report.metrics if m.name == "docs"]
     assert (missing.value, missing.verdict, missing.events) == ("missing", "unmeasured", ())
     assert report.outcome == "unmeasured"
 
@@ -124,7 +125,7 @@ def test_a_later_check_supersedes_and_both_stay() -> None:
 # --- the report ----------------------------------------------------------------------------------
 
 
-def test_markdown_table_why_and_rollback() -> None:
+def test_format_1_markdown_table_why_and_rollback() -> None:
     run = pinned(gate_run("unmeasured"), "3.11.7", ">=3.11")
     run.add(ev.CheckRecorded, name="docs", verdict="pass", value="published")
     report = approval_report(
@@ -132,6 +133,7 @@ def test_markdown_table_why_and_rollback() -> None:
         run.artifacts,
         get_rule("default").decide,
         rollback_template="helm rollback web {base_ref} (run {run_id}, {unknown})",
+        report_format=1,
     )
     md = report.markdown
     assert "| # | metric | value | verdict |" in md
@@ -141,7 +143,9 @@ def test_markdown_table_why_and_rollback() -> None:
     assert "## Why" in md and "ShardAttemptRecorded at 2026-01-01T" in md
     assert "s01 at head: unmeasured" in md
     assert f"helm rollback web v1 (run {run.run_id}, {{unknown}})" in md
-    default = report_of(run).markdown
+    default = approval_report(
+        positioned(run), run.artifacts, get_rule("default").decide, report_format=1
+    ).markdown
     assert "previous release `v1`" in default
 
 
@@ -327,7 +331,7 @@ def test_questions_lists_open_and_parked_newest_first(ledger: Ledger) -> None:
 
 def test_check_names_are_validated(ledger: Ledger) -> None:
     run_id = stored(ledger, gate_run("pass"))
-    for bad in ("gate", "runtime-pin", "", "has space", "a|b"):
+    for bad in ("gate", "runtime-pin", "changelog", "Changelog ", "", "  ", "---", "a\nb"):
         with pytest.raises(BadInput):
             owner.record_check(ledger, run_id, bad, "pass", "", "ci")
     first = owner.record_check(ledger, run_id, "docs", "fail", "x", "ci")
@@ -362,7 +366,7 @@ def test_audit_catches_a_report_issued_under_a_rule_whose_result_changed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     led = Ledger.open(ledger_url(tmp_path), clock=FixedClock(NOW))
-    run = pinned(RunBuilder().discover([A]).plan({"s01": [A]}), "3.11.7", "3.11")
+    run = pinned(RunBuilder().release().discover([A]).plan({"s01": [A]}), "3.11.7", "3.11")
     run.attempt("s01", "head", [A], {f"{A}::t": "failed"})
     run.attempt("s01", "base", [A], {f"{A}::t": "passed"})
     run.isolation(A, "head", {f"{A}::t": "passed"})  # flaky: does not fail alone
@@ -387,7 +391,7 @@ def test_audit_catches_a_report_issued_under_a_rule_whose_result_changed(
 
 
 def test_audit_under_another_rule_shows_what_would_differ(ledger: Ledger) -> None:
-    run = pinned(RunBuilder().discover([A]).plan({"s01": [A]}), "3.11.7", "3.11")
+    run = pinned(RunBuilder().release().discover([A]).plan({"s01": [A]}), "3.11.7", "3.11")
     run.attempt("s01", "head", [A], {f"{A}::t": "failed"})
     run.attempt("s01", "base", [A], {f"{A}::t": "passed"})
     run.isolation(A, "head", {f"{A}::t": "passed"})
@@ -400,8 +404,8 @@ def test_audit_under_another_rule_shows_what_would_differ(ledger: Ledger) -> Non
     assert other["metrics_changed"] == [
         {
             "name": "gate",
-            "from": {"value": "passed", "verdict": "pass"},
-            "to": {"value": "failed", "verdict": "fail"},
+            "from": {"value": "passed: 1 tests at head; 1 flaky", "verdict": "pass"},
+            "to": {"value": "failed: 1 tests at head; 1 flaky", "verdict": "fail"},
         }
     ]
 
@@ -420,6 +424,7 @@ def test_cli_approve_writes_markdown_and_exits_by_outcome(tmp_path: Path) -> Non
         "gate": "pass",
         "docs": "pass",
         "runtime-pin": "pass",
+        "changelog": "pass",
     }
     assert run_ledger(tmp_path, "check", run_id, "docs", "--verdict", "fail").code == 0
     assert run_ledger(tmp_path, "approve", run_id, "--require", "docs").code == 1

@@ -101,6 +101,10 @@ def test_everything_written_reads_back_equal(ledger_url: str) -> None:
         for name in ("report_hash", "log_tail_hash", "packages_hash"):
             if fields.get(name):
                 fields[name] = sha256_hex(report if name == "report_hash" else tail)
+        if kind == "ReleaseInspected":  # references its changelog files as artifacts
+            fields["changelog_files"] = [
+                {"path": "CHANGES.md", "sha256": sha256_hex(report), "size": len(report)}
+            ]
         events.append(writer.make(ev.EVENT_TYPES[kind], run, **fields))
     artifacts = {sha256_hex(report): report, sha256_hex(tail): tail}
     writer.append(run, events, artifacts=artifacts)

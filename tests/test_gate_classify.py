@@ -35,9 +35,24 @@ def regression(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str
     repo = make_repo(workdir, BASE_FILES)
     tag(repo, "v1")
     commit(repo, HEAD_CHANGES, "candidate")
-    result = gate(workdir, repo, "--shards", "5", "--timeout", "60")
+    junit = str(workdir / "head-junit.xml")
+    result = gate(workdir, repo, "--shards", "5", "--timeout", "60", "--junit-out", junit)
     assert result.code in (0, 1, 3), result.stderr
     return workdir, result.document, result.code
+
+
+def test_junit_out_holds_the_head_results_and_reads_back_strictly(
+    regression: tuple[Path, dict[str, Any], int],
+) -> None:
+    from domain.junit import Report, read_report, test_id
+
+    workdir, document, _ = regression
+    report = read_report((workdir / "head-junit.xml").read_bytes())
+    assert isinstance(report, Report), report
+    failing = sorted(test_id(c) for c in report.cases if c.outcome == "failed")
+    assert failing == sorted(document["introduced"] + document["preexisting"])
+    assert report.tests == document["tests"]["head"] and report.errors == 0
+    assert "tests/test_fix.py::test_was_broken" in {test_id(c) for c in report.cases}
 
 
 def test_a_clean_candidate_passes(tmp_path: Path) -> None:

@@ -33,7 +33,11 @@ def repo_with(tmp_path: Path, head_files: dict[str, str | None]) -> Path:
         {A: PASSING, FLAKY: "def test_flaky():\n    pass\n", ".python-version": "3.11\n"},
     )
     tag(repo, "v1")
-    commit(repo, head_files, "candidate")
+    release = {
+        "pyproject.toml": '[project]\nname = "demo"\nversion = "1.1.0"\n',
+        "CHANGES.md": "# Changes\n\n## 1.1.0\n\n- the candidate\n",
+    }
+    commit(repo, {**release, **head_files}, "candidate")
     return repo
 
 
@@ -100,8 +104,11 @@ def test_critical_question_parks_then_the_owners_waiver_unparks(tmp_path: Path) 
     approve = run_ledger(tmp_path, "approve", run_id, "--require", "docs")
     assert approve.code == 0, approve.stdout
     assert f"`{KILL}` waived by alice" in approve.stdout
-    assert "| 1 | gate | passed | pass |" in approve.stdout
-    assert "| 2 | docs | pass | pass |" in approve.stdout
+    assert approve.stdout.startswith("# v1.1.0 approval\n\n**approved: 4/4**")
+    assert "| 1 | gate | passed: 2 tests at head | pass |" in approve.stdout
+    assert "| 3 | changelog | CHANGES.md names 1.1.0 | pass |" in approve.stdout
+    assert "| 4 | docs | pass | pass |" in approve.stdout
+    assert "git push --delete origin v1.1.0 && git tag --delete v1.1.0" in approve.stdout
     assert "QuestionAnswered at" in approve.stdout
     assert run_ledger(tmp_path, "audit", run_id).code == 0
 

@@ -1,0 +1,40 @@
+"""Renderings of one run for people and CI: the HTML page and the head's JUnit file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from domain.errors import BadInput
+from domain.rules import get_rule
+from ledger.projection import project, verdict_of
+from ledger.service import Ledger
+from projections.html_report import html_report
+from projections.junit_out import head_junit
+
+
+def html_page(ledger: Ledger, run_id: str, rule: str | None = None) -> str:
+    """The run's self-contained HTML page under `rule` (default: the run's own)."""
+    records = ledger.store.read_events(run_id)
+    artifacts = ledger.artifacts_for([e for _, e in records])
+    started = ledger.started(run_id)
+    try:
+        return html_report(records, artifacts, get_rule(rule or started.rule).decide)
+    except ValueError as error:
+        raise BadInput(str(error)) from None
+
+
+def junit_bytes(ledger: Ledger, run_id: str, rule: str | None = None) -> bytes:
+    state = project(ledger, run_id)
+    if state.started is None:
+        raise BadInput(f"run {run_id} has no RunStarted event")
+    return head_junit(state, verdict_of(state, rule))
+
+
+def writable(path: str, option: str) -> Path:
+    """A file path whose directory exists; checked before anything is run or written."""
+    target = Path(path)
+    if target.is_dir():
+        raise BadInput(f"{option} {path}: is a directory")
+    if not target.parent.is_dir():
+        raise BadInput(f"{option} {path}: directory {target.parent} does not exist")
+    return target

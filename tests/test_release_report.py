@@ -1,0 +1,234 @@
+"""The format-2 approval report: version title, summary line, built-in release checks,
+display names, required checks and rollback commands from recorded evidence; the release
+inspection that records that evidence from head's tree."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from adapters.clock import FixedClock
+from adapters.release_info import inspect_release, version_from_tag
+from domain import events as ev
+from domain.rules import get_rule
+from ledger import owner
+from ledger.service import Ledger
+from projections.approval import approval_report
+from projections.checks import check_key, names_version
+from tests.gitrepo import commit, make_repo, tag
+from tests.runbuilder import RunBuilder
+
+A = "tests/test_a.py"
+NOW = datetime(2026, 1, 2, tzinfo=UTC)
+
+
+def passing(**release: object) -> RunBuilder:
+    run = RunBuilder().release(**release).discover([A]).plan({"s01": [A]})  # type: ignore[arg-type]
+    run.attempt("s01", "head", [A], {f"{A}::t": "passed"})
+    run.attempt("s01", "base", [A], {f"{A}::t": "passed"})
+    first = run.events[0]
+    assert isinstance(first, ev.RunStarted)
+    run.events[0] = first.model_copy(update={"python_version": "3.11.7", "runtime_pin": "3.11"})
+    return run
+
+
+def report(run: RunBuilder, required: tuple[str, ...] = ()):  # type: ignore[no-untyped-def]
+    positioned = list(enumerate(run.events, start=1))
+    return approval_report(positioned, run.artifacts, get_rule("default").decide, required=required)
+
+
+def changelog_of(r) -> tuple[str, str]:  # type: ignore[no-untyped-def]
+    (m,) = [m for m in r.metrics if m.name == "changelog"]
+    return m.value, m.verdict
+
+
+def test_title_summary_and_table() -> None:
+    r = report(passing())
+    lines = r.markdown.splitlines()
+    assert lines[0] == "# v1.2.0 approval"
+    assert lines[2].startswith("**approved: 3/3** — run `")
+    assert "| 3 | changelog | CHANGES.md names 1.2.0 | pass |" in r.markdown
+    assert (r.title, r.summary, r.version, r.tag) == ("v1.2.0 approval", "approved: 3/3",
+                                                      "1.2.0", "v1.2.0")  # fmt: skip
+    assert r.as_dict()["report_format"] == 2
+
+
+def test_blocked_summary_names_what_is_not_passing() -> None:
+    r = report(passing(changelog=None), required=("docs",))
+    assert r.summary == "blocked: 2/4 (changelog unmeasured, docs unmeasured)"
+    assert r.outcome == "unmeasured" and r.exit_code == 3
+
+
+@pytest.mark.parametrize(
+    "release,expected",
+    [
+        ({}, ("CHANGES.md names 1.2.0", "pass")),
+        ({"changelog": b"## 1.1.0\n- old\n"}, ("CHANGES.md do not name 1.2.0", "fail")),
+        ({"changelog": b"## 1.2.0rc1\n"}, ("CHANGES.md do not name 1.2.0", "fail")),
+        ({"changelog": None}, ("no changelog file", "unmeasured")),
+        ({"version": None}, ("version unknown", "unmeasured")),
+        (
+            {"changelog": b"## 1.1.0\n", "fragments": ["changes/12.feature.md"]},
+            (
+                "1.2.0 not in CHANGES.md; 1 towncrier fragments not built (changes/12.feature.md)",
+                "fail",
+            ),
+        ),
+        (
+            {"fragments": ["changes/13.bugfix.md"]},
+            (
+                "CHANGES.md names 1.2.0; 1 towncrier fragments not built (changes/13.bugfix.md)",
+                "pass",
+            ),
+        ),
+    ],
+    ids=[
+        "named",
+        "not-named",
+        "rc-is-not-the-release",
+        "no-file",
+        "no-version",
+        "unbuilt-fragments",
+        "fragments-for-later",
+    ],
+)
+def test_changelog_check(release: dict[str, object], expected: tuple[str, str]) -> None:
+    assert changelog_of(report(passing(**release))) == expected
+
+
+def test_names_version_is_exact() -> None:
+    assert names_version("## v1.2.0 (2026-01-01)", "1.2.0")
+    assert names_version("Version 1.2.0.", "1.2.0")
+    assert not names_version("11.2.0", "1.2.0")
+    assert not names_version("1.2.0.1", "1.2.0")
+    assert not names_version("1.2.0-rc1", "1.2.0")
+
+
+def test_no_release_evidence_is_unmeasured_not_a_crash() -> None:
+    run = RunBuilder().discover([A]).plan({"s01": [A]})
+    assert changelog_of(report(run)) == ("not inspected", "unmeasured")
+    assert report(run).title.endswith("approval (version unknown)")
+
+
+def test_display_names_keys_and_required_checks_from_settings() -> None:
+    run = passing(required_checks=["Installation files", "docs"])
+    run.add(ev.CheckRecorded, name="installation-files", display_name="Installation files",
+            verdict="pass", value="wheel and sdist listed")  # fmt: skip
+    r = report(run, required=("security scan",))
+    names = [(m.key, m.name, m.verdict) for m in r.metrics]
+    assert names[3:] == [
+        ("installation-files", "Installation files", "pass"),
+        ("docs", "docs", "unmeasured"),
+        ("security-scan", "security-scan", "unmeasured"),
+    ]
+    assert r.required == ("docs", "installation-files", "security-scan")
+    assert "| 4 | Installation files | wheel and sdist listed | pass |" in r.markdown
+
+
+def test_check_key() -> None:
+    assert check_key("Installation files") == "installation-files"
+    assert check_key("  public leak & prepare completeness ") == "public-leak-prepare-completeness"
+    assert check_key("notes.check") == "notes.check"
+
+
+def test_rollback_template_placeholders_and_default() -> None:
+    run = passing(
+        rollback=["gh release delete {tag} --yes", "echo {version} {base} {head} {run} {nope}"]
+    )
+    text = report(run).rollback.splitlines()
+    assert text[0] == "gh release delete v1.2.0 --yes"
+    assert text[1] == f"echo 1.2.0 {'2' * 40} {'1' * 40} {run.run_id} {{nope}}"
+    default = report(passing(base_version="1.1.0")).markdown
+    assert "gh release edit v1.2.0 --draft" in default
+    assert "git push --delete origin v1.2.0 && git tag --delete v1.2.0" in default
+    assert "python -m pip install 'demo==1.1.0'" in default
+    assert "\n```sh\n" in default
+
+
+def test_cells_escape_pipes_and_newlines() -> None:
+    run = passing()
+    run.add(ev.CheckRecorded, name="docs", verdict="fail", value="a | b\nc")
+    assert "| 4 | docs | a \\| b c | fail |" in report(run).markdown
+
+
+@pytest.fixture
+def ledger(sqlite_url: str) -> Ledger:
+    led = Ledger.open(sqlite_url, clock=FixedClock(NOW))
+    yield led  # type: ignore[misc]
+    led.close()
+
+
+def test_a_format_1_report_still_derives_and_format_2_is_issued_now(ledger: Ledger) -> None:
+    run = passing()
+    ledger.append(run.run_id, run.events, artifacts=run.artifacts)
+    positioned = [(r.position, r.event) for r in ledger.read(run.run_id)]
+    old = approval_report(positioned, run.artifacts, get_rule("default").decide, report_format=1)
+    issued = ledger.make(ev.ApprovalIssued, run.run_id, outcome=old.outcome, rule="default",
+                         report_sha256=old.sha256)  # fmt: skip
+    ledger.append(run.run_id, [issued], artifacts={old.sha256: old.markdown.encode()})
+    owner.record_check(ledger, run.run_id, "Installation files", "pass", "ok", "ci")
+    new = owner.approve(ledger, run.run_id, ["installation files"])
+    assert new.report_format == 2 and new.outcome == "ok"
+    audited = owner.audit(ledger, run.run_id)
+    assert audited["ok"] is True
+    assert [a["derives"] for a in audited["approvals"]] == [True, True]
+    last = ledger.read(run.run_id)[-1].event
+    assert isinstance(last, ev.ApprovalIssued) and last.report_format == 2
+
+
+def test_record_check_with_spaces(ledger: Ledger) -> None:
+    run = passing()
+    ledger.append(run.run_id, run.events, artifacts=run.artifacts)
+    first = owner.record_check(ledger, run.run_id, "Installation  files", "fail", "", "ci")
+    second = owner.record_check(ledger, run.run_id, "installation-files", "pass", "", "ci")
+    assert (first["key"], first["name"]) == ("installation-files", "Installation files")
+    assert second["supersedes"] is not None
+
+
+# --- inspection of head's tree ----------------------------------------------------------------
+
+
+def test_version_from_tag() -> None:
+    assert version_from_tag("v1.2.0") == "1.2.0"
+    assert version_from_tag("1.2.0rc1") == "1.2.0rc1"
+    assert version_from_tag("release-2.0") == "2.0"
+    assert version_from_tag("nightly") is None
+
+
+def test_inspect_release_reads_head_and_base(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, {"pyproject.toml": '[project]\nname = "demo"\nversion = "1.1.0"\n'})
+    base = tag(repo, "v1.1.0")
+    pyproject = (
+        '[project]\nname = "demo"\nversion = "1.2.0"\n[tool.towncrier]\ndirectory = "changes"\n'
+        '[tool.release-ledger]\nrequired-checks = ["docs", "Installation files"]\n'
+        'rollback = ["gh release delete {tag}"]\n'
+    )
+    head = commit(repo, {
+        "pyproject.toml": pyproject,
+        "CHANGELOG.rst": "1.2.0\n=====\n",
+        "docs/news.md": "x",
+        "changes/15.feature.md": "new",
+        "changes/.gitignore": "",
+    })  # fmt: skip
+    tag(repo, "v1.2.0")
+    facts = inspect_release(repo, head, base, "v1.2.0")
+    f = facts.fields
+    assert (f["project"], f["version"], f["base_version"], f["tag"]) == (
+        "demo", "1.2.0", "1.1.0", "v1.2.0")  # fmt: skip
+    assert [c["path"] for c in f["changelog_files"]] == ["CHANGELOG.rst", "docs/news.md"]
+    assert (f["towncrier"], f["fragments"]) == (True, ["changes/15.feature.md"])
+    assert f["required_checks"] == ["docs", "Installation files"]
+    assert f["rollback"] == ["gh release delete {tag}"]
+    assert facts.artifacts[f["changelog_files"][0]["sha256"]] == b"1.2.0\n=====\n"
+    ev.ReleaseInspected(run_id="r", at=NOW, **f)  # the fields make a valid event
+
+
+def test_inspect_release_version_from_tag_and_bad_settings(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, {"pyproject.toml": '[project]\nname = "x"\ndynamic = ["version"]\n'
+                                "[tool.release-ledger]\nrollback = 3\n"})  # fmt: skip
+    head = tag(repo, "v2.0.0")
+    f = inspect_release(repo, head, head).fields
+    assert (f["version"], f["version_source"], f["tag"]) == ("2.0.0", "tag v2.0.0", "v2.0.0")
+    assert f["problems"] == ["[tool.release-ledger] rollback must be a string or a list of strings"]
