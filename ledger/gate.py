@@ -38,7 +38,7 @@ from domain.run_state import BASE, HEAD, NO_TESTS_COLLECTED, RunState
 from domain.verdict import Verdict
 from ledger.projection import project, verdict_of
 from ledger.service import Ledger
-from projections.next_step import RunRequest, Step, next_step
+from projections.next_step import RunRequest, Step, StepKind, next_step
 from projections.timeline import describe
 
 
@@ -287,7 +287,7 @@ class GateProcess:
         self._environments = {
             (e.revision, e.where, e.key, e.status) for e in state.environments.values()
         }
-        self._handlers: dict[str, Callable[[RunState, Step], None]] = {
+        self._handlers: dict[StepKind, Callable[[RunState, Step], None]] = {
             "discover": self._discover,
             "measure": self._measure,
             "plan": self._plan,

@@ -8,6 +8,7 @@ already recorded is never redone, work missing is done.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from domain.assessment import ENV_SETUP, UNPLACED
 from domain.failures import blames_executor
@@ -15,6 +16,8 @@ from domain.junit import test_id
 from domain.planning import child_shard_ids, split_in_halves
 from domain.run_state import BASE, HEAD, RunState, ShardView
 from domain.verdict import FAILING, shard_unmeasured
+
+StepKind = Literal["discover", "measure", "plan", "run", "split", "isolate", "complete", "done"]
 
 
 @dataclass(frozen=True)
@@ -35,7 +38,7 @@ class SplitRequest:
 
 @dataclass(frozen=True)
 class Step:
-    kind: str  # discover, measure, plan, run, split, isolate, clarify, complete, done
+    kind: StepKind
     files: tuple[str, ...] = ()
     runs: tuple[RunRequest, ...] = ()
     splits: tuple[SplitRequest, ...] = ()

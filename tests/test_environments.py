@@ -268,3 +268,36 @@ def test_the_cache_removes_the_least_recently_used_entries_past_its_size(tmp_pat
 
     assert [Path(p).name for p in removed] == ["old"]
     assert sorted(p.name for p in (tmp_path / "envs").iterdir()) == ["middle", "new"]
+
+
+def test_without_uv_the_environment_is_made_with_venv_and_pip(tmp_path: Path) -> None:
+    checkout = make_repo(tmp_path, src_layout(3, "3.0"))
+
+    prepared = environment.prepare(
+        str(checkout), mode="auto", python=sys.executable, cache=str(tmp_path / "cache"),
+        commit="c" * 40, installer_name="pip",
+    )  # fmt: skip
+
+    assert prepared["status"] == "ready", prepared.get("log_tail")
+    assert prepared["how"] == "pip"
+    assert "pytest==" in str(prepared["packages"])
+    assert "/projects/" in str(prepared["imports"]["shiny"])  # type: ignore[index]
+
+
+def test_a_package_that_resolves_outside_the_revision_is_a_warning(tmp_path: Path) -> None:
+    overlay, checkout, elsewhere = (tmp_path / n for n in ("overlay", "checkout", "elsewhere"))
+    for folder in (overlay, elsewhere):
+        (folder / "shiny").mkdir(parents=True)
+        (folder / "shiny" / "__init__.py").write_text("")
+    checkout.mkdir()
+    env = {"PYTHONPATH": f"{elsewhere}:{overlay}", "PATH": "/usr/bin:/bin"}
+
+    paths, warnings = environment._import_check(
+        sys.executable, ["shiny"], str(overlay), str(checkout), env
+    )
+
+    assert paths["shiny"] == str(elsewhere / "shiny" / "__init__.py")
+    assert warnings == [
+        f"package 'shiny' imports from {elsewhere / 'shiny' / '__init__.py'}, "
+        "not from this revision's build"
+    ]

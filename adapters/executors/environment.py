@@ -654,6 +654,7 @@ def prepare(
     commit: str = "",
     command: list[str] | None = None,
     uv: str | None = None,
+    installer_name: str = "auto",
     max_bytes: int = DEFAULT_MAX_BYTES,
     base_env: dict[str, str] | None = None,
 ) -> dict[str, object]:
@@ -662,7 +663,8 @@ def prepare(
     The result: `status` (ready / failed), `how` (uv, pip, command, none, gate-interpreter),
     `python`, `python_version`, `key`, `reused`, `seconds`, `packages` (frozen list),
     `runtime` (folders for PATH / PYTHONPATH / VIRTUAL_ENV), `imports`, `warnings`, and for
-    a failure `error` and `log_tail` (the install log's end).
+    a failure `error` and `log_tail` (the install log's end). `installer_name` "pip" skips
+    uv (what a machine without uv gets; "auto" takes uv wherever it is found).
     """
     started = time.monotonic()
     result: dict[str, object] = {
@@ -674,7 +676,8 @@ def prepare(
     os.makedirs(cache, exist_ok=True)
     log_fd, log = tempfile.mkstemp(prefix="env-", suffix=".log", dir=cache)
     os.close(log_fd)
-    installer = Installer(python, find_uv(uv), log, env)
+    uv_binary = None if installer_name == "pip" else find_uv(uv)
+    installer = Installer(python, uv_binary, log, env)
     try:
         if mode == "none":
             result["how"] = "none"
