@@ -41,7 +41,7 @@ def sdist(name: str, version: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     subprocess.run(
         [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
-         "--no-build-isolation", "-d", str(folder), f"{name}=={version}"],
+         "-d", str(folder), f"{name}=={version}"],
         check=True, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     found = sorted(folder.glob("*.tar.gz")) + sorted(folder.glob("*.zip"))

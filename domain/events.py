@@ -208,6 +208,8 @@ class ShardAttemptRecorded(Event):
     infrastructure_failure: str | None = None  # the executor's word: Evicted, ssh-connect
     infrastructure_detail: str = ""
     failure_kind: str | None = None  # its kind in `domain.failures` (None in older events)
+    # Tracked files the attempt's tests changed in its own checkout (no other attempt saw it).
+    modified_files: list[str] = Field(default_factory=list)
 
     def artifact_hashes(self) -> list[str]:
         return [h for h in (self.report_hash, self.log_tail_hash) if h]

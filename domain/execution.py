@@ -122,6 +122,7 @@ class Observation(BaseModel):
     oom: bool = False
     member: str | None = None
     environment: EnvironmentReport | None = None  # where the revision's tests ran
+    modified_files: tuple[str, ...] = ()  # tracked files the attempt changed in its checkout
     # Set when the executor could not give a finished run: the kind from the closed
     # vocabulary (`domain.failures`), the executor's own word for it, and a detail.
     failure_kind: FailureKind | None = None

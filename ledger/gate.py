@@ -632,6 +632,7 @@ class GateProcess:
                 infrastructure_failure=o.failure_reason,
                 infrastructure_detail=o.failure_detail if o.failure_reason else "",
                 failure_kind=o.failure_kind,
+                modified_files=list(o.modified_files),
             )
         )
         self.ledger.append(self.run_id, events, artifacts=artifacts)

@@ -127,6 +127,8 @@ def _attempt(e: ev.ShardAttemptRecorded, artifacts: Mapping[str, bytes]) -> str:
     if e.infrastructure_failure:
         kind = failure_kind(e.failure_kind, e.infrastructure_failure)
         text += f", {kind or 'infrastructure'} failure {e.infrastructure_failure}"
+    if e.modified_files:
+        text += f", its tests changed tracked files: {_files(e.modified_files)}"
     return text + _report_summary(e.report_hash, e.files, artifacts)
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from adapters.executors import environment
 from adapters.executors.port import Capabilities, Executor, ExecutorOptions, ExecutorSpec
 from adapters.executors.supervisor import ShardProcess, log_tail
-from adapters.git import Worktrees
+from adapters.git import Worktrees, isolated_copy, modified_tracked
 from domain.errors import BadInput
 from domain.execution import (
     EnvironmentReport,
@@ -128,11 +128,14 @@ class LocalExecutor:
     # -- running ---------------------------------------------------------------------------
 
     def run(self, shard: ShardRun) -> Observation:
-        """Run one shard and observe it; test failures and crashes are data, never exceptions."""
+        """Run one shard and observe it; test failures and crashes are data, never exceptions.
+
+        Each attempt runs in its own copy of the commit, so a test that rewrites files (its
+        own suite's included) changes nothing any other attempt, or a later run, sees.
+        """
         if not shard.files and any("{files}" in token for token in shard.command):
             # pytest given no file runs the whole checkout: never what an empty shard means.
             raise ValueError(f"shard {shard.shard_id} has no files to run")
-        cwd = self.checkout_for(shard.commit)
         report, runtime = self.environment_for(shard.commit)
         if report.status != "ready":
             return setup_failed(report)
@@ -144,7 +147,11 @@ class LocalExecutor:
             )
         )
         try:
+            cwd = isolated_copy(self.repo, shard.commit, run_dir / "w")
             observation = self._run_in(shard, cwd, run_dir, report, runtime)
+            modified = modified_tracked(cwd)
+            if modified:
+                observation = observation.model_copy(update={"modified_files": tuple(modified)})
         finally:
             shutil.rmtree(run_dir, ignore_errors=True)
         return observation
