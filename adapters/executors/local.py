@@ -9,7 +9,9 @@ nothing outlives the shard. Each revision's tests run in that revision's own env
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -18,6 +20,7 @@ from typing import Any
 
 from adapters.executors import environment
 from adapters.executors.port import Capabilities, Executor, ExecutorOptions, ExecutorSpec
+from adapters.executors.programs import program
 from adapters.executors.supervisor import ShardProcess, log_tail
 from adapters.git import Worktrees, isolated_copy, modified_tracked
 from domain.errors import BadInput
@@ -78,6 +81,11 @@ class LocalExecutor:
         self._commit_locks: dict[str, threading.Lock] = {}
         self._running: set[ShardProcess] = set()
         self._cancelled = False
+        # Every shard process carries `<tag>:<n>`; the reaper kills what carries `<tag>:` if
+        # this process dies without cleaning up (kill -9), and removes the scratch folder.
+        self.tag = f"rl-{os.getpid()}-{secrets.token_hex(4)}"
+        self._shards_started = 0
+        self._reaper: subprocess.Popen[bytes] | None = None
 
     # -- checkouts and environments --------------------------------------------------------
 
@@ -179,6 +187,7 @@ class LocalExecutor:
             log_path=str(log_path),
             timeout_s=shard.timeout_s,
             memory_limit_mb=shard.memory_limit_mb,
+            tag=self._next_tag(),
         )
         try:
             process.start()
@@ -210,6 +219,20 @@ class LocalExecutor:
             )
         return observation
 
+    def _next_tag(self) -> str:
+        """A tag for one shard, after making sure the reaper watches this executor's tags."""
+        with self._lock:
+            if self._reaper is None:
+                scratch = str(self.work_dir) if self._own_work_dir else ""
+                self._reaper = subprocess.Popen(
+                    [sys.executable, "-c", program("supervisor.py", "reaper.py"),
+                     f"{self.tag}:", scratch],
+                    stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL, start_new_session=True,
+                )  # fmt: skip
+            self._shards_started += 1
+            return f"{self.tag}:{self._shards_started}"
+
     def cancel_all(self) -> None:
         """Kill every running shard's process tree; later `run` calls start nothing."""
         with self._lock:
@@ -220,6 +243,12 @@ class LocalExecutor:
 
     def close(self) -> None:
         """Remove temporary files and release the worktrees (they stay cached on disk)."""
+        with self._lock:
+            reaper, self._reaper = self._reaper, None
+        if reaper is not None:
+            if reaper.stdin is not None:
+                reaper.stdin.close()  # end-of-file: it checks nothing of ours is left
+            reaper.wait()
         if self._own_work_dir:
             shutil.rmtree(self.work_dir, ignore_errors=True)
         if self._own_worktrees:  # a Worktrees passed in is released by its owner

@@ -22,6 +22,7 @@ import subprocess
 import threading
 import time
 
+TAG_VARIABLE = "RELEASE_LEDGER_SHARD"  # in every shard process's environment: who owns it
 TERM_GRACE_S = 1.0
 MEMORY_POLL_S = 0.05  # with a memory limit: fast enough to catch a runaway allocation
 MEASURE_POLL_S = 0.1  # without one: only the peak is sampled
@@ -93,6 +94,39 @@ def kill_session(sid: int, sig: int) -> None:
                 os.kill(pid, sig)
 
 
+def tagged(tag: str, *, prefix: bool = False) -> list[int]:
+    """Processes whose environment carries this shard tag (or, with `prefix`, any tag that
+    starts with it). The tag is inherited through fork, `setsid()` and double forks, so it
+    finds what escaped the shard's session; this process itself never carries one."""
+    needle = f"{TAG_VARIABLE}={tag}".encode()
+    found = []
+    own = os.getpid()
+    try:
+        entries = [entry for entry in os.listdir("/proc") if entry.isdigit()]
+    except OSError:
+        return []
+    for entry in entries:
+        if int(entry) == own:
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                items = handle.read().split(b"\0")
+        except OSError:
+            continue
+        if any(item == needle or (prefix and item.startswith(needle)) for item in items):
+            found.append(int(entry))
+    return found
+
+
+def kill_tagged(tag: str, *, prefix: bool = False) -> int:
+    """SIGKILL every process carrying the tag (see `tagged`); how many were signalled."""
+    pids = tagged(tag, prefix=prefix)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    return len(pids)
+
+
 def log_tail(path: str, limit: int) -> bytes:
     """The last `limit` bytes of a file (empty when it cannot be read)."""
     try:
@@ -145,10 +179,12 @@ class ShardProcess:
         log_path: str,
         timeout_s: float,
         memory_limit_mb: float | None = None,
+        tag: str | None = None,
     ) -> None:
         self.argv = argv
         self.cwd = cwd
-        self.env = env
+        self.tag = tag
+        self.env = dict(env, **{TAG_VARIABLE: tag}) if tag else env
         self.log_path = log_path
         self.timeout_s = timeout_s
         self.limit_kb = int(memory_limit_mb * 1024) if memory_limit_mb is not None else None
@@ -193,6 +229,8 @@ class ShardProcess:
         self._done.set()
         watchdog.join()
         kill_session(proc.pid, signal.SIGKILL)  # children the command left behind
+        if self.tag:
+            kill_tagged(self.tag)  # and those that left its session (setsid, double forks)
         _, status = os.waitpid(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
         if os.WIFSIGNALED(status):

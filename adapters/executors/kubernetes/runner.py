@@ -78,7 +78,7 @@ def main(argv: list[str]) -> int:
         kills_before = _oom_kills()
         process = ShardProcess(
             command, cwd=src, env=env, log_path=log_path, timeout_s=float(spec["timeout_s"]),
-            memory_limit_mb=spec["memory_limit_mb"],
+            memory_limit_mb=spec["memory_limit_mb"], tag=f"rl-pod-{os.getpid()}",
         )  # fmt: skip
         try:
             process.start()

@@ -100,6 +100,7 @@ def main(argv: list[str]) -> int:
         log_path=log_path,
         timeout_s=float(spec["timeout_s"]),
         memory_limit_mb=spec["memory_limit_mb"],
+        tag=f"rl-ssh-{os.getpid()}",  # what leaves the session is found and killed too
     )
     try:
         process.start()
