@@ -86,7 +86,7 @@ def test_a_daemon_that_left_the_shards_session_dies_with_the_shard(
                 commit=sha,
                 files=("tests/test_escape.py",),
                 timeout_s=60,
-            )  # fmt: skip
+            )
         )
     finally:
         local.close()
