@@ -1,4 +1,5 @@
-"""Baseline reuse: an earlier run that measured the same base commit, command and files."""
+"""Baseline reuse: an earlier run that measured the same base commit, command, environment
+setting and files."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ def find_baselines(
         first = records[0].event if records else None
         if not isinstance(first, ev.RunStarted) or first.command != started.command:
             continue
+        if _environment_setting(first) != _environment_setting(started):
+            continue  # base results from another kind of environment are another measurement
         events = [r.event for r in records]
         state = fold([(r.position, r.event) for r in records], ledger.artifacts_for(events))
         for shard in state.shards.values():
@@ -54,6 +57,11 @@ def find_baselines(
             )
             found[target] = (event, row.run_id)
     return found
+
+
+def _environment_setting(started: ev.RunStarted) -> str:
+    """`--env` as recorded (runs from before per-revision environments used the gate's own)."""
+    return str(started.options.get("env", "none"))
 
 
 def _attempt_exit(events: Sequence[ev.Event], shard: str, position: int) -> int | None:

@@ -301,3 +301,21 @@ def test_a_package_that_resolves_outside_the_revision_is_a_warning(tmp_path: Pat
         f"package 'shiny' imports from {elsewhere / 'shiny' / '__init__.py'}, "
         "not from this revision's build"
     ]
+
+
+def test_base_results_are_never_reused_across_environment_settings(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, {"tests/test_a.py": "def test_a():\n    pass\n"})
+    tag(repo, "v1")
+    commit(repo, {"tests/test_b.py": "def test_b():\n    pass\n"})
+
+    first = gate(tmp_path, repo, "--env", "none")
+    same = gate(tmp_path, repo, "--env", "none")
+    other = gate(tmp_path, repo)
+
+    def reused(result: Any) -> bool:
+        return any(
+            e["kind"] == "BaselineReused" for e in events(tmp_path, result.document["run_id"])
+        )
+
+    assert first.code == same.code == other.code == 0
+    assert reused(same) and not reused(other)
