@@ -33,7 +33,7 @@ SPAWNS_SLEEPER = (
     "import subprocess, sys\n\n"
     "def test_spawns():\n"
     "    proc = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
-    "    open('sleeper.pid', 'w').write(str(proc.pid))\n"
+    "    print(f'sleeper={proc.pid}')\n"
 )
 
 
@@ -58,6 +58,11 @@ def executor(repo: Path, tmp_path: Path) -> Iterator[LocalExecutor]:
     yield local
     local.cancel_all()
     local.close()
+
+
+# pytest with `-s`: the test's own prints reach the log tail.
+VERBOSE = ("{python}", "-m", "pytest", "-s", "-p", "no:cacheprovider", "--junitxml={junit}",
+           "{files}")  # fmt: skip
 
 
 def shard(commit_sha: str, *files: str, **changes: object) -> ShardRun:
@@ -132,9 +137,9 @@ def test_under_the_memory_limit_nothing_is_flagged(executor: LocalExecutor, repo
 
 
 def test_children_left_behind_by_a_shard_are_killed(executor: LocalExecutor, repo: Path) -> None:
-    seen = executor.run(shard(head(repo), "tests/test_spawns.py"))
+    seen = executor.run(shard(head(repo), "tests/test_spawns.py", command=VERBOSE))
     assert seen.exit_code == 0
-    pid = int((executor.checkout_for(head(repo)) / "sleeper.pid").read_text())
+    pid = int(seen.log_tail.split(b"sleeper=")[1].split()[0])
     deadline = time.monotonic() + 5
     while Path(f"/proc/{pid}").exists() and _state(pid) != "Z" and time.monotonic() < deadline:
         time.sleep(0.05)

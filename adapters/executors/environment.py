@@ -499,6 +499,14 @@ def runtime(site: str | None, venv: str | None) -> dict[str, list[str]]:
     return {"PATH": path, "PYTHONPATH": pythonpath, "VIRTUAL_ENV": [venv] if venv else []}
 
 
+def shard_env(env: dict[str, str], extra: dict[str, list[str]]) -> dict[str, str]:
+    """The environment a shard's command runs with: `env` with the prepared folders in front,
+    and no bytecode written into the checkout."""
+    merged = apply_runtime(env, extra)
+    merged["PYTHONDONTWRITEBYTECODE"] = "1"
+    return merged
+
+
 def apply_runtime(env: dict[str, str], extra: dict[str, list[str]]) -> dict[str, str]:
     """`env` with the prepared environment's folders in front."""
     merged = dict(env)

@@ -178,8 +178,7 @@ class LocalExecutor:
         argv = expand_command(shard.command, python=python, junit=str(junit), files=shard.files)
         if not argv:
             raise BadInput("the test command is empty")
-        env = environment.apply_runtime(dict(os.environ), runtime)
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        env = environment.shard_env(dict(os.environ), runtime)
         process = ShardProcess(
             argv,
             cwd=str(cwd),

@@ -21,6 +21,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 
 TAG_VARIABLE = "RELEASE_LEDGER_SHARD"  # in every shard process's environment: who owns it
 TERM_GRACE_S = 1.0
@@ -268,3 +269,20 @@ class ShardProcess:
                 if not self._done.wait(TERM_GRACE_S):
                     kill_session(sid, signal.SIGKILL)
                 return
+
+
+def run_shard(
+    process: ShardProcess, on_start: Callable[[ShardProcess], None] | None = None
+) -> Supervised:
+    """Start and wait for a shard on a remote machine: a command that cannot be started is
+    exit 127 with the reason in its log (the tests' outcome, as a shell would report it)."""
+    try:
+        process.start()
+    except OSError as error:
+        with open(process.log_path, "ab") as log:
+            log.write(f"release-ledger: cannot start {process.argv[0]!r}: {error}\n".encode())
+        process.result.exit_code = 127
+        return process.result
+    if on_start is not None:
+        on_start(process)
+    return process.wait()

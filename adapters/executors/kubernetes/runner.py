@@ -19,8 +19,8 @@ import os
 import sys
 
 try:  # on the gate's machine; in the pod these names come from the program's earlier parts
-    from adapters.executors.environment import apply_runtime, prepare
-    from adapters.executors.supervisor import ShardProcess, log_tail
+    from adapters.executors.environment import prepare, shard_env
+    from adapters.executors.supervisor import ShardProcess, log_tail, run_shard
 except ImportError:  # pragma: no cover - only in the pod
     pass
 
@@ -73,26 +73,18 @@ def main(argv: list[str]) -> int:
     if prepared["status"] == "ready":
         python = str(prepared.get("python") or sys.executable)
         command = [arg.replace(PYTHON_MARK, python) for arg in argv[1:]]
-        env = apply_runtime(dict(os.environ), prepared["runtime"])  # type: ignore[arg-type]
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        env = shard_env(dict(os.environ), prepared["runtime"])  # type: ignore[arg-type]
         kills_before = _oom_kills()
         process = ShardProcess(
             command, cwd=src, env=env, log_path=log_path, timeout_s=float(spec["timeout_s"]),
             memory_limit_mb=spec["memory_limit_mb"], tag=f"rl-pod-{os.getpid()}",
         )  # fmt: skip
-        try:
-            process.start()
-        except OSError as error:
-            with open(log_path, "ab") as log:
-                log.write(f"cannot start {command[:1]}: {error}\n".encode())
-            manifest["exit_code"] = 127
-        else:
-            seen = process.wait()
-            manifest.update(
-                exit_code=seen.exit_code, signal=seen.signal, seconds=seen.seconds,
-                rss_mb=round(seen.peak_kb / 1024.0, 1), timed_out=seen.timed_out, oom=seen.oom,
-                oom_killed=_oom_kills() > kills_before,
-            )  # fmt: skip
+        seen = run_shard(process)
+        manifest.update(
+            exit_code=seen.exit_code, signal=seen.signal, seconds=seen.seconds,
+            rss_mb=round(seen.peak_kb / 1024.0, 1), timed_out=seen.timed_out, oom=seen.oom,
+            oom_killed=_oom_kills() > kills_before,
+        )  # fmt: skip
     else:
         with open(log_path, "wb") as log:
             log.write(str(prepared.get("log_tail", "")).encode("utf-8", "replace"))

@@ -20,8 +20,8 @@ import sys
 import threading
 
 try:  # on the gate's machine; on the host these names come from the program's earlier parts
-    from adapters.executors.environment import apply_runtime, prepare
-    from adapters.executors.supervisor import ShardProcess, log_tail
+    from adapters.executors.environment import prepare, shard_env
+    from adapters.executors.supervisor import ShardProcess, log_tail, run_shard
 except ImportError:  # pragma: no cover - only on the build host
     pass
 
@@ -38,6 +38,13 @@ class _Link:
         self.dropped = False
         self.process: ShardProcess | None = None
         self.lock = threading.Lock()
+
+    def attach(self, process: ShardProcess) -> None:
+        """The running shard: killed at once if the connection is (or was already) gone."""
+        with self.lock:
+            self.process = process
+            if self.dropped:
+                process.kill()
 
     def watch(self) -> None:
         try:
@@ -90,8 +97,7 @@ def main(argv: list[str]) -> int:
         return 0
     python = str(prepared.get("python") or sys.executable)
     command = [arg.replace(MARK, tmp).replace(PYTHON_MARK, python) for arg in argv[3:]]
-    env = apply_runtime(dict(os.environ), prepared["runtime"])  # type: ignore[arg-type]
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env = shard_env(dict(os.environ), prepared["runtime"])  # type: ignore[arg-type]
     log_path = os.path.join(tmp, "log")
     process = ShardProcess(
         command,
@@ -102,22 +108,11 @@ def main(argv: list[str]) -> int:
         memory_limit_mb=spec["memory_limit_mb"],
         tag=f"rl-ssh-{os.getpid()}",  # what leaves the session is found and killed too
     )
-    try:
-        process.start()
-    except OSError as error:
-        with open(log_path, "ab") as log:
-            log.write(f"release-ledger: cannot start {command[0]!r}: {error}\n".encode())
-        header["exit_code"] = 127
-    else:
-        with link.lock:
-            link.process = process
-            if link.dropped:
-                process.kill()
-        seen = process.wait()
-        header.update(
-            exit_code=seen.exit_code, signal=seen.signal, timed_out=seen.timed_out,
-            oom=seen.oom, rss_kb=seen.peak_kb, seconds=seen.seconds,
-        )  # fmt: skip
+    seen = run_shard(process, link.attach)
+    header.update(
+        exit_code=seen.exit_code, signal=seen.signal, timed_out=seen.timed_out,
+        oom=seen.oom, rss_kb=seen.peak_kb, seconds=seen.seconds,
+    )  # fmt: skip
     if link.dropped:
         return 3
     try:
