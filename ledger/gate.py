@@ -25,7 +25,7 @@ from adapters.executor import Executor
 from domain import events as ev
 from domain.assessment import assess_observation
 from domain.chain import sha256_hex
-from domain.errors import BadInput
+from domain.errors import BadInput, BrokenRun
 from domain.execution import DEFAULT_PYTEST_COMMAND, Observation, ShardRun
 from domain.planning import FileCost, plan_shards
 from domain.rules import get_rule
@@ -397,7 +397,12 @@ class GateProcess:
             if row.run_id == self.run_id or row.repo != str(self.repo):
                 continue
             latest: dict[str, tuple[float, float]] = {}
-            for event in self.ledger.events(row.run_id):
+            try:
+                earlier = self.ledger.events(row.run_id)
+            except BrokenRun as broken:
+                self.observer.notice(f"not reusing measurements of a broken run: {broken}")
+                continue
+            for event in earlier:
                 if isinstance(event, ev.FileMeasured) and event.exit_code == NO_TESTS_COLLECTED:
                     latest.pop(event.file, None)  # measured again: it may hold tests now
                 elif isinstance(event, ev.FileMeasured | ev.MeasurementReused):
