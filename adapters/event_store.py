@@ -116,6 +116,21 @@ class RunRow:
 
 
 class _SQLiteRecorder(SQLiteApplicationRecorder):
+    def create_table(self) -> None:
+        """The library's, but in a transaction that takes the write lock up front: a deferred
+        one that reads the schema and then writes cannot wait for a busy database (SQLite
+        refuses the upgrade at once: "database is locked") when many processes open it."""
+        with self.datastore.get_connection(commit=True) as conn:
+            c = conn.cursor().sqlite_cursor
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in self.create_table_statements:
+                    c.execute(statement)
+            except BaseException:
+                conn.rollback()
+                raise
+            conn.commit()
+
     def construct_create_table_statements(self) -> list[str]:
         return [
             *super().construct_create_table_statements(),
@@ -204,6 +219,12 @@ def _pg_recorder_class() -> type:
                     ).format(),
                 ]
             )
+
+        def _create_table(self, curs: Any) -> None:
+            # Creators serialise on an advisory lock: concurrent `CREATE TABLE IF NOT EXISTS`
+            # from several processes otherwise fails ("tuple concurrently updated").
+            curs.execute("SELECT pg_advisory_xact_lock(7239016482731)", prepare=False)
+            super()._create_table(curs)
 
     return _PostgresRecorder
 

@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Protocol
 
 from adapters import git
 from adapters.discovery import discover_test_files
+from adapters.event_store import LeaseLost
 from adapters.executor import Executor
 from domain import events as ev
 from domain.assessment import assess_observation
@@ -259,9 +260,15 @@ class GateProcess:
     # -- driving --
 
     def drive(self) -> Verdict:
-        with _interruptible():
+        with _interruptible(), self.ledger.driving(self.run_id):
             try:
                 return self._loop()
+            except LeaseLost:
+                # Another process took the run over: stop here, appending nothing more.
+                self.executor.cancel_all()
+                if self.measuring is not self.executor:
+                    self.measuring.cancel_all()
+                raise
             except BadInput as error:
                 # Found only mid-run (e.g. a reused measurement over the budget): the run
                 # says why it stopped, so it is not left looking like it is still running.

@@ -40,12 +40,13 @@ def resume_gate(ledger: Ledger, run_prefix: str, observer: Observer) -> dict[str
     if state.started is None:
         raise ValueError(f"run {run_id} has no RunStarted event")
     started = state.started
-    executor = build_executor(
-        started.executor, Path(started.repo), dict(started.options.get("executor_options", {}))
-    )
-    if not state.completed:
-        ledger.record(run_id, ev.RunResumed)
-    return _drive(ledger, run_id, executor, observer)
+    with ledger.driving(run_id):  # one driver per run: a live holder is named, nothing appended
+        executor = build_executor(
+            started.executor, Path(started.repo), dict(started.options.get("executor_options", {}))
+        )
+        if not state.completed:
+            ledger.record(run_id, ev.RunResumed)
+        return _drive(ledger, run_id, executor, observer)
 
 
 def _drive(ledger: Ledger, run_id: str, executor: Any, observer: Observer) -> dict[str, Any]:

@@ -255,7 +255,7 @@ def test_payload_stored_under_another_kind_is_refused_and_found(
         f"AND originator_version = 2",
         ("RunCompleted", run),
     )
-    with pytest.raises(BrokenRun, match="broken at position 2 .stored RunCompleted holds a Fi"):
+    with pytest.raises(BrokenRun, match=r"broken at position 2 .stored RunCompleted holds a Fi"):
         ledger.read(run)
     ok, position, problem = _broken(ledger, run)
     assert (ok, position) == (False, 2) and "stored kind" in problem
