@@ -14,7 +14,13 @@ from cli.progress import RichObserver
 from cli.render import finish_verdict
 from domain.errors import BadInput
 from ledger import use_cases
-from ledger.gate import DEFAULT_PYTEST_COMMAND, GateInterrupted, GateOptions
+from ledger.gate import (
+    DEFAULT_PYTEST_COMMAND,
+    GateInterrupted,
+    GateOptions,
+    validate,
+    warnings_for,
+)
 from ledger.service import opened
 
 
@@ -71,6 +77,8 @@ def _parse_duration(text: str) -> float:
 @click.option("--wait", is_flag=True, help="Wait for the owner's answers until each deadline.")
 @click.option("--questions", "question_budget", type=int, default=3, show_default=True,
               help="Questions the gate may put to the owner per run.")  # fmt: skip
+@click.option("--max-report-mb", type=float, default=64.0, show_default=True,
+              help="A larger JUnit report: its attempt is unmeasured.")  # fmt: skip
 @common
 def gate(
     base: str, head: str, repo: str, shards: int | None, budget_gib: float, rounds: int,
@@ -79,7 +87,7 @@ def gate(
     image: str | None, source: str | None, pool_config: str | None, host: str | None,
     remote_mirror: str | None, ssh_port: int | None, ssh_identity: str | None,
     ssh_options: tuple[str, ...], remote_python: str | None, deadline: str, wait: bool,
-    question_budget: int, ledger_url: str | None, as_json: bool,
+    question_budget: int, max_report_mb: float, ledger_url: str | None, as_json: bool,
 ) -> None:  # fmt: skip
     """Run the regression gate: head against base, every step an event in the ledger.
 
@@ -133,7 +141,7 @@ def gate(
         shards=shards,
         budget_gib=budget_gib,
         rounds=rounds,
-        jobs=jobs or (os.cpu_count() or 1),
+        jobs=jobs if jobs is not None else (os.cpu_count() or 1),
         timeout_s=timeout_s,
         rule=rule,
         command=template,
@@ -144,9 +152,13 @@ def gate(
         deadline_s=_parse_duration(deadline),
         wait=wait,
         question_budget=question_budget,
+        max_report_mb=max_report_mb,
     )
     if not Path(repo).is_dir():
         raise BadInput(f"--repo {repo} is not a directory")
+    validate(options)  # every value checked before the ledger is even opened
+    for warning in warnings_for(options):
+        click.echo(f"ledger: {warning}", err=True)
     with opened(ledger_url) as ledger, RichObserver(quiet=as_json) as observer:
         try:
             document = use_cases.run_gate(ledger, options, observer)

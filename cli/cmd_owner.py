@@ -154,11 +154,27 @@ def approve(
     target = Path(out) if out else None
     if target is not None and not target.parent.is_dir():
         raise BadInput(f"--out {out}: directory {target.parent} does not exist")
-    with opened(ledger_url, create=False) as ledger:
-        report = owner.approve(ledger, run, list(required))
-        _refresh_views(ledger)
-    if target is not None:
-        target.write_text(report.markdown, encoding="utf-8")
+    # The output is opened before `ApprovalIssued` is appended: an unwritable --out is bad
+    # input (exit 2) with nothing recorded, never an approval whose report went nowhere.
+    existed = target is not None and target.exists()
+    try:
+        handle = target.open("a", encoding="utf-8") if target is not None else None
+    except OSError as error:
+        raise BadInput(f"--out {out}: cannot write: {error.strerror}") from error
+    try:
+        with opened(ledger_url, create=False) as ledger:
+            report = owner.approve(ledger, run, list(required))
+            _refresh_views(ledger)
+    except BaseException:
+        if handle is not None:
+            handle.close()
+            if not existed and target is not None:
+                target.unlink(missing_ok=True)
+        raise
+    if handle is not None:
+        with handle:
+            handle.truncate(0)
+            handle.write(report.markdown)
     if as_json:
         emit_json(report.as_dict())
     else:

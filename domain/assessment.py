@@ -23,12 +23,16 @@ NO_OUTPUT = "no-output"
 INCOMPLETE = "incomplete"
 UNATTRIBUTED = "unattributed"
 JOB_FAILED = "job-failed"
+REPORT_TOO_LARGE = "report-too-large"  # over --max-report-mb: only its head was kept
 # Not a culprit reason: no pool member could take the shard, so bisecting cannot help.
 UNPLACED = "unplaced"
 
 NO_TESTS_COLLECTED = 5  # pytest's exit code when a run collected no test
 
-REASONS = (SIGNAL, TIMEOUT, OOM, NO_OUTPUT, INCOMPLETE, UNATTRIBUTED, JOB_FAILED, UNPLACED)
+REASONS = (
+    SIGNAL, TIMEOUT, OOM, NO_OUTPUT, INCOMPLETE, UNATTRIBUTED, JOB_FAILED, REPORT_TOO_LARGE,
+    UNPLACED,
+)  # fmt: skip
 
 # Infrastructure failure reasons that name a more specific cause than `job-failed`.
 _INFRA_REASONS = {
@@ -103,8 +107,10 @@ def assess(
     log_tail: bytes,
     files: Sequence[str],
     infrastructure_detail: str = "",
+    report_too_large: int | None = None,
 ) -> Assessment:
-    """Judge one attempt from its facts alone (pure: the same facts give the same answer)."""
+    """Judge one attempt from its facts alone (pure: the same facts give the same answer).
+    `report_too_large` is the size of a report over the limit (`report` is then its head)."""
     if infrastructure_failure:
         reason = _INFRA_REASONS.get(infrastructure_failure, JOB_FAILED)
         detail = infrastructure_failure
@@ -117,6 +123,14 @@ def assess(
         return Assessment(False, OOM, "the shard went over its memory limit and was killed")
     if signal is not None:
         return Assessment(False, SIGNAL, f"the process died of signal {signal}")
+    if report_too_large is not None:
+        kept = len(report) if report is not None else 0
+        return Assessment(
+            False,
+            REPORT_TOO_LARGE,
+            f"the JUnit report is {report_too_large} bytes, over the limit; "
+            f"its first {kept} bytes are kept as evidence",
+        )
     if report is None:
         return Assessment(False, NO_OUTPUT, f"exit {exit_code} and no JUnit report")
     parsed = read_report(report, expected_files=list(files))
@@ -143,7 +157,9 @@ def assess(
     return Assessment(True, report=parsed)
 
 
-def assess_observation(o: Observation, files: Sequence[str]) -> Assessment:
+def assess_observation(
+    o: Observation, files: Sequence[str], report_too_large: int | None = None
+) -> Assessment:
     """`assess` of what an executor just observed, before it is recorded."""
     return assess(
         exit_code=o.exit_code,
@@ -155,4 +171,5 @@ def assess_observation(o: Observation, files: Sequence[str]) -> Assessment:
         log_tail=o.log_tail,
         files=files,
         infrastructure_detail=o.failure_detail,
+        report_too_large=report_too_large,
     )

@@ -176,6 +176,8 @@ class ShardAttemptRecorded(Event):
     seconds: float = 0.0
     infrastructure_failure: str | None = None  # e.g. PodFailed reason, ssh-connect
     infrastructure_detail: str = ""
+    # The size of a report over --max-report-mb; `report_hash` is then only its head.
+    report_too_large: int | None = None
 
     def artifact_hashes(self) -> list[str]:
         return [h for h in (self.report_hash, self.log_tail_hash) if h]
@@ -215,6 +217,7 @@ class IsolationRecorded(Event):
     report_hash: str | None = None
     log_tail_hash: str | None = None
     seconds: float = 0.0
+    report_too_large: int | None = None  # as in ShardAttemptRecorded
 
     def artifact_hashes(self) -> list[str]:
         return [h for h in (self.report_hash, self.log_tail_hash) if h]

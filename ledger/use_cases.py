@@ -12,7 +12,7 @@ from domain import events as ev
 from domain.rules import get_rule
 from ledger import clarify  # noqa: F401  (registers the owner-question hook in the gate)
 from ledger.executors import build_executor
-from ledger.gate import GateOptions, GateProcess, Observer, start, validate
+from ledger.gate import GateOptions, GateProcess, Observer, options_from, start, validate
 from ledger.projection import project
 from ledger.replay import verdict_for
 from ledger.service import Ledger
@@ -40,6 +40,7 @@ def resume_gate(ledger: Ledger, run_prefix: str, observer: Observer) -> dict[str
     if state.started is None:
         raise ValueError(f"run {run_id} has no RunStarted event")
     started = state.started
+    validate(options_from(started))  # a run recorded with bad values is refused, not crashed
     with ledger.driving(run_id):  # one driver per run: a live holder is named, nothing appended
         executor = build_executor(
             started.executor, Path(started.repo), dict(started.options.get("executor_options", {}))
