@@ -12,6 +12,7 @@ import click
 from cli.options import EXIT_FAILED, common, emit_json
 from cli.render import print_verdict
 from domain.errors import BadInput
+from domain.text import one_line
 from ledger import owner
 from ledger.service import Ledger, opened
 from ledger.views import catch_up_after_gate
@@ -55,8 +56,8 @@ def questions(run: str | None, ledger_url: str | None, as_json: bool) -> None:
                             for o in q["options"])  # fmt: skip
         state = q["state"] + (" — deadline passed" if q["overdue"] else "")
         click.echo(f"{q['id']}  run {q['run_id'][:12]}  [{q['impact']}]  {state}")
-        click.echo(f"  {q['text']}")
-        click.echo(f"  options: {options}")
+        click.echo(f"  {one_line(q['text'])}")
+        click.echo(f"  options: {one_line(options)}")
         click.echo(f"  deadline: {q['deadline'] or '-'}")
         click.echo(f"  answer: ledger answer {q['run_id'][:12]} {q['id']} CHOICE")
 
