@@ -10,6 +10,7 @@ import click
 from domain.text import one_line
 
 if TYPE_CHECKING:
+    from rich.console import Console
     from rich.text import Text
 
 
@@ -37,12 +38,14 @@ STATUS_STYLE = {
 }
 
 
-def print_verdict(document: dict[str, Any], *, replayed: bool = False) -> None:
+def print_verdict(
+    document: dict[str, Any], *, replayed: bool = False, console: Console | None = None
+) -> None:
     # Imported here: rich costs start-up time that `--json` output never uses.
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = console or Console()
     status = document["status"]
     title = f"run {document['run_id']}" + (" (replayed)" if replayed else "")
     table = Table(title=title, show_header=False)
