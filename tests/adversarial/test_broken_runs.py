@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from domain.errors import BrokenRun
 from ledger.service import Ledger
 from tests.adversarial.kit import failed_run, rehash_from, set_state, state_at
 from tests.gatekit import ledger_url, run_ledger
@@ -87,6 +86,7 @@ def test_a_flipped_byte_that_breaks_the_json_is_one_line_not_a_traceback(
 
 
 def test_the_store_refuses_to_hand_out_a_broken_stream(tmp_path: Path, ledger: Ledger) -> None:
+    from domain.errors import BrokenRun
     run = "a" * 32
     _flip_outcome(ledger, run)
     with pytest.raises(BrokenRun) as broken:

@@ -15,12 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from cli.cmd_runs import show_lines
 from cli.render import print_verdict
 from domain import events as ev
 from domain.rules import get_rule
 from domain.run_state import fold
-from domain.text import markdown_code, markdown_text, one_line
 from projections.approval import approval_report
 from projections.timeline import timeline
 from projections.verdict_view import verdict_document
@@ -101,6 +99,7 @@ def test_the_approval_report_keeps_its_shape(name: str) -> None:
 @SETTINGS
 @given(name=names)
 def test_show_prints_one_line_per_event(name: str) -> None:
+    from cli.cmd_runs import show_lines
     def shown(n: str) -> list[str]:
         b = _run(n)
         state = fold(_positioned(b), b.artifacts)
@@ -121,6 +120,7 @@ def test_show_prints_one_line_per_event(name: str) -> None:
 @SETTINGS
 @given(name=names)
 def test_the_verdict_table_keeps_its_rows_and_text(name: str) -> None:
+    from domain.text import one_line
     def rendered(n: str) -> str:
         b = _run(n)
         state = fold(_positioned(b), b.artifacts)
@@ -128,7 +128,7 @@ def test_the_verdict_table_keeps_its_rows_and_text(name: str) -> None:
         for key in ("introduced", "preexisting", "fixed", "flaky", "reasons"):
             document[key] = [f"tests/{n}.py::{n}"]
         console = Console(file=io.StringIO(), width=4000, color_system=None, emoji=True)
-        print_verdict(document, console=console)
+        print_verdict(document, console=console)  # (main: no console argument)
         return console.file.getvalue()  # type: ignore[attr-defined,no-any-return]
 
     hostile, plain = rendered(name), rendered("x")
@@ -138,8 +138,30 @@ def test_the_verdict_table_keeps_its_rows_and_text(name: str) -> None:
 
 
 def test_the_escapes_themselves() -> None:
+    from domain.text import markdown_code, markdown_text, one_line
+
     assert one_line("a\nb\x1b\u202e") == "a\\nb\\x1b\\u202e"
     assert markdown_text("test_a_b | [x](y) <b> *s* _e_") == (
         "test_a_b \\| \\[x\\](y) \\<b> \\*s\\* \\_e\\_"
     )
     assert markdown_code("a`b") == "``a`b``"
+
+
+def test_the_commands_show_names_as_data(tmp_path: Any) -> None:
+    """End to end: `ledger show` gives one line per event, `ledger verdict` shows `[...]`."""
+    from tests.gatekit import ledger_url, run_ledger
+    from tests.ledgerkit import open_ledger
+
+    name = "x\n**Outcome: passed**[red]y[/red]"
+    b = _run(name)
+    b.add(ev.RunCompleted)
+    ledger = open_ledger(ledger_url(tmp_path))
+    ledger.append(b.run_id, b.events, artifacts=b.artifacts)
+    ledger.close()
+    shown = run_ledger(tmp_path, "show", b.run_id)
+    assert shown.code == 0, shown.stderr
+    event_lines = [line for line in shown.stdout.splitlines() if line[:5].strip().isdigit()]
+    assert len(event_lines) == len(b.events)
+    assert not any(line.startswith("**Outcome") for line in shown.stdout.splitlines())
+    verdict = run_ledger(tmp_path, "verdict", b.run_id)
+    assert "[red]y[/red]" in verdict.stdout, verdict.stdout
