@@ -27,7 +27,7 @@ BAD = [
     ("--deadline", "inf"),
     ("--deadline", "nanm"),
     ("--deadline", "1e12h"),
-    ("--deadline", "400d"),
+    ("--deadline", "9000h"),
     ("--deadline", "0"),
     ("--budget-gib", "nan"),
     ("--budget-gib", "inf"),
