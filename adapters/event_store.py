@@ -23,7 +23,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlparse
 
-from eventsourcing.persistence import IntegrityError, InterfaceError, PersistenceError, StoredEvent
+from eventsourcing.persistence import (
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    PersistenceError,
+    StoredEvent,
+)
 from eventsourcing.sqlite import (
     SQLiteApplicationRecorder,
     SQLiteConnection,
@@ -62,6 +68,13 @@ class LeaseHeld(Exception):
             f"run {run_id} is being driven by {holder} (lease for {seconds_left:.0f} s more, "
             "renewed while it works); wait for it, or resume after it stops"
         )
+
+
+LOCK_WAIT_S = 30  # how long a writer waits for another's lock before giving up (both backends)
+
+
+class StoreBusy(Exception):
+    """Another writer held the ledger's lock longer than a writer waits: nothing was written."""
 
 
 class LeaseLost(Exception):
@@ -334,19 +347,30 @@ class EventStore:
         """A writing transaction. SQLite's begins IMMEDIATE: it takes the database's write lock
         (waiting up to the busy timeout) before anything is read, so the tip read in it
         cannot be stale."""
-        if self.dialect != "sqlite":
-            with self._transaction(commit=True) as c:
-                yield c
-            return
-        with self._datastore.get_connection(commit=True) as conn:
-            c = conn.cursor().sqlite_cursor
-            c.execute("BEGIN IMMEDIATE")
-            try:
-                yield c
-            except BaseException:
-                conn.rollback()
-                raise
-            conn.commit()
+        try:
+            if self.dialect != "sqlite":
+                with self._transaction(commit=True) as c:
+                    # Row and table locks are waited for, but not forever.
+                    c.execute(f"SET LOCAL lock_timeout = '{LOCK_WAIT_S}s'")
+                    yield c
+                return
+            with self._datastore.get_connection(commit=True) as conn:
+                c = conn.cursor().sqlite_cursor
+                c.execute("BEGIN IMMEDIATE")  # waits up to the busy timeout (LOCK_WAIT_S)
+                try:
+                    yield c
+                except BaseException:
+                    conn.rollback()
+                    raise
+                conn.commit()
+        except (sqlite3.OperationalError, OperationalError) as error:
+            text = str(error).lower()
+            if "locked" in text or "lock timeout" in text or "busy" in text:
+                raise StoreBusy(
+                    f"the ledger {self.description} stayed locked by another writer for "
+                    f"{LOCK_WAIT_S} s; nothing was written, try again"
+                ) from error
+            raise
 
     def _lock_tip(self, c: Any, run_id: str) -> tuple[int, str]:
         """The run's (length, tip) under the write lock. PostgreSQL: the run's index row is
@@ -809,7 +833,7 @@ def _open_sqlite(path: Path, *, create: bool) -> EventStore:
             pass
         else:
             raise BadInput(f"cannot open ledger file {path}: permission denied")
-    datastore = _sqlite_datastore(str(path), lock_timeout=30, pool_size=4)
+    datastore = _sqlite_datastore(str(path), lock_timeout=LOCK_WAIT_S, pool_size=4)
     recorder = _SQLiteRecorder(datastore, events_table_name=EVENTS_TABLE)
     try:
         recorder.create_table()
@@ -868,6 +892,7 @@ def _open_postgres(url: str) -> EventStore:
             pool_size=2,
             max_overflow=4,
             pool_open_timeout=5,
+            lock_timeout=LOCK_WAIT_S,
             originator_id_type="text",
         )
         recorder = _pg_recorder_class()(datastore, events_table_name=EVENTS_TABLE)

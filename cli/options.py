@@ -50,7 +50,7 @@ def common(f: F) -> F:
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from adapters.event_store import LeaseHeld, LeaseLost
+        from adapters.event_store import LeaseHeld, LeaseLost, StoreBusy
 
         try:
             return f(*args, **kwargs)
@@ -58,7 +58,7 @@ def common(f: F) -> F:
             fail(str(error))
         except IntegrityProblem as error:
             fail(str(error), EXIT_FAILED)
-        except (LeaseHeld, LeaseLost) as error:
+        except (LeaseHeld, LeaseLost, StoreBusy) as error:
             fail(str(error))
 
     return ledger_option(json_option(wrapper))  # type: ignore[return-value]
