@@ -157,6 +157,11 @@ def validate(options: GateOptions) -> None:
     _number("--deadline", options.deadline_s, 0, YEAR_S)
     _number("--questions", options.question_budget, 0, 1000, low_open=False)
     _number("--max-report-mb", options.max_report_mb, 0, 1024 * 1024)
+    executor = options.executor_options
+    if executor.get("capacity") is not None:
+        _number("--capacity", executor["capacity"], 1, 10_000, low_open=False)
+    if executor.get("port") is not None:
+        _number("--ssh-port", executor["port"], 1, 65_535, low_open=False)
     if options.measure not in ("always", "missing", "never"):
         raise BadInput(f"--measure must be always, missing or never, got {options.measure!r}")
     if not options.command:

@@ -40,6 +40,8 @@ BAD = [
     ("--questions", "-1"),
     ("--max-report-mb", "nan"),
     ("--max-report-mb", "0"),
+    ("--capacity", "0"),
+    ("--ssh-port", "0"),
 ]
 
 
@@ -62,7 +64,11 @@ def _no_runs(tmp_path: Path) -> bool:
 def test_a_bad_number_is_exit_2_one_line_and_no_event(
     tmp_path: Path, repo: Path, option: str, value: str
 ) -> None:
-    args = ["gate", "--base", "v1", "--repo", str(repo), *GATE_DEFAULTS, option, value]
+    executor = {
+        "--capacity": ["--executor", "kubernetes", "--pool", "ctx"],
+        "--ssh-port": ["--executor", "ssh", "--host", "ci@build-1"],
+    }.get(option, [])
+    args = ["gate", "--base", "v1", "--repo", str(repo), *GATE_DEFAULTS, *executor, option, value]
     result = run_ledger(tmp_path, *args)
     assert result.code == 2, (result.stdout, result.stderr)
     lines = result.stderr.strip().splitlines()
