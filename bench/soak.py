@@ -96,6 +96,8 @@ class Soak:
         self.stop = threading.Event()
         self.kills = Counter[str]()
         self.resumes = 0
+        self.refused_resumes = 0
+        self.last_stderr = ""
 
     # -- commands --
 
@@ -162,9 +164,13 @@ class Soak:
             "--timeout", "120", "--json",
         ]  # fmt: skip
 
-    def drive(self, process: subprocess.Popen[str], rng: random.Random) -> tuple[int, str]:
-        """Wait for a gate/resume, maybe killing it at a random moment; (exit code, stdout)."""
-        if rng.random() < self.options.kill_probability:
+    def drive(
+        self, process: subprocess.Popen[str], rng: random.Random, *, spare: bool = False
+    ) -> tuple[int, str]:
+        """Wait for a gate/resume, maybe killing it at a random moment (never when `spare`):
+        (exit code, stdout)."""
+        self.last_stderr = ""
+        if not spare and rng.random() < self.options.kill_probability:
             try:
                 process.wait(timeout=rng.uniform(0.3, self.options.max_kill_after))
             except subprocess.TimeoutExpired:
@@ -172,6 +178,7 @@ class Soak:
                 self.kills[signal.Signals(signum).name] += 1
                 process.send_signal(signum)
         out, err = process.communicate(timeout=600)
+        self.last_stderr = err
         with self.lock:
             self.stderrs.append(err)
         return process.returncode, out
@@ -184,18 +191,21 @@ class Soak:
             return None  # killed before RunStarted: nothing to resume
         with self.lock:
             self.live_run = run
-        for _ in range(self.options.max_resumes):
+        for attempt in range(1, self.options.max_resumes + 1):
             if code in (0, 1, 3, 4):
                 break
             self.resumes += 1
-            code, out = self.drive(self.popen("resume", run, "--json"), rng)
-            if code == 2 and "being driven by" in out + (self.stderrs[-1] if self.stderrs else ""):
+            last = attempt == self.options.max_resumes  # the last resume is left to finish
+            code, out = self.drive(self.popen("resume", run, "--json"), rng, spare=last)
+            if code == 2 and "being driven by" in self.last_stderr:
+                self.refused_resumes += 1
                 time.sleep(self.options.lease_seconds)  # a killed holder's lease lapses
         with self.lock:
             self.live_run = None
             self.known_runs.append(run)
         if code not in (0, 1, 3, 4):
-            return {"run_id": run, "completed": False}
+            why = (self.last_stderr.strip().splitlines() or [""])[-1][:200]
+            return {"run_id": run, "completed": False, "exit": code, "why": why}
         document = json.loads(out)
         return {"run_id": run, "completed": True, "document": document}
 
@@ -296,6 +306,10 @@ def main() -> None:
             "verdicts_equal_to_reference": len(equal),
             "kills": dict(soak.kills),
             "resumes": soak.resumes,
+            "resumes_refused_live_holder": soak.refused_resumes,
+            "incomplete": [
+                {k: r[k] for k in ("run_id", "exit", "why")} for r in runs if not r["completed"]
+            ],
             "checks_recorded": len(soak.checks_ok),
             "checks_refused": dict(soak.check_refused),
             "answers": soak.answers,
