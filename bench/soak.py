@@ -2,7 +2,7 @@
 
     python bench/soak.py                 # 50 gates
     python bench/soak.py --gates 5       # a quick one
-    python bench/soak.py --gates 20 --ledger postgresql://...  --views /tmp/v.db
+    python bench/soak.py --gates 20 --ledger postgresql://user@host/db   # an empty database
 
 Makes a small repository (a regression, a preexisting failure, a fixed test, slow tests to
 give kills somewhere to land), runs one uninterrupted reference gate, then N gates in turn.
@@ -102,8 +102,8 @@ class Soak:
     # -- commands --
 
     def argv(self, *args: str) -> list[str]:
-        extra = ["--views", self.options.views] if self.options.views and args[0] in (
-            "check", "answer", "rebuild") else []  # fmt: skip
+        views = self.options.views if args[0] == "rebuild" else None
+        extra = ["--views", views] if views else []
         return [sys.executable, "-m", "cli", *args, *extra, "--ledger", self.url]
 
     def run(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -254,7 +254,7 @@ def main() -> None:
     parser.add_argument("--max-resumes", type=int, default=6)
     parser.add_argument("--lease-seconds", type=float, default=3.0)
     parser.add_argument("--ledger", default=None, help="ledger URL (default: a fresh SQLite)")
-    parser.add_argument("--views", default=None, help="views file (for a PostgreSQL ledger)")
+    parser.add_argument("--views", default=None, help="views file (PostgreSQL: for rebuild)")
     parser.add_argument("--dir", type=Path, default=None, help="work here and keep it")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     options = parser.parse_args()
