@@ -16,13 +16,20 @@ import os
 import sqlite3
 import stat
 import sys
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlparse
 
-from eventsourcing.persistence import IntegrityError, InterfaceError, PersistenceError, StoredEvent
+from eventsourcing.persistence import (
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    PersistenceError,
+    StoredEvent,
+)
 from eventsourcing.sqlite import (
     SQLiteApplicationRecorder,
     SQLiteConnection,
@@ -30,11 +37,12 @@ from eventsourcing.sqlite import (
     SQLiteDatastore,
 )
 
-from domain.chain import GENESIS, decode_state, link, sha256_hex, split_state
-from domain.errors import BadInput
+from domain.chain import GENESIS, chain_hash, decode_state, link, sha256_hex, split_state
+from domain.errors import BadInput, BrokenRun
 from domain.events import (
     Event,
     RunStarted,
+    event_from_json,
     event_to_json,
     events_as_stored,
     events_from_json,
@@ -47,6 +55,39 @@ EVENTS_TABLE = "ledger_events"
 
 class ConcurrencyConflict(Exception):
     """Another writer appended to the same run first; the caller's expectation is stale."""
+
+
+class LeaseHeld(Exception):
+    """Another process drives the run (its lease is live); names the holder."""
+
+    def __init__(self, run_id: str, holder: str, seconds_left: float) -> None:
+        self.run_id = run_id
+        self.holder = holder
+        self.seconds_left = seconds_left
+        super().__init__(
+            f"run {run_id} is being driven by {holder} (lease for {seconds_left:.0f} s more, "
+            "renewed while it works); wait for it, or resume after it stops"
+        )
+
+
+LOCK_WAIT_S = 30  # how long a writer waits for another's lock before giving up (both backends)
+
+
+class StoreBusy(Exception):
+    """Another writer held the ledger's lock longer than a writer waits: nothing was written."""
+
+
+class LeaseLost(Exception):
+    """This process's lease on a run was taken over: it must stop driving the run."""
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A driver's hold on a run: only its holder appends the gate's own events."""
+
+    run_id: str
+    holder: str
+    seconds: float
 
 
 @dataclass(frozen=True)
@@ -88,6 +129,21 @@ class RunRow:
 
 
 class _SQLiteRecorder(SQLiteApplicationRecorder):
+    def create_table(self) -> None:
+        """The library's, but in a transaction that takes the write lock up front: a deferred
+        one that reads the schema and then writes cannot wait for a busy database (SQLite
+        refuses the upgrade at once: "database is locked") when many processes open it."""
+        with self.datastore.get_connection(commit=True) as conn:
+            c = conn.cursor().sqlite_cursor
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in self.create_table_statements:
+                    c.execute(statement)
+            except BaseException:
+                conn.rollback()
+                raise
+            conn.commit()
+
     def construct_create_table_statements(self) -> list[str]:
         return [
             *super().construct_create_table_statements(),
@@ -97,7 +153,11 @@ class _SQLiteRecorder(SQLiteApplicationRecorder):
             "run_id TEXT PRIMARY KEY, started_at TEXT, repo TEXT, head TEXT, base TEXT, "
             "head_ref TEXT, base_ref TEXT, length INTEGER NOT NULL, tip TEXT NOT NULL)",
             "CREATE TABLE IF NOT EXISTS ledger_meta (key TEXT PRIMARY KEY, value TEXT)",
+            "CREATE TABLE IF NOT EXISTS ledger_leases ("
+            "run_id TEXT PRIMARY KEY, holder TEXT NOT NULL, expires REAL NOT NULL)",
             f"INSERT OR IGNORE INTO ledger_meta (key, value) VALUES ('format', '{FORMAT}')",
+            "INSERT OR IGNORE INTO ledger_meta (key, value) "
+            "VALUES ('ledger_id', lower(hex(randomblob(16))))",
         ]
 
 
@@ -158,12 +218,26 @@ def _pg_recorder_class() -> type:
                         "CREATE TABLE IF NOT EXISTS ledger_meta (key text PRIMARY KEY, value text)"
                     ).format(),
                     SQL(
+                        "CREATE TABLE IF NOT EXISTS ledger_leases (run_id text PRIMARY KEY, "
+                        "holder text NOT NULL, expires double precision NOT NULL)"
+                    ).format(),
+                    SQL(
                         "INSERT INTO ledger_meta (key, value) VALUES ('format', '"
                         + FORMAT
                         + "') ON CONFLICT DO NOTHING"
                     ).format(),
+                    SQL(
+                        "INSERT INTO ledger_meta (key, value) VALUES ('ledger_id', "
+                        "md5(random()::text || clock_timestamp()::text)) ON CONFLICT DO NOTHING"
+                    ).format(),
                 ]
             )
+
+        def _create_table(self, curs: Any) -> None:
+            # Creators serialise on an advisory lock: concurrent `CREATE TABLE IF NOT EXISTS`
+            # from several processes otherwise fails ("tuple concurrently updated").
+            curs.execute("SELECT pg_advisory_xact_lock(7239016482731)", prepare=False)
+            super()._create_table(curs)
 
     return _PostgresRecorder
 
@@ -213,13 +287,16 @@ class EventStore:
         *,
         artifacts: dict[str, bytes] | None = None,
         expected_length: int | None = None,
+        lease: Lease | None = None,
     ) -> list[Recorded]:
         """Append events atomically at the end of the run's stream.
 
         The run's tip is read under a write lock in the appending transaction (SQLite: the
         database's write lock, PostgreSQL: the run's index row), so concurrent writers queue
         instead of colliding and never lose or overwrite an event. With `expected_length`, an
-        append after another writer's raises `ConcurrencyConflict`.
+        append after another writer's raises `ConcurrencyConflict`. With `lease`, the append
+        is refused (`LeaseLost`) unless that lease still holds the run, checked in the same
+        transaction: a driver whose lease was taken over can never append again.
         """
         if not events:
             return []
@@ -233,6 +310,8 @@ class EventStore:
         try:
             with self._write() as c:
                 length, tip = self._lock_tip(c, run_id)
+                if lease is not None:
+                    self._check_lease(c, lease)
                 if expected_length is not None and length != expected_length:
                     raise ConcurrencyConflict(
                         f"run {run_id} has {length} events, expected {expected_length}"
@@ -268,19 +347,30 @@ class EventStore:
         """A writing transaction. SQLite's begins IMMEDIATE: it takes the database's write lock
         (waiting up to the busy timeout) before anything is read, so the tip read in it
         cannot be stale."""
-        if self.dialect != "sqlite":
-            with self._transaction(commit=True) as c:
-                yield c
-            return
-        with self._datastore.get_connection(commit=True) as conn:
-            c = conn.cursor().sqlite_cursor
-            c.execute("BEGIN IMMEDIATE")
-            try:
-                yield c
-            except BaseException:
-                conn.rollback()
-                raise
-            conn.commit()
+        try:
+            if self.dialect != "sqlite":
+                with self._transaction(commit=True) as c:
+                    # Row and table locks are waited for, but not forever.
+                    c.execute(f"SET LOCAL lock_timeout = '{LOCK_WAIT_S}s'")
+                    yield c
+                return
+            with self._datastore.get_connection(commit=True) as conn:
+                c = conn.cursor().sqlite_cursor
+                c.execute("BEGIN IMMEDIATE")  # waits up to the busy timeout (LOCK_WAIT_S)
+                try:
+                    yield c
+                except BaseException:
+                    conn.rollback()
+                    raise
+                conn.commit()
+        except (sqlite3.OperationalError, OperationalError) as error:
+            text = str(error).lower()
+            if "locked" in text or "lock timeout" in text or "busy" in text:
+                raise StoreBusy(
+                    f"the ledger {self.description} stayed locked by another writer for "
+                    f"{LOCK_WAIT_S} s; nothing was written, try again"
+                ) from error
+            raise
 
     def _lock_tip(self, c: Any, run_id: str) -> tuple[int, str]:
         """The run's (length, tip) under the write lock. PostgreSQL: the run's index row is
@@ -323,6 +413,88 @@ class EventStore:
             run_id,
         )
 
+    # -- leases: one driver per run --
+
+    def _now(self, c: Any) -> float:
+        """The lease clock: the database server's for PostgreSQL (runners on many machines
+        share it), this machine's for a SQLite file (every writer is on this machine)."""
+        if self.dialect == "sqlite":
+            return time.time()
+        c.execute("SELECT EXTRACT(EPOCH FROM clock_timestamp())::float8 AS now")
+        row = c.fetchone()
+        return float(next(iter(row.values())) if isinstance(row, dict) else row[0])
+
+    def _lease_row(self, c: Any, run_id: str) -> tuple[str, float] | None:
+        sql = f"SELECT holder, expires FROM ledger_leases WHERE run_id = {self._ph}"
+        c.execute(sql + ("" if self.dialect == "sqlite" else " FOR UPDATE"), (run_id,))
+        row = c.fetchone()
+        if row is None:
+            return None
+        values = tuple(row.values()) if isinstance(row, dict) else tuple(row)
+        return str(values[0]), float(values[1])
+
+    def _check_lease(self, c: Any, lease: Lease) -> None:
+        row = self._lease_row(c, lease.run_id)
+        if row is None or row[0] != lease.holder:
+            by = f" by {row[0]}" if row else ""
+            raise LeaseLost(
+                f"run {lease.run_id}: this process's lease was taken over{by}; it stops here"
+            )
+
+    def acquire_lease(
+        self,
+        run_id: str,
+        holder: str,
+        seconds: float,
+        *,
+        holder_is_dead: Any = None,
+    ) -> Lease:
+        """Take the run's lease, or raise `LeaseHeld` naming the live holder. A lease whose
+        expiry passed (its holder stopped renewing it: killed, hung, disconnected) is taken
+        over; so is one whose holder `holder_is_dead` proves gone (a dead local process)."""
+        ph = self._ph
+        with self._write() as c:
+            now = self._now(c)
+            row = self._lease_row(c, run_id)
+            live = row is not None and row[0] != holder and row[1] > now
+            if row is not None and live and not (holder_is_dead and holder_is_dead(row[0])):
+                raise LeaseHeld(run_id, row[0], row[1] - now)
+            c.execute(
+                f"INSERT INTO ledger_leases (run_id, holder, expires) VALUES ({ph}, {ph}, {ph}) "
+                "ON CONFLICT (run_id) DO UPDATE SET holder = excluded.holder, "
+                "expires = excluded.expires",
+                (run_id, holder, now + seconds),
+            )
+        return Lease(run_id, holder, seconds)
+
+    def renew_lease(self, lease: Lease) -> bool:
+        """Extend a held lease; False when it was taken over (the holder must stop)."""
+        ph = self._ph
+        with self._write() as c:
+            now = self._now(c)
+            c.execute(
+                f"UPDATE ledger_leases SET expires = {ph} WHERE run_id = {ph} AND holder = {ph}",
+                (now + lease.seconds, lease.run_id, lease.holder),
+            )
+            return bool(c.rowcount == 1)
+
+    def release_lease(self, lease: Lease) -> None:
+        ph = self._ph
+        with self._write() as c:
+            c.execute(
+                f"DELETE FROM ledger_leases WHERE run_id = {ph} AND holder = {ph}",
+                (lease.run_id, lease.holder),
+            )
+
+    def lease_holder(self, run_id: str) -> tuple[str, float] | None:
+        """(holder, seconds left) of a live lease on the run, else None."""
+        with self._write() as c:
+            now = self._now(c)
+            row = self._lease_row(c, run_id)
+        if row is None or row[1] <= now:
+            return None
+        return row[0], row[1] - now
+
     def put_artifacts(self, artifacts: dict[str, bytes]) -> None:
         """Store blobs ahead of the event that will reference them (idempotent)."""
         rows = [(h, len(d), d) for h, d in artifacts.items()]
@@ -344,29 +516,74 @@ class EventStore:
         return int(rows[0][0]), str(rows[0][1])
 
     def read(self, run_id: str) -> list[Recorded]:
+        """The run's stream, its hash chain checked against the run index first: a broken
+        or undecodable run raises `BrokenRun` (nothing may be concluded from it)."""
         # The recorder's table, read as plain tuples: the library's select_events builds a
         # StoredEvent per row, which costs as much as validating the event.
         with _gc_paused():
-            rows = self._query(self._sql_read, (run_id,))
-            split = [split_state(bytes(state)) for _, _, state in rows]
-            events = _parse([p for _, _, p in split], [topic for _, topic, _ in rows])
+            links = self._verified(run_id)
+            events = self._parse_run(run_id, links)
             return [
                 Recorded(position, event, prev, digest)
-                for (position, _, _), (digest, prev, _), event in zip(
-                    rows, split, events, strict=True
-                )
+                for (position, _, digest, prev, _), event in zip(links, events, strict=True)
             ]
 
     def read_events(self, run_id: str) -> list[tuple[int, Event]]:
-        """(position, event) of a run's stream, validated as `read` does, without building the
-        chain links that projections never use."""
+        """(position, event) of a run's stream, verified and validated as `read` does,
+        without building the `Recorded` links that projections never use."""
         with _gc_paused():
-            rows = self._query(self._sql_read, (run_id,))
-            events = _parse(
-                [split_state(bytes(state))[2] for _, _, state in rows],
-                [topic for _, topic, _ in rows],
-            )
-            return list(zip([position for position, _, _ in rows], events, strict=True))
+            links = self._verified(run_id)
+            events = self._parse_run(run_id, links)
+            return list(zip([link[0] for link in links], events, strict=True))
+
+    def _verified(self, run_id: str) -> list[tuple[int, str, str, str, bytes]]:
+        """(position, kind, hash, prev, payload) of each stored event, after checking the
+        chain: positions 1..n, each event follows its predecessor and matches its hash, and
+        the run index agrees on the length and the tip. The full check (artifacts too) is
+        `ledger verify`; this one costs one sha256 per event."""
+        rows = self._query(self._sql_read, (run_id,))
+        index = self._query(
+            f"SELECT length, tip FROM ledger_runs WHERE run_id = {self._ph}", (run_id,)
+        )
+        links: list[tuple[int, str, str, str, bytes]] = []
+        prev = GENESIS
+        for expected, (position, kind, state) in enumerate(rows, start=1):
+            if position != expected:
+                raise BrokenRun(run_id, expected, f"event {expected} is missing")
+            try:
+                digest, stored_prev, payload = split_state(bytes(state))
+            except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+                raise BrokenRun(run_id, position, "its chain header cannot be read") from None
+            if stored_prev != prev:
+                raise BrokenRun(run_id, position, "does not follow its predecessor")
+            if chain_hash(prev, payload) != digest:
+                raise BrokenRun(run_id, position, "content does not match its hash")
+            links.append((position, str(kind), digest, prev, payload))
+            prev = digest
+        if rows and not index:
+            raise BrokenRun(run_id, 1, "the run is missing from the run index")
+        if index:
+            length, tip = int(index[0][0]), str(index[0][1])
+            if length != len(rows):
+                raise BrokenRun(
+                    run_id,
+                    min(length, len(rows)) + 1,
+                    f"the run index records {length} events but {len(rows)} are stored",
+                )
+            if rows and tip != prev:
+                raise BrokenRun(run_id, len(rows), "the last event is not the recorded tip")
+        return links
+
+    @staticmethod
+    def _parse_run(run_id: str, links: list[tuple[int, str, str, str, bytes]]) -> list[Event]:
+        try:
+            events = _parse([link[4] for link in links], [link[1] for link in links])
+        except ValueError:
+            events = _first_undecodable(run_id, links)  # raises, naming the position
+        for (position, _, _, _, _), event in zip(links, events, strict=True):
+            if event.run_id != run_id:
+                raise BrokenRun(run_id, position, "belongs to another run (moved event)")
+        return events
 
     def read_raw(self, run_id: str) -> list[RawRecord]:
         raw = []
@@ -433,6 +650,11 @@ class EventStore:
         for digest, data in self._query("SELECT sha256, data FROM ledger_artifacts"):
             yield str(digest), bytes(data)
 
+    def ledger_id(self) -> str:
+        """This ledger's identity (random, made with the ledger): views know whose they are."""
+        rows = self._query("SELECT value FROM ledger_meta WHERE key = 'ledger_id'")
+        return str(rows[0][0]) if rows else ""
+
     def max_notification_id(self) -> int:
         return int(self.recorder.max_notification_id() or 0)
 
@@ -483,6 +705,23 @@ def _gc_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+def _first_undecodable(run_id: str, links: list[tuple[int, str, str, str, bytes]]) -> list[Event]:
+    """Parse one event at a time to name the first that cannot be decoded as its stored kind."""
+    events: list[Event] = []
+    for position, kind, _, _, payload in links:
+        problem = None
+        try:
+            event = event_from_json(payload)
+            if event.kind != kind:
+                problem = f"stored {kind} holds a {event.kind}"
+        except ValueError:
+            problem = "its event cannot be decoded"
+        if problem is not None:
+            raise BrokenRun(run_id, position, problem)
+        events.append(event)
+    return events
 
 
 def _parse(payloads: list[bytes], topics: list[str]) -> list[Event]:
@@ -594,7 +833,7 @@ def _open_sqlite(path: Path, *, create: bool) -> EventStore:
             pass
         else:
             raise BadInput(f"cannot open ledger file {path}: permission denied")
-    datastore = _sqlite_datastore(str(path), lock_timeout=30, pool_size=4)
+    datastore = _sqlite_datastore(str(path), lock_timeout=LOCK_WAIT_S, pool_size=4)
     recorder = _SQLiteRecorder(datastore, events_table_name=EVENTS_TABLE)
     try:
         recorder.create_table()
@@ -653,6 +892,7 @@ def _open_postgres(url: str) -> EventStore:
             pool_size=2,
             max_overflow=4,
             pool_open_timeout=5,
+            lock_timeout=LOCK_WAIT_S,
             originator_id_type="text",
         )
         recorder = _pg_recorder_class()(datastore, events_table_name=EVENTS_TABLE)

@@ -128,6 +128,15 @@ def repo_root(path: Path) -> Path:
     return Path(done.stdout.decode().strip()).resolve()
 
 
+def uncommitted_changes(repo: Path) -> int:
+    """How many tracked files differ from the commit checked out (staged or not): the gate
+    tests commits, so these changes are not what it tests."""
+    done = _git(repo, "status", "--porcelain", "--untracked-files=no", check=False)
+    if done.returncode != 0:
+        return 0
+    return len([line for line in done.stdout.splitlines() if line.strip()])
+
+
 def _common_dir(repo: Path) -> Path:
     out = _git(repo, "rev-parse", "--git-common-dir").stdout.decode().strip()
     common = Path(out)

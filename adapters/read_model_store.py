@@ -23,6 +23,7 @@ from domain.errors import BadInput
 
 TRACKING = "tracking"
 TRACKING_NAME = "views"
+META = "views_meta"  # which ledger the views are of (outside the digest)
 
 
 class TableSpec(Protocol):
@@ -136,6 +137,24 @@ class ReadModelStore:
             raise
         self.conn.execute("COMMIT")
 
+    def ledger_id(self) -> str | None:
+        """The identity of the ledger these views were built from (None: unknown)."""
+        try:
+            row = self.conn.execute(
+                f"SELECT value FROM {META} WHERE key = 'ledger_id'"
+            ).fetchone()
+        except sqlite3.OperationalError:
+            return None
+        return str(row[0]) if row else None
+
+    def set_ledger_id(self, ledger_id: str) -> None:
+        self.conn.execute(f"CREATE TABLE IF NOT EXISTS {META} (key TEXT PRIMARY KEY, value TEXT)")
+        self.conn.execute(
+            f"INSERT INTO {META} (key, value) VALUES ('ledger_id', ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (ledger_id,),
+        )
+
     def position(self) -> int:
         row = self.conn.execute(
             f"SELECT notification_id FROM {TRACKING} WHERE name = ?", (TRACKING_NAME,)
@@ -177,7 +196,7 @@ class ReadModelStore:
     def reset(self) -> None:
         """Drop every table and create them empty, without indexes (inside a transaction);
         `finish_rebuild` adds the indexes once the rows are in, which is faster."""
-        for name in [TRACKING, *(t.name for t in self.tables)]:
+        for name in [TRACKING, META, *(t.name for t in self.tables)]:
             self.conn.execute(f"DROP TABLE IF EXISTS {_quote(name)}")
         self._create(indexes=False)
         self.conn.execute(f"PRAGMA user_version = {self.schema_version}")

@@ -12,7 +12,7 @@ from cli.progress import RichObserver
 from cli.render import finish_verdict
 from ledger import report as reports
 from ledger import use_cases
-from ledger.gate import GateInterrupted
+from ledger.gate import GateInterrupted, validate, warnings_for
 from ledger.service import opened
 from ledger.settings import EXECUTORS, gate_options
 
@@ -59,6 +59,8 @@ from ledger.settings import EXECUTORS, gate_options
 @click.option("--wait", is_flag=True, help="Wait for the owner's answers until each deadline.")
 @click.option("--questions", "question_budget", type=int, default=None,
               help="Questions the gate may put to the owner per run [default: 3].")  # fmt: skip
+@click.option("--max-report-mb", type=float, default=None,
+              help="A larger JUnit report makes its attempt unmeasured [default: 64].")  # fmt: skip
 @click.option("--junit-out", "junit_out", default=None, metavar="FILE",
               help="Also write the head's results as one JUnit XML file.")  # fmt: skip
 @common
@@ -83,6 +85,9 @@ def gate(ledger_url: str | None, as_json: bool, junit_out: str | None, **flags: 
       ledger gate --base v1.4.0 --junit-out reports/gate-junit.xml
     """
     options = gate_options(flags)
+    validate(options)  # every value checked before the ledger is even opened
+    for warning in warnings_for(options):
+        click.echo(f"ledger: {warning}", err=True)
     junit_target = reports.writable(junit_out, "--junit-out") if junit_out else None
     with opened(ledger_url) as ledger, RichObserver(quiet=as_json) as observer:
         try:

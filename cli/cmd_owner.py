@@ -12,6 +12,7 @@ import click
 from cli.options import EXIT_FAILED, common, emit_json
 from cli.render import print_verdict
 from domain.errors import BadInput
+from domain.text import one_line
 from ledger import owner
 from ledger.service import Ledger, opened
 from ledger.views import catch_up_after_gate
@@ -57,8 +58,8 @@ def questions(run: str | None, ledger_url: str | None, as_json: bool) -> None:
             " — deadline passed: `ledger expire` acts on it" if q["overdue"] else ""
         )
         click.echo(f"{q['id']}  run {q['run_id'][:12]}  [{q['impact']}]  {state}")
-        click.echo(f"  {q['text']}")
-        click.echo(f"  options: {options}")
+        click.echo(f"  {one_line(q['text'])}")
+        click.echo(f"  options: {one_line(options)}")
         left = _left(q["seconds_left"]) if q["state"] == "open" else q["state"]
         click.echo(f"  deadline: {q['deadline'] or '-'} ({left})")
         click.echo(f"  answer: ledger answer {q['run_id'][:12]} {q['id']} CHOICE")
@@ -226,11 +227,27 @@ def approve(
     target = Path(out) if out else None
     if target is not None and not target.parent.is_dir():
         raise BadInput(f"--out {out}: directory {target.parent} does not exist")
-    with opened(ledger_url, create=False) as ledger:
-        report = owner.approve(ledger, run, list(required))
-        _refresh_views(ledger)
-    if target is not None:
-        target.write_text(report.markdown, encoding="utf-8")
+    # The output is opened before `ApprovalIssued` is appended: an unwritable --out is bad
+    # input (exit 2) with nothing recorded, never an approval whose report went nowhere.
+    existed = target is not None and target.exists()
+    try:
+        handle = target.open("a", encoding="utf-8") if target is not None else None
+    except OSError as error:
+        raise BadInput(f"--out {out}: cannot write: {error.strerror}") from error
+    try:
+        with opened(ledger_url, create=False) as ledger:
+            report = owner.approve(ledger, run, list(required))
+            _refresh_views(ledger)
+    except BaseException:
+        if handle is not None:
+            handle.close()
+            if not existed and target is not None:
+                target.unlink(missing_ok=True)
+        raise
+    if handle is not None:
+        with handle:
+            handle.truncate(0)
+            handle.write(report.markdown)
     if as_json:
         emit_json(report.as_dict())
     else:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
 from cli.options import EXIT_FAILED, common, emit_json
+from cli.render import cell
+from domain.text import one_line
 from ledger import queries
 from ledger.service import opened
 from projections.timeline import TimelineGroup, TimelineLine
@@ -35,12 +38,12 @@ def runs(ledger_url: str | None, as_json: bool) -> None:
     table = Table("run", "started", "head", "base", "status", "events")
     for row in rows:
         table.add_row(
-            row["run_id"][:12],
-            row["started_at"],
-            f"{row['head_ref']} {row['head'][:10]}",
-            f"{row['base_ref']} {row['base'][:10]}",
-            row["status"],
-            str(row["events"]),
+            cell(row["run_id"][:12]),
+            cell(row["started_at"]),
+            cell(f"{row['head_ref']} {row['head'][:10]}"),
+            cell(f"{row['base_ref']} {row['base'][:10]}"),
+            cell(row["status"]),
+            cell(str(row["events"])),
         )
     Console().print(table)
 
@@ -80,23 +83,39 @@ def show(run: str, show_all: bool, ledger_url: str | None, as_json: bool) -> Non
             }
         )
         return
-    click.echo(f"run {run_id}")
+    for text in show_lines(run_id, lines, conclusion):
+        click.echo(text)
+
+
+def show_lines(
+    run_id: str,
+    lines: list[TimelineLine | TimelineGroup],
+    conclusion: dict[str, Any] | None,
+) -> list[str]:
+    """`ledger show` as text: one line per event, then the verdict; names from the suite are
+    shown escaped (`domain.text.one_line`), so none can forge a line."""
+    out = [f"run {run_id}"]
     for line in lines:
         when = line.at[:19].replace("T", " ")
         if isinstance(line, TimelineGroup):
             kind = f"{line.kind} ×{line.count}"
-            click.echo(f"{line.first:>5}  {when}  {kind:<22} {line.text} "
+            out.append(f"{line.first:>5}  {one_line(when)}  {kind:<22} {one_line(line.text)} "
                        f"(positions {line.first}–{line.last}; --all lists each)")  # fmt: skip
         else:
-            click.echo(f"{line.position:>5}  {when}  {line.kind:<22} {line.text}")
+            out.append(
+                f"{line.position:>5}  {one_line(when)}  {line.kind:<22} {one_line(line.text)}"
+            )
     if conclusion is not None:
-        click.echo(f"verdict under rule {conclusion['rule']}: {conclusion['status']}")
+        out.append(f"verdict under rule {conclusion['rule']}: {conclusion['status']}")
         for key in ("introduced", "preexisting", "fixed", "flaky"):
-            for test in conclusion[key]:
-                click.echo(f"  {key:<12} {test}")
+            out.extend(f"  {key:<12} {one_line(test)}" for test in conclusion[key])
         for entry in conclusion["unmeasured"]:
             culprits = ", ".join(entry["culprits"]) or "no culprit named"
-            click.echo(f"  unmeasured   {entry['shard']}: {entry['reason']} ({culprits})")
+            out.append(
+                f"  unmeasured   {one_line(entry['shard'])}: {entry['reason']} "
+                f"({one_line(culprits)})"
+            )
+    return out
 
 
 @click.command("export")

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import click
 
-from domain.errors import BadInput
+from domain.errors import BadInput, IntegrityProblem
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -44,13 +44,21 @@ def json_option(f: F) -> F:
 
 
 def common(f: F) -> F:
-    """`--ledger` and `--json`, plus turning `BadInput` into one line and exit code 2."""
+    """`--ledger` and `--json`, plus turning `BadInput` into one line and exit code 2, and a
+    broken run (its chain or an event fails the check every read makes) into one line and
+    exit code 1: nothing is concluded from it, nothing appended to it."""
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from adapters.event_store import LeaseHeld, LeaseLost, StoreBusy
+
         try:
             return f(*args, **kwargs)
         except BadInput as error:
+            fail(str(error))
+        except IntegrityProblem as error:
+            fail(str(error), EXIT_FAILED)
+        except (LeaseHeld, LeaseLost, StoreBusy) as error:
             fail(str(error))
 
     return ledger_option(json_option(wrapper))  # type: ignore[return-value]

@@ -14,6 +14,8 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from domain.text import one_line
+
 
 class RichObserver:
     """Implements `ledger.gate.Observer` for a terminal (or a quiet log when not a TTY)."""
@@ -26,7 +28,7 @@ class RichObserver:
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
-            TextColumn("{task.fields[detail]}"),
+            TextColumn("{task.fields[detail]}", markup=False),
             console=self.console,
             transient=False,
         )
@@ -40,7 +42,11 @@ class RichObserver:
         self.progress.stop()
 
     def notice(self, message: str) -> None:
-        self.progress.console.print(f"[dim]•[/dim] {message}", highlight=False)
+        from rich.text import Text
+
+        line = Text("• ", style="dim")
+        line.append(one_line(message), style="")  # data: never markup, never a line break
+        self.progress.console.print(line, highlight=False)
 
     def begin(self, label: str, total: int) -> None:
         self.tasks[label] = self.progress.add_task(label, total=total, detail="")

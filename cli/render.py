@@ -3,9 +3,31 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+from domain.text import one_line
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
+
+
+def cell(value: object) -> Text:
+    """A table cell that shows `value` as data: never rich markup, emoji codes or a line
+    break it carries (each is shown escaped)."""
+    from rich.text import Text
+
+    return Text(one_line(str(value)))
+
+
+def lines_cell(values: list[str], empty: str = "-") -> Text:
+    """One escaped line per value in one cell."""
+    from rich.text import Text
+
+    return Text("\n".join(one_line(str(v)) for v in values) if values else empty)
+
 
 STATUS_STYLE = {
     "passed": "bold green",
@@ -16,39 +38,43 @@ STATUS_STYLE = {
 }
 
 
-def print_verdict(document: dict[str, Any], *, replayed: bool = False) -> None:
+def print_verdict(
+    document: dict[str, Any], *, replayed: bool = False, console: Console | None = None
+) -> None:
     # Imported here: rich costs start-up time that `--json` output never uses.
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = console or Console()
     status = document["status"]
     title = f"run {document['run_id']}" + (" (replayed)" if replayed else "")
     table = Table(title=title, show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value")
     table.add_row("verdict", f"[{STATUS_STYLE.get(status, 'bold')}]{status}[/]")
-    table.add_row("rule", f"{document['rule']} v{document['rule_version']}")
-    table.add_row("head", f"{document.get('head_ref')} {str(document.get('head'))[:12]}")
-    table.add_row("base", f"{document.get('base_ref')} {str(document.get('base'))[:12]}")
+    table.add_row("rule", cell(f"{document['rule']} v{document['rule_version']}"))
+    table.add_row("head", cell(f"{document.get('head_ref')} {str(document.get('head'))[:12]}"))
+    table.add_row("base", cell(f"{document.get('base_ref')} {str(document.get('base'))[:12]}"))
     for key in ("introduced", "preexisting", "fixed", "flaky"):
-        values = document.get(key) or []
-        table.add_row(key, "\n".join(values) if values else "-")
+        table.add_row(key, lines_cell(document.get(key) or []))
     if document.get("retry_shards"):
-        table.add_row("retry set", ", ".join(document["retry_shards"]))
+        table.add_row("retry set", cell(", ".join(document["retry_shards"])))
     for entry in document.get("unmeasured") or []:
         culprits = ", ".join(entry["culprits"]) or "-"
         table.add_row(
             "unmeasured",
-            f"{entry['shard']}: {entry['reason']} (culprits: {culprits})"
-            + (f" — {entry['detail']}" if entry.get("detail") else ""),
+            cell(
+                f"{entry['shard']}: {entry['reason']} (culprits: {culprits})"
+                + (f" — {entry['detail']}" if entry.get("detail") else "")
+            ),
         )
     for waiver in document.get("waivers") or []:
-        table.add_row("waiver", f"{', '.join(waiver['files'])} waived by {waiver['by']}")
+        table.add_row("waiver", cell(f"{', '.join(waiver['files'])} waived by {waiver['by']}"))
     if document.get("baseline_reused"):
-        table.add_row("base reused from", ", ".join(r[:12] for r in document["baseline_reused"]))
+        reused = ", ".join(r[:12] for r in document["baseline_reused"])
+        table.add_row("base reused from", cell(reused))
     for reason in document.get("reasons") or []:
-        table.add_row("why", reason)
+        table.add_row("why", cell(reason))
     console.print(table)
     click.echo(f"{document['run_id']} {status}")
 

@@ -8,13 +8,13 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from cli.render import STATUS_STYLE
+from cli.render import STATUS_STYLE, cell, lines_cell
 
 _LISTS = ("introduced", "preexisting", "fixed", "flaky", "skipped")
 
 
-def _cell(values: list[str]) -> str:
-    return "\n".join(values) if values else "-"
+def _cell(values: list[str]) -> Any:
+    return lines_cell(values)
 
 
 def print_comparison(comparison: dict[str, Any]) -> None:
@@ -47,7 +47,8 @@ def print_comparison(comparison: dict[str, Any]) -> None:
             tests.add_column(document["rule"])
         for entry in diff["tests"]:
             tests.add_row(
-                entry["test"], *(f"{c['class']} · {c['effect']}" for c in entry["classifications"])
+                cell(entry["test"]),
+                *(cell(f"{c['class']} · {c['effect']}") for c in entry["classifications"]),
             )
         console.print(tests)
     if diff["shards"]:
@@ -56,7 +57,7 @@ def print_comparison(comparison: dict[str, Any]) -> None:
         for document in (first, second):
             shards.add_column(document["rule"])
         for entry in diff["shards"]:
-            shards.add_row(entry["shard"], *entry["classifications"])
+            shards.add_row(cell(entry["shard"]), *map(cell, entry["classifications"]))
         console.print(shards)
     click.echo(f"{comparison['run_id']} {first['status']} ({first['rule']}) vs "
                f"{second['status']} ({second['rule']})")  # fmt: skip

@@ -24,6 +24,7 @@ NO_OUTPUT = "no-output"
 INCOMPLETE = "incomplete"
 UNATTRIBUTED = "unattributed"
 JOB_FAILED = "job-failed"
+REPORT_TOO_LARGE = "report-too-large"  # over --max-report-mb: only its head was kept
 # Not culprit reasons: no pool member could take the shard, or the revision's environment
 # could not be built; bisecting cannot help with either.
 UNPLACED = "unplaced"
@@ -32,7 +33,8 @@ ENV_SETUP = "env-setup"
 NO_TESTS_COLLECTED = 5  # pytest's exit code when a run collected no test
 
 REASONS = (
-    SIGNAL, TIMEOUT, OOM, NO_OUTPUT, INCOMPLETE, UNATTRIBUTED, JOB_FAILED, UNPLACED, ENV_SETUP
+    SIGNAL, TIMEOUT, OOM, NO_OUTPUT, INCOMPLETE, UNATTRIBUTED, JOB_FAILED, REPORT_TOO_LARGE,
+    UNPLACED, ENV_SETUP,
 )  # fmt: skip
 
 # The unmeasured reason each executor failure kind gives (the rest are `job-failed`).
@@ -110,11 +112,13 @@ def assess(
     files: Sequence[str],
     infrastructure_detail: str = "",
     kind: str | None = None,
+    report_too_large: int | None = None,
 ) -> Assessment:
     """Judge one attempt from its facts alone (pure: the same facts give the same answer).
 
     `infrastructure_failure` is the executor's own word for a run it could not finish and
     `kind` its place in the closed vocabulary (`domain.failures`; older events have none).
+    `report_too_large` is the size of a report over the limit (`report` is then its head).
     """
     resolved = failure_kind(kind, infrastructure_failure)
     if resolved is not None and infrastructure_failure:
@@ -129,6 +133,14 @@ def assess(
         return Assessment(False, OOM, "the shard went over its memory limit and was killed")
     if signal is not None:
         return Assessment(False, SIGNAL, f"the process died of signal {signal}")
+    if report_too_large is not None:
+        kept = len(report) if report is not None else 0
+        return Assessment(
+            False,
+            REPORT_TOO_LARGE,
+            f"the JUnit report is {report_too_large} bytes, over the limit; "
+            f"its first {kept} bytes are kept as evidence",
+        )
     if report is None:
         return Assessment(False, NO_OUTPUT, f"exit {exit_code} and no JUnit report")
     parsed = read_report(report, expected_files=list(files))
@@ -155,7 +167,9 @@ def assess(
     return Assessment(True, report=parsed)
 
 
-def assess_observation(o: Observation, files: Sequence[str]) -> Assessment:
+def assess_observation(
+    o: Observation, files: Sequence[str], report_too_large: int | None = None
+) -> Assessment:
     """`assess` of what an executor just observed, before it is recorded."""
     return assess(
         exit_code=o.exit_code,
@@ -168,4 +182,5 @@ def assess_observation(o: Observation, files: Sequence[str]) -> Assessment:
         files=files,
         infrastructure_detail=o.failure_detail,
         kind=o.failure_kind,
+        report_too_large=report_too_large,
     )

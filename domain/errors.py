@@ -9,3 +9,16 @@ class BadInput(Exception):
 
 class IntegrityProblem(Exception):
     """The ledger's stored history does not match its hash chain."""
+
+
+class BrokenRun(IntegrityProblem):
+    """A run whose stored stream fails its hash chain or cannot be decoded: nothing may be
+    concluded from it, nor appended to it."""
+
+    def __init__(self, run_id: str, position: int, problem: str) -> None:
+        self.run_id = run_id
+        self.position = position
+        self.problem = problem
+        super().__init__(
+            f"run {run_id} is broken at position {position} ({problem}): run `ledger verify`"
+        )

@@ -210,6 +210,8 @@ class ShardAttemptRecorded(Event):
     failure_kind: str | None = None  # its kind in `domain.failures` (None in older events)
     # Tracked files the attempt's tests changed in its own checkout (no other attempt saw it).
     modified_files: list[str] = Field(default_factory=list)
+    # The size of a report over --max-report-mb; `report_hash` is then only its head.
+    report_too_large: int | None = None
 
     def artifact_hashes(self) -> list[str]:
         return [h for h in (self.report_hash, self.log_tail_hash) if h]
@@ -250,6 +252,7 @@ class IsolationRecorded(Event):
     report_hash: str | None = None
     log_tail_hash: str | None = None
     seconds: float = 0.0
+    report_too_large: int | None = None  # as in ShardAttemptRecorded
 
     def artifact_hashes(self) -> list[str]:
         return [h for h in (self.report_hash, self.log_tail_hash) if h]

@@ -12,6 +12,7 @@ import math
 from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
+from hashlib import blake2b
 from typing import Final, Literal, NoReturn
 from xml.etree.ElementTree import ParseError
 from xml.parsers.expat import XMLParserType
@@ -196,10 +197,17 @@ def read_report(data: bytes, expected_files: Collection[str] | None = None) -> R
 
 
 def read_report_chunks(
-    chunks: Iterable[bytes | memoryview], expected_files: Collection[str] | None = None
+    chunks: Iterable[bytes | memoryview],
+    expected_files: Collection[str] | None = None,
+    *,
+    counts_only: bool = False,
 ) -> Report | Rejection:
-    """As `read_report`, for a report arriving in pieces (a large file read in chunks)."""
-    reader = _Reader(expected_files)
+    """As `read_report`, for a report arriving in pieces (a large file read in chunks).
+
+    With `counts_only` (`ledger junit`), the same checks and counts, but no case is kept:
+    memory stays flat in the number of cases (duplicates are found by an 8-byte hash of each
+    case's identity), and the report's `cases` cannot be asked for."""
+    reader = _CountingReader(expected_files) if counts_only else _Reader(expected_files)
     parser = DefusedXMLParser(
         target=reader, forbid_dtd=True, forbid_entities=True, forbid_external=True
     )
@@ -339,6 +347,7 @@ class _Reader:
         self.suites: list[_Suite] = []
         self.suite_count = 0
         # Columns, one entry per kept case.
+        self.keep = True  # the columns below (False: counts only, see _CountingReader)
         self.names: list[str] = []
         self.groups: list[tuple[str, str]] = []
         self.group_ids: dict[tuple[str, str], int] = {}
@@ -531,7 +540,7 @@ class _Reader:
 
     def _tally(self) -> tuple[int, int, int, int, int]:
         return (
-            len(self.names),
+            self._total(),
             self.failed_cases,
             self.failure_elements,
             self.errored_cases,
@@ -653,7 +662,7 @@ class _Reader:
 
     def _end_results(self) -> None:
         """The outcome of a case that holds result elements (its columns are appended)."""
-        index = len(self.names) - 1
+        index = self._total() - 1
         results = self.results
         code = _PASSED
         chosen: tuple[str, str | None, list[str]] | None = None
@@ -677,8 +686,10 @@ class _Reader:
         if errored:
             self.errored_cases += 1
             self.error_elements += errored
-        self.outcomes.append(code)
         self.counts[code] += 1
+        if not self.keep:
+            return
+        self.outcomes.append(code)
         if chosen is not None:
             self.details[index] = (_bounded(chosen[1]), "".join(chosen[2]) or None)
         if reruns:
@@ -688,13 +699,10 @@ class _Reader:
 
     def finish(self) -> Report | Rejection:
         if self.fault_rank > _RANK["duplicate-case"]:
-            duplicate = self._first_duplicate()
+            duplicate = self._duplicate_message()
             if duplicate is not None:
-                self._note(
-                    "duplicate-case",
-                    f'test case "{test_id(self._case(duplicate))}" appears more than once',
-                )
-        if not self.names:
+                self._note("duplicate-case", duplicate)
+        if not self._total():
             self._note("no-tests", "the report holds no test cases")
         files = frozenset(file for file, _ in self.groups)
         if self.expected is not None:
@@ -705,9 +713,18 @@ class _Reader:
         if self.fault is not None:
             return self.fault
         counts = self.counts
-        counts[_PASSED] = len(self.names) - sum(counts[_FLAKY:])
+        counts[_PASSED] = self._total() - sum(counts[_FLAKY:])
         self._release()
         return Report._lazy(self._materialise, files, counts)
+
+    def _total(self) -> int:
+        return len(self.names)
+
+    def _duplicate_message(self) -> str | None:
+        duplicate = self._first_duplicate()
+        if duplicate is None:
+            return None
+        return f'test case "{test_id(self._case(duplicate))}" appears more than once'
 
     def _release(self) -> None:
         """The report keeps this reader for its columns: drop everything else it held."""
@@ -760,3 +777,46 @@ class _Reader:
     def _iter_cases(self) -> Iterator[TestCase]:
         for index in range(len(self.names)):
             yield self._case(index)
+
+
+class _CountingReader(_Reader):
+    """The reader for counts alone (`ledger junit`): every check, no column per case. Each
+    case's identity (its group and name) is kept as an 8-byte blake2b digest in one of 256
+    buckets by its first byte, so finding a duplicate needs about 8 bytes per case, and
+    never the names themselves."""
+
+    def __init__(self, expected_files: Collection[str] | None) -> None:
+        super().__init__(expected_files)
+        self.keep = False
+        self.total = 0
+        self.buckets = [bytearray() for _ in range(256)]
+
+    def end(self, tag: str) -> None:
+        if tag != "testcase":
+            super().end(tag)
+            return
+        self.stack.pop()
+        self.capture = None
+        self.total += 1
+        key = f"{self.case_group_id}\0{self.case_name}".encode("utf-8", "surrogatepass")
+        digest = blake2b(key, digest_size=8).digest()
+        self.buckets[digest[0]] += digest
+        if self.results:
+            self._end_results()  # passed cases are counted at the end (total - the others)
+
+    def _total(self) -> int:
+        return self.total
+
+    def _duplicate_message(self) -> str | None:
+        repeated = 0
+        for bucket in self.buckets:
+            digests = array("Q", bytes(bucket))
+            repeated += len(digests) - len(set(digests))
+        self.buckets = []
+        if not repeated:
+            return None
+        many = "s appear" if repeated > 1 else " appears"
+        return f"{repeated} test case{many} more than once (same file, class and name)"
+
+    def _materialise(self) -> tuple[TestCase, ...]:
+        raise ValueError("this report was read for its counts only: its cases were not kept")

@@ -169,13 +169,14 @@ def _assess_stored(
     log_tail_hash: str | None,
     files: Sequence[str],
     artifacts: Mapping[str, bytes],
+    report_too_large: int | None = None,
 ) -> Assessment:
     report = artifacts.get(report_hash) if report_hash else None
     if report_hash and report is None:
         return Assessment(False, "no-output", "the report is missing from the ledger")
     key = (
         exit_code, signal, timed_out, oom, infrastructure_failure, infrastructure_detail, kind,
-        report_hash, log_tail_hash, tuple(files),
+        report_hash, log_tail_hash, tuple(files), report_too_large,
     )  # fmt: skip
     cached = _ASSESSMENTS.get(key)
     if cached is not None:
@@ -192,6 +193,7 @@ def _assess_stored(
         files=files,
         infrastructure_detail=infrastructure_detail,
         kind=kind,
+        report_too_large=report_too_large,
     )
     if len(_ASSESSMENTS) >= _ASSESSMENTS_MAX:
         _ASSESSMENTS.clear()
@@ -221,7 +223,7 @@ def _attempt_view(
         infrastructure_failure=e.infrastructure_failure,
         infrastructure_detail=e.infrastructure_detail, kind=e.failure_kind,
         report_hash=e.report_hash, log_tail_hash=e.log_tail_hash, files=e.files,
-        artifacts=artifacts,
+        artifacts=artifacts, report_too_large=e.report_too_large,
     )  # fmt: skip
     last = None
     if not assessment.measured and e.log_tail_hash:
@@ -241,7 +243,7 @@ def _isolation_view(
         exit_code=e.exit_code, signal=e.signal, timed_out=e.timed_out, oom=False,
         infrastructure_failure=None, infrastructure_detail="",
         report_hash=e.report_hash, log_tail_hash=e.log_tail_hash, files=[e.file],
-        artifacts=artifacts,
+        artifacts=artifacts, report_too_large=e.report_too_large,
     )  # fmt: skip
     return IsolationView(e.file, e.revision, assessment, position)
 

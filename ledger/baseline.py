@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from domain import events as ev
+from domain.errors import BrokenRun
 from domain.run_state import BASE, fold
 from ledger.service import Ledger
 from projections.next_step import RunRequest
@@ -26,7 +27,10 @@ def find_baselines(
             break
         if row.run_id == run_id or row.base != started.base:
             continue
-        records = ledger.read(row.run_id)
+        try:
+            records = ledger.read(row.run_id)
+        except BrokenRun:
+            continue  # a broken run proves nothing: its base is measured afresh
         first = records[0].event if records else None
         if not isinstance(first, ev.RunStarted) or first.command != started.command:
             continue

@@ -8,6 +8,7 @@ question of the same ledger and does only what is missing.
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import sys
@@ -21,11 +22,12 @@ from typing import Any, Protocol
 
 from adapters import git
 from adapters.discovery import discover_test_files
+from adapters.event_store import LeaseLost
 from adapters.executors import Capabilities, Executor, spec_for
 from domain import events as ev
 from domain.assessment import assess_observation
 from domain.chain import sha256_hex
-from domain.errors import BadInput
+from domain.errors import BadInput, BrokenRun
 from domain.execution import (
     DEFAULT_PYTEST_COMMAND,
     EnvironmentRequest,
@@ -114,6 +116,7 @@ class GateOptions:
     @property
     def environment_request(self) -> EnvironmentRequest:
         return EnvironmentRequest.parse(self.environment)
+    max_report_mb: float = 64.0
 
     @property
     def shard_count(self) -> int:
@@ -138,24 +141,39 @@ class GateOptions:
             "wait": self.wait,
             "question_budget": self.question_budget,
             "env": self.environment,
+            "max_report_mb": self.max_report_mb,
         }
 
 
+YEAR_S = 366 * 24 * 3600.0
+
+
+def _number(name: str, value: float, low: float, high: float, *, low_open: bool = True) -> None:
+    """A finite number in range (`low` excluded when `low_open`), or BadInput naming it."""
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        raise BadInput(f"{name} must be a finite number, got {value}")
+    if (value <= low if low_open else value < low) or value > high:
+        bound = "more than" if low_open else "at least"
+        raise BadInput(f"{name} must be {bound} {low:g} and at most {high:g}, got {value:g}")
+
+
 def validate(options: GateOptions) -> None:
-    """Reject bad options before anything is appended."""
+    """Reject bad options before anything is appended: every number finite and in range."""
     get_rule(options.rule)
-    if options.budget_gib <= 0:
-        raise BadInput(f"--budget-gib must be positive, got {options.budget_gib}")
-    if options.rounds < 0:
-        raise BadInput(f"--rounds must be 0 or more, got {options.rounds}")
-    if options.jobs < 1:
-        raise BadInput(f"--jobs must be at least 1, got {options.jobs}")
-    if options.shards is not None and options.shards < 1:
-        raise BadInput(f"--shards must be at least 1, got {options.shards}")
-    if options.timeout_s <= 0:
-        raise BadInput(f"--timeout must be positive, got {options.timeout_s}")
-    if options.question_budget < 0:
-        raise BadInput(f"--questions must be 0 or more, got {options.question_budget}")
+    _number("--budget-gib", options.budget_gib, 0, 1024 * 1024)
+    _number("--rounds", options.rounds, 0, 100, low_open=False)
+    _number("--jobs", options.jobs, 1, 4096, low_open=False)
+    if options.shards is not None:
+        _number("--shards", options.shards, 1, 100_000, low_open=False)
+    _number("--timeout", options.timeout_s, 0, YEAR_S)
+    _number("--deadline", options.deadline_s, 0, YEAR_S)
+    _number("--questions", options.question_budget, 0, 1000, low_open=False)
+    _number("--max-report-mb", options.max_report_mb, 0, 1024 * 1024)
+    executor = options.executor_options
+    if executor.get("capacity") is not None:
+        _number("--capacity", executor["capacity"], 1, 10_000, low_open=False)
+    if executor.get("port") is not None:
+        _number("--ssh-port", executor["port"], 1, 65_535, low_open=False)
     if options.measure not in ("always", "missing", "never"):
         raise BadInput(f"--measure must be always, missing or never, got {options.measure!r}")
     if not options.command:
@@ -173,12 +191,33 @@ def validate(options: GateOptions) -> None:
 # --- starting -------------------------------------------------------------------------------
 
 
+def warnings_for(options: GateOptions) -> list[str]:
+    """What the user should know before the gate starts (nothing here stops it)."""
+    try:
+        repo = git.repo_root(options.repo)
+        changed = git.uncommitted_changes(repo)
+        if not changed:
+            return []
+        head = git.resolve_commit(repo, options.head)
+    except BadInput:
+        return []  # the gate itself says what is wrong with the repository
+    return [
+        f"warning: {changed} tracked file(s) in {repo} have uncommitted changes; the gate "
+        f"tests the committed --head {options.head} ({head[:12]}), not the working tree"
+    ]
+
+
 def start(ledger: Ledger, options: GateOptions) -> str:
     """Resolve revisions, validate, and append `RunStarted`; returns the new run id."""
     validate(options)
     repo = git.repo_root(options.repo)
     head = git.resolve_commit(repo, options.head)
     base = git.resolve_commit(repo, options.base)
+    if head == base:
+        raise BadInput(
+            f"--base {options.base} and --head {options.head} are the same commit {head[:12]}: "
+            "nothing to compare"
+        )
     run_id = ledger.new_run_id()
     started = ledger.make(
         ev.RunStarted,
@@ -225,6 +264,7 @@ def options_from(started: ev.RunStarted) -> GateOptions:
         question_budget=int(recorded.get("question_budget", 3)),
         # Runs recorded before per-revision environments ran with the gate's interpreter.
         environment=str(recorded.get("env", "none")),
+        max_report_mb=float(recorded.get("max_report_mb", 64.0)),
     )
 
 
@@ -299,9 +339,15 @@ class GateProcess:
     # -- driving --
 
     def drive(self) -> Verdict:
-        with _interruptible():
+        with _interruptible(), self.ledger.driving(self.run_id):
             try:
                 return self._loop()
+            except LeaseLost:
+                # Another process took the run over: stop here, appending nothing more.
+                self.executor.cancel_all()
+                if self.measuring is not self.executor:
+                    self.measuring.cancel_all()
+                raise
             except BadInput as error:
                 # Found only mid-run (e.g. a reused measurement over the budget): the run
                 # says why it stopped, so it is not left looking like it is still running.
@@ -384,18 +430,22 @@ class GateProcess:
 
     def _record_measurement(self, run: ShardRun, o: Observation) -> None:
         file = run.files[0]
-        assessment = assess_observation(o, [file])
+        o, too_large = _bounded(o, self.options.max_report_mb)
+        assessment = assess_observation(o, [file], too_large)
         # A file that holds no test is measured all the same (the plan leaves it out: a shard
         # report could never cover it).
         empty = o.exit_code == NO_TESTS_COLLECTED and o.signal is None
         empty = empty and not (o.timed_out or o.oom)
-        dies = not empty and (
-            o.timed_out
-            or o.oom
-            or o.signal is not None
-            or o.report is None
-            or o.exit_code not in (0, 1)
-            or o.failure_kind is not None
+        dies = too_large is not None or (
+            not empty
+            and (
+                o.timed_out
+                or o.oom
+                or o.signal is not None
+                or o.report is None
+                or o.exit_code not in (0, 1)
+                or o.failure_kind is not None
+            )
         )
         environment, artifacts = self._environment_events(run, o)
         if dies:
@@ -437,7 +487,12 @@ class GateProcess:
             if row.run_id == self.run_id or row.repo != str(self.repo):
                 continue
             latest: dict[str, tuple[float, float]] = {}
-            for event in self.ledger.events(row.run_id):
+            try:
+                earlier = self.ledger.events(row.run_id)
+            except BrokenRun as broken:
+                self.observer.notice(f"not reusing measurements of a broken run: {broken}")
+                continue
+            for event in earlier:
                 if isinstance(event, ev.FileMeasured) and event.exit_code == NO_TESTS_COLLECTED:
                     latest.pop(event.file, None)  # measured again: it may hold tests now
                 elif isinstance(event, ev.FileMeasured | ev.MeasurementReused):
@@ -592,6 +647,7 @@ class GateProcess:
         return [event], artifacts
 
     def _record_attempt(self, run: ShardRun, o: Observation) -> None:
+        o, too_large = _bounded(o, self.options.max_report_mb)
         artifacts, report_hash, log_hash = _evidence(o)
         member = o.member or run.member or self.executor.name
         events, env_artifacts = self._environment_events(run, o)
@@ -633,6 +689,7 @@ class GateProcess:
                 infrastructure_detail=o.failure_detail if o.failure_reason else "",
                 failure_kind=o.failure_kind,
                 modified_files=list(o.modified_files),
+                report_too_large=too_large,
             )
         )
         self.ledger.append(self.run_id, events, artifacts=artifacts)
@@ -694,6 +751,7 @@ class GateProcess:
             self.measuring, runs, "isolating new failures", retry_infrastructure=True
         )
         for run, o in isolated:
+            o, too_large = _bounded(o, self.options.max_report_mb)
             artifacts, report_hash, log_hash = _evidence(o)
             environment, env_artifacts = self._environment_events(run, o)
             isolation = self.ledger.make(
@@ -707,6 +765,7 @@ class GateProcess:
                 report_hash=report_hash,
                 log_tail_hash=log_hash,
                 seconds=o.seconds,
+                report_too_large=too_large,
             )
             self.ledger.append(
                 self.run_id, [*environment, isolation], artifacts=artifacts | env_artifacts
@@ -765,6 +824,17 @@ class GateProcess:
             for future in futures:
                 future.cancel()
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+REPORT_HEAD_BYTES = 64 * 1024  # what is kept of a report over the limit
+
+
+def _bounded(o: Observation, max_report_mb: float) -> tuple[Observation, int | None]:
+    """The observation as the gate may keep it: a report over `--max-report-mb` is cut to its
+    head (evidence of what it was, never parsed); returns its full size when so."""
+    if o.report is None or len(o.report) <= max_report_mb * 1024 * 1024:
+        return o, None
+    return o.model_copy(update={"report": o.report[:REPORT_HEAD_BYTES]}), len(o.report)
 
 
 def _evidence(o: Observation) -> tuple[dict[str, bytes], str | None, str | None]:

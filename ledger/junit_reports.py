@@ -17,7 +17,7 @@ def _chunks(stream: BinaryIO) -> Iterator[bytes]:
 def _read(path: str, expected: list[str] | None) -> Report | Rejection:
     try:
         with open(path, "rb") as stream:
-            return read_report_chunks(_chunks(stream), expected)
+            return read_report_chunks(_chunks(stream), expected, counts_only=True)
     except OSError as error:
         raise BadInput(f"cannot read {path}: {error.strerror or error}") from error
 

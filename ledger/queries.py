@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from domain.errors import BrokenRun
 from domain.rules import get_rule
 from domain.run_state import fold
 from ledger.service import Ledger
@@ -14,9 +15,13 @@ from projections.timeline import TimelineGroup, TimelineLine, grouped_timeline, 
 def list_runs(ledger: Ledger) -> list[dict[str, Any]]:
     rows = []
     for row in ledger.runs():
-        events = ledger.events(row.run_id)
-        status = run_status(events)
-        if status == "completed" or any(e.kind == "QuestionAsked" for e in events):
+        try:
+            events = ledger.events(row.run_id)
+        except BrokenRun:
+            events, status = [], "broken"  # `ledger verify` names where
+        else:
+            status = run_status(events)
+        if events and (status == "completed" or any(e.kind == "QuestionAsked" for e in events)):
             state = fold(events, ledger.artifacts_for(events))
             if state.started is not None:
                 status = get_rule(state.started.rule).decide(state).status

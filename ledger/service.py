@@ -3,20 +3,83 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
+import threading
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 from adapters.clock import SystemClock
-from adapters.event_store import EventStore, Recorded, RunRow, open_store
+from adapters.event_store import (
+    ConcurrencyConflict,
+    EventStore,
+    Lease,
+    LeaseLost,
+    Recorded,
+    RunRow,
+    open_store,
+)
 from domain.chain import StoredLink, find_break, sha256_hex
 from domain.errors import BadInput
 from domain.events import Event, RunStarted, event_from_json
 
 E = TypeVar("E", bound=Event)
+
+# What processes other than a run's driver may append to it while it is driven: the owner's
+# answers (with the deadlines they observe), external checks, approvals.
+OWNER_INPUT = frozenset(
+    {
+        "QuestionAnswered",
+        "QuestionExpired",
+        "QuestionParked",
+        "RecommendationTaken",
+        "CheckRecorded",
+        "ApprovalIssued",
+    }
+)
+
+
+def lease_seconds() -> float:
+    """How long a driver's lease lasts unrenewed (renewed every third of it while it works):
+    a killed driver's run can be resumed this long after it died (`LEDGER_LEASE_SECONDS`)."""
+    try:
+        seconds = float(os.environ.get("LEDGER_LEASE_SECONDS", "30"))
+    except ValueError:
+        return 30.0
+    return seconds if 0.5 <= seconds <= 3600 else 30.0
+
+
+def _holder_name() -> str:
+    return f"{socket.gethostname()} pid {os.getpid()} ({uuid.uuid4().hex[:8]})"
+
+
+def holder_is_dead(holder: str) -> bool:
+    """True when a lease holder is a process of this machine that no longer runs (killed,
+    or a zombie nobody reaped): its lease need not lapse before a resume takes over."""
+    parts = holder.split(" ")
+    if len(parts) < 3 or parts[1] != "pid" or parts[0] != socket.gethostname():
+        return False
+    try:
+        pid = int(parts[2])
+    except ValueError:
+        return False
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+    except (OSError, IndexError):
+        return False
 
 
 class Clock(Protocol):
@@ -49,6 +112,8 @@ class Ledger:
     def __init__(self, store: EventStore, clock: Clock | None = None) -> None:
         self.store = store
         self.clock: Clock = clock or SystemClock()
+        self._leases: dict[str, Lease] = {}
+        self._fence: dict[str, int] = {}  # the stream position the driver last knew
 
     @classmethod
     def open(cls, url: str | None, *, create: bool = True, clock: Clock | None = None) -> Ledger:
@@ -84,9 +149,88 @@ class Ledger:
         for event in events:
             if event.run_id != run_id:
                 raise ValueError(f"event for run {event.run_id} appended to run {run_id}")
-        return self.store.append(
-            run_id, events, artifacts=artifacts, expected_length=expected_length
+        lease = self._leases.get(run_id)
+        if lease is None:
+            return self.store.append(
+                run_id, events, artifacts=artifacts, expected_length=expected_length
+            )
+        if expected_length is not None:  # the caller decided on that state: its conflict
+            recorded = self.store.append(
+                run_id, events, artifacts=artifacts, expected_length=expected_length, lease=lease
+            )
+        else:
+            recorded = self._fenced_append(run_id, events, artifacts, lease)
+        if recorded:
+            self._fence[run_id] = recorded[-1].position
+        return recorded
+
+    def _fenced_append(
+        self,
+        run_id: str,
+        events: Sequence[Event],
+        artifacts: dict[str, bytes] | None,
+        lease: Lease,
+    ) -> list[Recorded]:
+        """The driver's append: at the position it last knew, under its lease. Owner input
+        appended meanwhile (answers, checks) moves the position on; anything else means
+        another process drove the run, and this one stops (`LeaseLost`)."""
+        expected = self._fence.get(run_id, 0)
+        for _ in range(100):
+            try:
+                return self.store.append(
+                    run_id, events, artifacts=artifacts, expected_length=expected, lease=lease
+                )
+            except ConcurrencyConflict:
+                newer = self.store.read_events(run_id)
+                foreign = [(p, e) for p, e in newer[expected:] if e.kind not in OWNER_INPUT]
+                if foreign:
+                    position, event = foreign[0]
+                    raise LeaseLost(
+                        f"run {run_id}: another process appended {event.kind} at position "
+                        f"{position}; this driver stops"
+                    ) from None
+                expected = len(newer)
+        raise LeaseLost(f"run {run_id} keeps changing under its driver; it stops")
+
+    # -- driving: one process at a time --
+
+    @contextmanager
+    def driving(self, run_id: str) -> Iterator[Lease]:
+        """Hold the run's lease while the block drives it (re-entrant): `LeaseHeld` names a
+        live holder; a lapsed lease, or one held by a dead process of this machine, is taken
+        over. The lease is renewed in the background and released at the end."""
+        held = self._leases.get(run_id)
+        if held is not None:
+            yield held
+            return
+        seconds = lease_seconds()
+        lease = self.store.acquire_lease(
+            run_id, _holder_name(), seconds, holder_is_dead=holder_is_dead
         )
+        self._leases[run_id] = lease
+        self._fence[run_id] = self.store.tip(run_id)[0]
+        stop = threading.Event()
+        renewer = threading.Thread(
+            target=self._renew, args=(lease, stop), name=f"lease-{run_id[:8]}", daemon=True
+        )
+        renewer.start()
+        try:
+            yield lease
+        finally:
+            stop.set()
+            renewer.join(timeout=5)
+            del self._leases[run_id]
+            self._fence.pop(run_id, None)
+            with suppress(Exception):  # it lapses on its own
+                self.store.release_lease(lease)
+
+    def _renew(self, lease: Lease, stop: threading.Event) -> None:
+        while not stop.wait(lease.seconds / 3):
+            try:
+                if not self.store.renew_lease(lease):
+                    return  # taken over: the next append says so (LeaseLost)
+            except Exception:  # a busy database: try again next time
+                continue
 
     def put_artifact(self, data: bytes) -> str:
         digest = sha256_hex(data)

@@ -50,6 +50,7 @@ class RepositorySettings(BaseModel):
     remote_python: str | None = Field(default=None, alias="remote-python")
     deadline: str | None = None
     questions: int | None = None
+    max_report_mb: float | None = Field(default=None, alias="max-report-mb")
     # Read by other commands (approval): known here so they are not refused as unknown.
     rollback: Any = None
     required_checks: Any = Field(default=None, alias="required-checks")
@@ -176,6 +177,7 @@ def gate_options(flags: dict[str, Any]) -> GateOptions:
         wait=bool(flags.get("wait")),
         question_budget=int(_number(pick("question_budget", "questions"), 3)),
         environment=pick("env") or "auto",
+        max_report_mb=_number(pick("max_report_mb"), 64.0),
     )
 
 

@@ -42,12 +42,14 @@ def resume_gate(ledger: Ledger, run_prefix: str, observer: Observer) -> dict[str
     if state.started is None:
         raise ValueError(f"run {run_id} has no RunStarted event")
     options = options_from(state.started)
-    executor = build_executor(
-        options.executor, options.repo, options.executor_options, options.environment_request
-    )
-    if not state.completed:
-        ledger.record(run_id, ev.RunResumed)
-    return _drive(ledger, run_id, executor, observer)
+    validate(options)  # a run recorded with bad values is refused, not crashed
+    with ledger.driving(run_id):  # one driver per run: a live holder is named, nothing appended
+        executor = build_executor(
+            options.executor, options.repo, options.executor_options, options.environment_request
+        )
+        if not state.completed:
+            ledger.record(run_id, ev.RunResumed)
+        return _drive(ledger, run_id, executor, observer)
 
 
 def _drive(ledger: Ledger, run_id: str, executor: Executor, observer: Observer) -> dict[str, Any]:

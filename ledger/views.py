@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from domain.errors import BadInput
+from domain.errors import BadInput, BrokenRun
 from ledger.gc_pause import gc_paused
 from ledger.service import Ledger
 from projections.read_models import TABLES, RunRows, run_rows
@@ -81,8 +82,8 @@ def catch_up(ledger: Ledger, views: ReadModelStore) -> dict[str, Any]:
     started = time.perf_counter()
     after = views.position()
     until = ledger.store.max_notification_id()
-    if after > until:  # the views of another (or a replaced) ledger: start afresh
-        return rebuild_into(ledger, views)
+    if after > until or views.ledger_id() != ledger.store.ledger_id():
+        return rebuild_into(ledger, views)  # the views of another (or a replaced) ledger
     runs = touched_runs(ledger, after, until) if until > after else []
     events = 0
     chunks = list(_chunks(runs, RUNS_PER_TRANSACTION)) or [[]]
@@ -110,7 +111,10 @@ def _project_chunk(ledger: Ledger, run_ids: Sequence[str]) -> tuple[dict[str, Ru
     projected: dict[str, RunRows] = {}
     events = 0
     for run_id in run_ids:
-        projected[run_id], count = project_run(ledger, run_id)
+        try:
+            projected[run_id], count = project_run(ledger, run_id)
+        except BrokenRun:
+            projected[run_id], count = {}, 0  # a broken run has no rows: `ledger verify`
         events += count
     return projected, events
 
@@ -130,6 +134,7 @@ def rebuild_into(ledger: Ledger, views: ReadModelStore) -> dict[str, Any]:
                 views.insert_runs(projected)
         views.finish_rebuild()
         views.set_position(until)
+        views.set_ledger_id(ledger.store.ledger_id())
     return {
         "path": str(views.path),
         "position": until,
@@ -140,19 +145,58 @@ def rebuild_into(ledger: Ledger, views: ReadModelStore) -> dict[str, Any]:
 
 
 def rebuild(ledger: Ledger, path: Path) -> dict[str, Any]:
-    """`ledger rebuild`: drop and rebuild the views file; its digest proves reproducibility."""
-    views = open_views(path)
+    """`ledger rebuild`: build the views afresh in a new file beside the old one, then put it
+    in its place; whatever the old file was (corrupt, foreign, another layout or ledger), the
+    result is a rebuild. Its digest proves reproducibility."""
+    fd, temporary = tempfile.mkstemp(prefix=".views-rebuild-", suffix=".db", dir=_parent(path))
+    os.close(fd)
     try:
-        result = rebuild_into(ledger, views)
-        result["digest"] = views.digest()
+        views = open_views(Path(temporary))
+        try:
+            result = rebuild_into(ledger, views)
+            result["digest"] = views.digest()
+        finally:
+            views.close()
+        _remove(str(path), suffixes=("-wal", "-shm"))  # a stale WAL must not meet a new file
+        os.replace(temporary, path)
     finally:
-        views.close()
+        _remove(temporary)
+    result["path"] = str(path)
     return result
+
+
+def _parent(path: Path) -> Path:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise BadInput(f"cannot create views file {path}: {error.strerror}") from error
+    return path.parent
+
+
+def _remove(name: str, suffixes: Sequence[str] = ("", "-wal", "-shm")) -> None:
+    for suffix in suffixes:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name + suffix)
+
+
+def catch_up_file(ledger: Ledger, path: Path) -> dict[str, Any]:
+    """Catch the views file up; a file that turns out corrupt or unreadable is rebuilt."""
+    try:
+        views = open_views(path)
+        try:
+            return catch_up(ledger, views)
+        finally:
+            views.close()
+    except (BadInput, sqlite3.DatabaseError) as error:
+        if isinstance(error, BadInput) and path.exists() and not os.access(path, os.W_OK):
+            raise
+        return rebuild(ledger, path)
 
 
 def check(ledger: Ledger, path: Path) -> dict[str, Any]:
     """`ledger rebuild --check`: catch the maintained views up, rebuild into a temporary file
     beside them, and compare; the maintained views are left as they were otherwise."""
+    catch_up_file(ledger, path)  # repairs a views file that cannot be read
     maintained = open_views(path)
     fd, temporary = tempfile.mkstemp(prefix=".views-check-", suffix=".db", dir=path.parent)
     os.close(fd)
@@ -186,11 +230,7 @@ def catch_up_after_gate(ledger: Ledger) -> str | None:
     if ledger.store.dialect != "sqlite":
         return None  # PostgreSQL ledgers name their views file explicitly (`--views`)
     try:
-        views = open_views(views_path(ledger, None))
-        try:
-            catch_up(ledger, views)
-        finally:
-            views.close()
+        catch_up_file(ledger, views_path(ledger, None))
     except Exception as error:  # the verdict stands; the views can be rebuilt
         return f"read models not updated ({' '.join(str(error).split())}); run `ledger rebuild`"
     return None

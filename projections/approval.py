@@ -22,6 +22,7 @@ from typing import Any
 
 from domain import events as ev
 from domain.run_state import RunState, fold
+from domain.text import markdown_code, markdown_text
 from domain.verdict import Verdict
 from projections.checks import (
     BUILTIN_CHECKS,
@@ -171,23 +172,26 @@ def _story(state: RunState) -> tuple[list[str], list[str], list[str]]:
         if q.choice == "waive-culprits" and q.topic == "unmeasured":
             late = " late" if q.late else ""
             waivers.append(
-                f"{', '.join(f'`{f}`' for f in q.subject)} waived by {q.by} "
+                f"{', '.join(markdown_code(f) for f in q.subject)} waived by "
+                f"{markdown_text(q.by or '')} "
                 f"({q.id}, answered{late} at {at}, position {q.decided_position})"
             )
         if q.state == "taken":
             without.append(
-                f"{q.id}: deadline passed unanswered, recommendation `{q.choice}` taken "
-                f"at {at} (position {q.decided_position}) — {q.text}"
+                f"{q.id}: deadline passed unanswered, recommendation "
+                f"{markdown_code(q.choice or '')} taken at {at} (position {q.decided_position})"
+                f" — {markdown_text(q.text)}"
             )
         elif q.state == "assumed":
             without.append(
-                f"{q.id}: `{q.choice}` assumed without asking (position {q.position}) — {q.text}"
+                f"{q.id}: {markdown_code(q.choice or '')} assumed without asking "
+                f"(position {q.position}) — {markdown_text(q.text)}"
             )
         elif not q.decided:
             deadline = q.deadline.isoformat() if q.deadline else "none"
             still_open.append(
                 f"{q.id} [{q.impact}] {q.state}, deadline {deadline} (asked at position "
-                f"{q.position}) — {q.text}"
+                f"{q.position}) — {markdown_text(q.text)}"
             )
     return waivers, without, still_open
 
@@ -207,7 +211,7 @@ def render_rollback(template: str | None, values: Mapping[str, str]) -> str:
 
 
 def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+    return markdown_text(text)
 
 
 def _markdown(
@@ -221,17 +225,18 @@ def _markdown(
     if outcome == "ok":
         headline = "every metric passes"
     elif outcome == "failed":
-        headline = "failing: " + ", ".join(failing)
+        headline = "failing: " + ", ".join(map(markdown_text, failing))
     else:
-        headline = "not measured: " + ", ".join(unmeasured)
+        headline = "not measured: " + ", ".join(map(markdown_text, unmeasured))
     lines = [
         f"# Approval report: run `{state.run_id}`",
         "",
         f"**Outcome: {outcome}** — {headline}.",
         "",
-        f"Candidate `{started.head_ref}` (`{started.head[:12]}`) against base "
-        f"`{started.base_ref}` (`{started.base[:12]}`) in `{started.repo}`; rule "
-        f"`{report['rule']}` v{report['rule_version']}; ledger positions 1–{report['through']}.",
+        f"Candidate {markdown_code(started.head_ref)} ({markdown_code(started.head[:12])}) "
+        f"against base {markdown_code(started.base_ref)} ({markdown_code(started.base[:12])}) "
+        f"in {markdown_code(started.repo)}; rule {markdown_code(report['rule'])} "
+        f"v{report['rule_version']}; ledger positions 1–{report['through']}.",
         "",
         "| # | metric | value | verdict |",
         "| --- | --- | --- | --- |",
@@ -240,11 +245,11 @@ def _markdown(
         lines.append(f"| {number} | {_cell(m.name)} | {_cell(m.value)} | {m.verdict} |")
     lines += ["", "## Why", ""]
     for number, m in enumerate(metrics, start=1):
-        lines.append(f"{number}. **{_cell(m.name)}** — {m.verdict}: {m.why}.")
+        lines.append(f"{number}. **{_cell(m.name)}** — {m.verdict}: {markdown_text(m.why)}.")
         if not m.events:
             lines.append("   - no event in the ledger decides it")
         for d in m.events:
-            note = f" — {d.note}" if d.note else ""
+            note = f" — {markdown_text(d.note)}" if d.note else ""
             lines.append(f"   - {d.kind} at {d.at}, position {d.position}{note}")
     lines += ["", "## Waivers", ""]
     lines += [f"- {w}" for w in report["waivers"]] or ["- none"]

@@ -329,6 +329,7 @@ def _isolation_assessment(e: ev.IsolationRecorded, artifacts: Mapping[str, bytes
         report=report,
         log_tail=log_tail,
         files=[e.file],
+        report_too_large=e.report_too_large,
     )
 
 

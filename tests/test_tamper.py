@@ -11,6 +11,7 @@ import pytest
 
 from domain import events as ev
 from domain.chain import sha256_hex
+from domain.errors import BrokenRun
 from ledger.service import Ledger
 from tests.ledgerkit import measured, open_ledger, run_cli, start_run
 
@@ -254,7 +255,7 @@ def test_payload_stored_under_another_kind_is_refused_and_found(
         f"AND originator_version = 2",
         ("RunCompleted", run),
     )
-    with pytest.raises(ValueError, match="stored RunCompleted event holds a FileMeasured"):
+    with pytest.raises(BrokenRun, match=r"broken at position 2 .stored RunCompleted holds a Fi"):
         ledger.read(run)
     ok, position, problem = _broken(ledger, run)
     assert (ok, position) == (False, 2) and "stored kind" in problem
