@@ -140,9 +140,7 @@ class ReadModelStore:
     def ledger_id(self) -> str | None:
         """The identity of the ledger these views were built from (None: unknown)."""
         try:
-            row = self.conn.execute(
-                f"SELECT value FROM {META} WHERE key = 'ledger_id'"
-            ).fetchone()
+            row = self.conn.execute(f"SELECT value FROM {META} WHERE key = 'ledger_id'").fetchone()
         except sqlite3.OperationalError:
             return None
         return str(row[0]) if row else None

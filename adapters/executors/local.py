@@ -35,6 +35,17 @@ from domain.execution import (
 LOG_TAIL_BYTES = 64 * 1024
 
 
+SCRATCH_PREFIX = "ledger-local-"
+
+
+def _sweep_scratch(folder: Path) -> None:
+    """Remove the scratch folders of gates that died without cleaning up (their pid is gone)."""
+    for path in folder.glob(f"{SCRATCH_PREFIX}*-*"):
+        pid = path.name[len(SCRATCH_PREFIX) :].split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(path, ignore_errors=True)
+
+
 def environments_dir() -> Path:
     """Where this machine caches per-revision environments (`LEDGER_ENVS_DIR` to move it)."""
     configured = os.environ.get("LEDGER_ENVS_DIR")
@@ -72,7 +83,8 @@ class LocalExecutor:
         self.envs_dir = envs_dir or environments_dir()
         self._own_work_dir = work_dir is None
         if work_dir is None:
-            work_dir = Path(tempfile.mkdtemp(prefix="ledger-local-"))
+            _sweep_scratch(Path(tempfile.gettempdir()))
+            work_dir = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
         work_dir.mkdir(parents=True, exist_ok=True)
         self.work_dir = work_dir
         self._lock = threading.Lock()

@@ -15,7 +15,7 @@ from tests.gatekit import events, gate, ledger_url, run_ledger
 from tests.gitrepo import commit, make_repo, tag
 from tests.ledgerkit import open_ledger
 
-RUNNER = '''import sys
+RUNNER = """import sys
 junit, files = sys.argv[1], sys.argv[2:]
 cases = "".join(
     f'<testcase classname="{f[:-3].replace("/", ".")}" name="test_x" file="{f}" time="0.1"/>'
@@ -27,7 +27,7 @@ with open(junit, "w") as out:
         f'<testsuites><testsuite name="pytest" tests="{len(files)}" failures="0" errors="0" '
         f'skipped="0">{cases}<system-out>{pad}</system-out></testsuite></testsuites>'
     )
-'''
+"""
 
 
 @pytest.mark.slow

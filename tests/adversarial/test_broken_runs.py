@@ -87,6 +87,7 @@ def test_a_flipped_byte_that_breaks_the_json_is_one_line_not_a_traceback(
 
 def test_the_store_refuses_to_hand_out_a_broken_stream(tmp_path: Path, ledger: Ledger) -> None:
     from domain.errors import BrokenRun
+
     run = "a" * 32
     _flip_outcome(ledger, run)
     with pytest.raises(BrokenRun) as broken:

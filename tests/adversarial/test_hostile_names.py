@@ -34,9 +34,7 @@ HOSTILE = [
     "_em_ *strong* ~~gone~~ \\",
 ]
 names = st.one_of(st.sampled_from(HOSTILE), st.text(min_size=1, max_size=40))
-SETTINGS = settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _run(name: str) -> RunBuilder:
@@ -100,6 +98,7 @@ def test_the_approval_report_keeps_its_shape(name: str) -> None:
 @given(name=names)
 def test_show_prints_one_line_per_event(name: str) -> None:
     from cli.cmd_runs import show_lines
+
     def shown(n: str) -> list[str]:
         b = _run(n)
         state = fold(_positioned(b), b.artifacts)
@@ -110,6 +109,7 @@ def test_show_prints_one_line_per_event(name: str) -> None:
 
     hostile, plain = shown(name), shown("x")
     assert len(hostile) == len(plain)
+
     def columns(line: str) -> list[str]:
         tokens = line.split()  # an event: position, date, time, kind; a verdict line: its key
         return tokens[:4] if tokens[0].isdigit() else tokens[:1]
@@ -121,6 +121,7 @@ def test_show_prints_one_line_per_event(name: str) -> None:
 @given(name=names)
 def test_the_verdict_table_keeps_its_rows_and_text(name: str) -> None:
     from domain.text import one_line
+
     def rendered(n: str) -> str:
         b = _run(n)
         state = fold(_positioned(b), b.artifacts)

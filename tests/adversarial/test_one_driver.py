@@ -21,6 +21,7 @@ from tests.ledgerkit import measured, open_ledger, start_run
 
 def test_a_live_lease_is_named_and_a_lapsed_one_taken_over(ledger_url: str) -> None:
     from adapters.event_store import LeaseHeld
+
     a, b = open_ledger(ledger_url), open_ledger(ledger_url)
     try:
         run = start_run(a)
@@ -42,6 +43,7 @@ def test_a_live_lease_is_named_and_a_lapsed_one_taken_over(ledger_url: str) -> N
 
 def test_a_driver_whose_lease_was_taken_over_cannot_append(ledger_url: str) -> None:
     from adapters.event_store import LeaseLost
+
     ledger = open_ledger(ledger_url)
     try:
         run = start_run(ledger)
@@ -60,6 +62,7 @@ def test_a_driver_stops_when_another_appended_its_kind_of_event(ledger_url: str)
     """Owner input (answers, checks) may arrive while the gate drives; anything else means a
     second driver, and the first stops rather than append a duplicate."""
     from adapters.event_store import LeaseLost
+
     driver, other = open_ledger(ledger_url), open_ledger(ledger_url)
     try:
         run = start_run(driver)

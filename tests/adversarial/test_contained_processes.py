@@ -129,3 +129,18 @@ def test_after_kill_9_of_the_gate_no_test_process_of_it_is_alive_10_s_later(
         for pid in marked(marks, "test", 0.1) + marked(marks, "daemon", 0.1):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_a_dead_gates_scratch_folder_is_removed_by_the_next_executor(tmp_path: Path) -> None:
+    import tempfile
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    left = Path(tempfile.gettempdir()) / f"ledger-local-{dead.pid}-leftover"
+    left.mkdir()
+    (left / "junit.xml").write_text("<testsuite/>")
+    repo = repo_with_escaper(tmp_path)
+
+    LocalExecutor(repo).close()
+
+    assert not left.exists()
