@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from adapters.git import Worktrees
+from adapters.pytest_plugin import with_plugin_path
 from domain.errors import BadInput
 from domain.execution import Observation, ShardRun, expand_command
 
@@ -201,7 +202,7 @@ class LocalExecutor:
         )
         if not argv:
             raise BadInput("the test command is empty")
-        env = dict(os.environ)
+        env = with_plugin_path(dict(os.environ))
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         with open(log_path, "wb") as log:
             started = time.monotonic()

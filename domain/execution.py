@@ -16,12 +16,18 @@ Revision = Literal["head", "base"]
 # The default, plus `--continue-on-collection-errors`: a test file that no longer
 # imports at head is then an error test case in a valid report (an introduced failure), and
 # its shard siblings still run, instead of the whole shard dying with exit 2 (unmeasured).
+# `-p release_ledger_pytest` loads the gate's own plugin (adapters/pytest_plugin/, put on the
+# child's PYTHONPATH by the executor): it writes the `--junitxml` report itself, exact and
+# self-checking (node ids, subtests, per-file markers, a completion marker).
+PYTEST_PLUGIN = "release_ledger_pytest"
 DEFAULT_PYTEST_COMMAND: tuple[str, ...] = (
     "{python}",
     "-m",
     "pytest",
     "-p",
     "no:cacheprovider",
+    "-p",
+    PYTEST_PLUGIN,
     "-o",
     "junit_family=xunit1",
     "--continue-on-collection-errors",
