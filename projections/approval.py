@@ -253,6 +253,10 @@ def _gate_metric(state: RunState, verdict: Verdict, index: _Events) -> Metric:
         " but the waived files" if verdict.waivers else ""
     )
     why = "; ".join(verdict.reasons) or f"{measured}, nothing introduced"
+    lost = verdict.skipped_at_head
+    if lost:
+        shown = ", ".join(lost[:5]) + (f" (+{len(lost) - 5} more)" if len(lost) > 5 else "")
+        why += f"; skipped-at-head (passed at base, skipped or gone at head): {shown}"
     for w in verdict.waivers:
         why += f"; {', '.join(w['files'])} waived by {w['by']} ({w['question']})"
     unique = {d.position: d for d in decided}
