@@ -14,7 +14,7 @@ from cli.progress import RichObserver
 from cli.render import finish_verdict
 from domain.errors import BadInput
 from ledger import use_cases
-from ledger.gate import DEFAULT_PYTEST_COMMAND, GateInterrupted, GateOptions
+from ledger.gate import GateInterrupted, GateOptions, default_command
 from ledger.service import opened
 
 
@@ -94,7 +94,7 @@ def gate(
       ledger gate --base v1.4.0 --executor kubernetes --pool prod-a,prod-b
       ledger gate --base v1.4.0 --executor ssh --host ci@build-1
     """
-    template = tuple(shlex.split(command)) if command else DEFAULT_PYTEST_COMMAND
+    template = tuple(shlex.split(command)) if command else default_command(executor)
     executor_options: dict[str, object] = {}
     if executor == "kubernetes":
         if not pool:

@@ -34,6 +34,20 @@ DEFAULT_PYTEST_COMMAND: tuple[str, ...] = (
     "--junitxml={junit}",
     "{files}",
 )
+# The same command without the plugin, for executors that do not yet put the plugin where the
+# shard runs (SSH hosts and pods get it when their executors ship PLUGIN_DIR): plain pytest
+# JUnit, read strictly.
+PLAIN_PYTEST_COMMAND: tuple[str, ...] = tuple(
+    token
+    for index, token in enumerate(DEFAULT_PYTEST_COMMAND)
+    if token != PYTEST_PLUGIN and DEFAULT_PYTEST_COMMAND[index + 1 : index + 2] != (PYTEST_PLUGIN,)
+)
+PLUGIN_EXECUTORS: frozenset[str] = frozenset({"local"})
+
+
+def default_command(executor: str) -> tuple[str, ...]:
+    """The gate's default test command for an executor: with the plugin where it ships it."""
+    return DEFAULT_PYTEST_COMMAND if executor in PLUGIN_EXECUTORS else PLAIN_PYTEST_COMMAND
 
 
 class ShardRun(BaseModel):
@@ -47,7 +61,9 @@ class ShardRun(BaseModel):
     revision: Revision
     commit: str
     files: tuple[str, ...]
-    command: tuple[str, ...] = DEFAULT_PYTEST_COMMAND
+    # The gate always passes its run's command; a bare ShardRun runs plain pytest, which
+    # every executor can run.
+    command: tuple[str, ...] = PLAIN_PYTEST_COMMAND
     timeout_s: float = 1200.0
     memory_limit_mb: int | None = None
     member: str | None = None  # pool member chosen by placement (pool executors only)

@@ -27,6 +27,7 @@ from domain.assessment import assess_observation
 from domain.chain import sha256_hex
 from domain.errors import BadInput
 from domain.execution import DEFAULT_PYTEST_COMMAND, Observation, ShardRun
+from domain.execution import default_command as default_command  # for cli (no domain import)
 from domain.planning import FileCost, plan_shards
 from domain.rules import get_rule
 from domain.run_state import BASE, HEAD, NO_TESTS_COLLECTED, RunState

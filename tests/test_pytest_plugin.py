@@ -18,7 +18,7 @@ import pytest
 
 from adapters.pytest_plugin import PLUGIN_DIR, PLUGIN_MODULE, with_plugin_path
 from domain.assessment import assess, plugin_running_file
-from domain.execution import DEFAULT_PYTEST_COMMAND, expand_command
+from domain.execution import DEFAULT_PYTEST_COMMAND, default_command, expand_command
 from domain.junit import Rejection, Report, read_report, test_id
 
 INTERPRETERS = [pytest.param(sys.executable, id="installed")]
@@ -92,6 +92,13 @@ def test_the_plugin_module_is_self_contained() -> None:
     assert imports <= {"__future__", "contextlib", "os", "re", "sys", "tempfile", "time", "xml",
                        "typing", "pytest", "resource"}, imports  # fmt: skip
     assert f"-p {PLUGIN_MODULE}" in " ".join(DEFAULT_PYTEST_COMMAND)
+
+
+def test_the_default_command_loads_the_plugin_only_where_the_executor_ships_it() -> None:
+    assert default_command("local") == DEFAULT_PYTEST_COMMAND
+    for executor in ("ssh", "kubernetes"):  # until their executors ship PLUGIN_DIR
+        assert PLUGIN_MODULE not in default_command(executor)
+        assert "--junitxml={junit}" in default_command(executor)
 
 
 def test_with_plugin_path_puts_the_plugin_folder_first_once() -> None:
