@@ -178,6 +178,11 @@ class T(unittest.TestCase):
         for _ in range(2):
             with self.subTest():
                 pass
+
+    def test_objects(self):
+        for it in (iter(range(2)), iter(range(3))):
+            with self.subTest(iterable=it):
+                pass
 """
 
 
@@ -197,8 +202,10 @@ def test_unittest_subtests_are_test_cases_of_their_own_and_counts_add_up(
         assert seen["tests/test_sub.py::T::test_sub (i=0)"] == "passed"
         assert seen["tests/test_sub.py::T::test_sub_ok [msg] (i=2)"] == "passed"
         assert seen["tests/test_sub.py::T::test_repeated (<subtest>) #2"] == "passed"
-        assert report.subtests == 8
-        assert report.tests == 3 + 8
+        # No memory address in an id (it would differ between base and head):
+        assert seen["tests/test_sub.py::T::test_objects (iterable=<range_iterator object>) #2"]
+        assert report.subtests == 10
+        assert report.tests == 4 + 10
     assert measured(ran, files), "the report agrees with pytest's exit code and summary"
 
 

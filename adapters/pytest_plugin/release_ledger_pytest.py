@@ -16,7 +16,8 @@ PATH itself (atomically: a temporary file renamed into place at session finish):
 - subtests (pytest >= 9's `subtests` fixture and unittest `subTest`, `pytest-subtests` under
   pytest 8) are test cases of their own with the id `PARENT_NODEID [MSG] (K=V, ...)` (pytest's
   own description; `(<subtest>)` when neither message nor parameters are given, ` #2`, ` #3`
-  appended to a description repeated under one parent) and the property
+  appended to a description repeated under one parent; ` at 0x...` addresses in parameter
+  reprs dropped, so the id is stable from run to run) and the property
   `release-ledger.subtest`; the parent keeps its own case with its own outcome, as pytest
   reports it, so the report counts what pytest's summary counts;
 - each file's suite carries `release-ledger.file-start` and `release-ledger.file-end`
@@ -52,6 +53,9 @@ MARKER = "release-ledger:"
 MAX_MESSAGE = 1024
 MAX_TEXT = 64 * 1024
 
+# `<object at 0x7f...>` in a subtest parameter's repr differs from run to run: dropped, so a
+# subtest's id is the same at base and head (repeats are then numbered).
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 _ILLEGAL_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
@@ -129,7 +133,7 @@ def _subtest_description(report: Any) -> str | None:
     if kwargs:
         values = ", ".join(f"{k}={v if already else repr(v)}" for k, v in kwargs.items())
         parts.append(f"({values})")
-    return " ".join(parts) or "(<subtest>)"
+    return _ADDRESS.sub("", " ".join(parts)) or "(<subtest>)"
 
 
 def _message(report: Any) -> str:
