@@ -29,6 +29,9 @@ PATH itself (atomically: a temporary file renamed into place at session finish):
   stopped early, by `-x`, `pytest.exit()` or an interrupt, writes `release-ledger.stopped`
   with the reason instead), so a report cut short is recognised even when it is well formed.
 
+pytest's own `junit_*` options (family, suite name, captured output) do not apply to this
+report; captured output is not copied into it (failure and error texts are).
+
 Independently of the report, the plugin prints `release-ledger: start FILE` before a file's
 first test and `release-ledger: end FILE` after its last teardown, flushed at once, so the log
 of a shard killed mid-file names the file that was running.
