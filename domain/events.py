@@ -85,6 +85,9 @@ class FileMeasured(Event):
     seconds: float
     exit_code: int | None = None
     signal: int | None = None
+    # The file collected no test case at all (not even a module-level skip). None in events
+    # recorded before this field: then pytest's exit code 5 says it.
+    empty: bool | None = None
 
 
 class MeasurementFailed(Event):

@@ -353,7 +353,13 @@ class GateProcess:
         # report could never cover it).
         empty = o.exit_code == NO_TESTS_COLLECTED and o.signal is None
         empty = empty and not (o.timed_out or o.oom)
-        dies = not empty and (
+        # A file that only skips itself (module-level `importorskip`) exits 5 too, but its
+        # report holds the skip: it is measured and planned like any file, so its tests can
+        # be seen lost at head.
+        report = assessment.report
+        skipped_only = empty and report is not None and report.tests > 0
+        empty = empty and not skipped_only
+        dies = not empty and not skipped_only and (
             o.timed_out
             or o.oom
             or o.signal is not None
@@ -386,6 +392,7 @@ class GateProcess:
             seconds=o.seconds,
             exit_code=o.exit_code,
             signal=o.signal,
+            empty=empty,
         )
 
     def _reuse_measurements(self, files: Sequence[str]) -> list[ev.Event]:

@@ -3,6 +3,8 @@ coverage (`skipped-at-head`): strict fails on it, the other rules report it."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from domain import events as ev
 from domain.rules import REGISTRY, get_rule
 from domain.run_state import fold
@@ -10,7 +12,11 @@ from domain.verdict import Verdict
 from projections.approval import approval_report
 from projections.read_models import run_rows
 from projections.timeline import timeline
+from tests.gatekit import gate, run_ledger
+from tests.gitrepo import commit, make_repo, tag
 from tests.runbuilder import RunBuilder
+
+PASS = "def test_ok():\n    pass\n"
 
 A, B = "tests/test_a.py", "tests/test_b.py"
 
@@ -98,3 +104,24 @@ def test_one_measured_test_at_head_is_enough_to_pass() -> None:
     run.attempt("s01", "base", [A], {}, exit_code=5)
     for name in REGISTRY:
         assert verdict(run, name).status == "passed", name
+
+
+OPTIONAL = "def test_one():\n    pass\n\n\ndef test_two():\n    pass\n"
+
+
+def test_a_dependency_missing_at_head_is_lost_coverage_not_a_clean_pass(tmp_path: Path) -> None:
+    """A real gate: at head the file skips itself (`importorskip` of a missing module), so
+    pytest alone exits 5 for it; it is still planned and run at both revisions, and its two
+    tests are skipped-at-head: `default` passes and lists them, `strict` fails."""
+    repo = make_repo(tmp_path, {"tests/test_opt.py": OPTIONAL, "tests/test_ok.py": PASS})
+    tag(repo, "v1")
+    skipping = "import pytest\n\npytest.importorskip('no_such_module_xyz')\n\n" + OPTIONAL
+    commit(repo, {"tests/test_opt.py": skipping}, "needs an optional dependency now")
+    result = gate(tmp_path, repo, "--shards", "1")
+    document = result.document
+    assert document["status"] == "passed" and result.code == 0, document["reasons"]
+    lost = ["tests/test_opt.py::test_one", "tests/test_opt.py::test_two"]
+    assert document["skipped_at_head"] == lost
+    strict = run_ledger(tmp_path, "verdict", document["run_id"], "--rule", "strict", "--json")
+    assert strict.document["status"] == "failed"
+    assert strict.document["skipped_at_head"] == document["skipped_at_head"]
