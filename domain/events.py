@@ -89,6 +89,10 @@ class FileMeasured(Event):
     # recorded before this field: then pytest's exit code 5 says it.
     empty: bool | None = None
 
+    @property
+    def holds_no_test(self) -> bool:
+        return self.empty if self.empty is not None else self.exit_code == 5
+
 
 class MeasurementFailed(Event):
     kind: Literal["MeasurementFailed"] = "MeasurementFailed"

@@ -261,7 +261,7 @@ def apply(state: RunState, position: int, e: ev.Event, artifacts: Mapping[str, b
     elif isinstance(e, ev.FileMeasured):
         state.measure_failures.pop(e.file, None)  # measured after all (a retried failure)
         state.measured[e.file] = (e.rss_mb, e.seconds, None)
-        if e.empty if e.empty is not None else e.exit_code == NO_TESTS_COLLECTED:
+        if e.holds_no_test:
             state.empty_files.add(e.file)
     elif isinstance(e, ev.MeasurementReused):
         state.measured[e.file] = (e.rss_mb, e.seconds, e.from_run)

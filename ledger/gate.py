@@ -406,7 +406,7 @@ class GateProcess:
                 continue
             latest: dict[str, tuple[float, float]] = {}
             for event in self.ledger.events(row.run_id):
-                if isinstance(event, ev.FileMeasured) and event.exit_code == NO_TESTS_COLLECTED:
+                if isinstance(event, ev.FileMeasured) and event.holds_no_test:
                     latest.pop(event.file, None)  # measured again: it may hold tests now
                 elif isinstance(event, ev.FileMeasured | ev.MeasurementReused):
                     latest[event.file] = (event.rss_mb, event.seconds)
