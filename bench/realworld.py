@@ -77,7 +77,7 @@ def measure(
         ).stdout  # fmt: skip
         files = 0
         for line in exported.splitlines():
-            event = json.loads(line)
+            event = json.loads(line)["event"]
             if event.get("kind") == "TestFilesDiscovered":
                 files = len(event["files"])
         return {
