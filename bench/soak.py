@@ -284,9 +284,7 @@ def main() -> None:
         orphans = soak.orphans()
         runs = [r for r in results if r is not None]
         completed = [r for r in runs if r["completed"]]
-        equal = [
-            r for r in completed if {k: r["document"][k] for k in CLASSIFICATION} == expected
-        ]
+        equal = [r for r in completed if {k: r["document"][k] for k in CLASSIFICATION} == expected]
         verify = soak.run("verify", "--json")
         broken = [r["run_id"] for r in json.loads(verify.stdout)["runs"] if not r["ok"]]
         stored_checks = set()

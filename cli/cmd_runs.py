@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 from cli.options import EXIT_FAILED, common, emit_json
 from cli.render import cell
@@ -35,7 +35,9 @@ def runs(ledger_url: str | None, as_json: bool) -> None:
     if not rows:
         click.echo("no runs in the ledger")
         return
-    table = Table("run", "started", "head", "base", "status", "events")
+    # The run id is what people copy into the next command: never squeezed by a narrow terminal.
+    run_column = Column("run", no_wrap=True, min_width=12)
+    table = Table(run_column, "started", "head", "base", "status", "events")
     for row in rows:
         table.add_row(
             cell(row["run_id"][:12]),

@@ -53,6 +53,10 @@ class Assessment:
     reason: str | None = None
     detail: str = ""
     report: Report | None = None
+    # Files of the run that the evidence itself names as the cause (a rejection that names a
+    # missing file, or the file that collected a case of another file): deterministic faults,
+    # so no retry, and their shard goes straight to them instead of bisecting.
+    culprits: tuple[str, ...] = ()
 
     @property
     def failing(self) -> bool:
@@ -82,12 +86,32 @@ def summary_disagreement(summary: dict[str, int], report: Report) -> str | None:
     if failed != report.failures:
         return f"pytest reported {failed} failed but the report holds {report.failures} failures"
     ran = sum(summary.get(k, 0) for k in ("passed", "failed", "skipped", "xfailed", "xpassed"))
-    if ran > report.tests or ran + summary.get("errors", 0) < report.tests:
+    # pytest counts failed subtests as failed, but passed ones apart ("9 subtests passed") or,
+    # in quiet modes, not at all: the plugin's subtest cases may go beyond what it counts.
+    if ran > report.tests or ran + summary.get("errors", 0) + report.subtests < report.tests:
         return f"pytest reported {ran} tests run but the report holds {report.tests} test cases"
     return None
 
 
 _STARTED_FILE = re.compile(r"^(?P<file>[\w./\\-]+\.py)(?:::\S+)? ", re.MULTILINE)
+
+
+_PLUGIN_MARKER = re.compile(r"^release-ledger: (?P<what>start|end) (?P<file>.+?)\s*$", re.MULTILINE)
+
+
+def plugin_running_file(log_tail: str, files: Sequence[str]) -> str | None:
+    """The file the gate's pytest plugin said it started and did not say it ended, among the
+    files run: the exact file that was running when the shard died (None when the log holds
+    no such marker, e.g. another runner, or the start fell out of the log's tail)."""
+    known = set(files)
+    running = None
+    for match in _PLUGIN_MARKER.finditer(log_tail):
+        file = match.group("file")
+        if match.group("what") == "start":
+            running = file if file in known else None
+        elif file == running:
+            running = None
+    return running
 
 
 def last_started_file(log_tail: str, files: Sequence[str]) -> str | None:
@@ -149,7 +173,12 @@ def assess(
             # One file, and pytest says it holds no test at this revision (e.g. at base, before
             # its first test was written): an empty measurement, not a culprit.
             return Assessment(True, detail="the file holds no test", report=Report(()))
-        return Assessment(False, INCOMPLETE, str(parsed))
+        named = tuple(f for f in parsed.files if f in set(files))
+        return Assessment(False, INCOMPLETE, str(parsed), culprits=named)
+    if exit_code == NO_TESTS_COLLECTED and 0 < parsed.tests == parsed.skipped:
+        # pytest ran no test because every file skipped itself (a module-level skip, such as
+        # `importorskip` of a missing dependency): the skips are the measurement.
+        return Assessment(True, detail="every case is skipped", report=parsed)
     if exit_code not in (0, 1):
         return Assessment(False, JOB_FAILED, f"exit code {exit_code} is neither 0 nor 1", parsed)
     failing = parsed.failures + parsed.errors

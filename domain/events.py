@@ -114,6 +114,13 @@ class FileMeasured(Event):
     seconds: float
     exit_code: int | None = None
     signal: int | None = None
+    # The file collected no test case at all (not even a module-level skip). None in events
+    # recorded before this field: then pytest's exit code 5 says it.
+    empty: bool | None = None
+
+    @property
+    def holds_no_test(self) -> bool:
+        return self.empty if self.empty is not None else self.exit_code == 5
 
 
 class MeasurementFailed(Event):

@@ -18,17 +18,30 @@ Revision = Literal["head", "base"]
 # The default, plus `--continue-on-collection-errors`: a test file that no longer
 # imports at head is then an error test case in a valid report (an introduced failure), and
 # its shard siblings still run, instead of the whole shard dying with exit 2 (unmeasured).
+# `-p release_ledger_pytest` loads the gate's own plugin (adapters/pytest_plugin/, put on the
+# child's PYTHONPATH by the executor): it writes the `--junitxml` report itself, exact and
+# self-checking (node ids, subtests, per-file markers, a completion marker).
+PYTEST_PLUGIN = "release_ledger_pytest"
 DEFAULT_PYTEST_COMMAND: tuple[str, ...] = (
     "{python}",
     "-m",
     "pytest",
     "-p",
     "no:cacheprovider",
+    "-p",
+    PYTEST_PLUGIN,
     "-o",
     "junit_family=xunit1",
     "--continue-on-collection-errors",
     "--junitxml={junit}",
     "{files}",
+)
+# The same command without the plugin: what a bare `ShardRun` runs (plain pytest JUnit, read
+# strictly). Every executor ships the plugin, so the gate's default is the one above.
+PLAIN_PYTEST_COMMAND: tuple[str, ...] = tuple(
+    token
+    for index, token in enumerate(DEFAULT_PYTEST_COMMAND)
+    if token != PYTEST_PLUGIN and DEFAULT_PYTEST_COMMAND[index + 1 : index + 2] != (PYTEST_PLUGIN,)
 )
 
 
@@ -101,7 +114,9 @@ class ShardRun(BaseModel):
     revision: Revision
     commit: str
     files: tuple[str, ...]
-    command: tuple[str, ...] = DEFAULT_PYTEST_COMMAND
+    # The gate always passes its run's command; a bare ShardRun runs plain pytest, which
+    # every executor can run.
+    command: tuple[str, ...] = PLAIN_PYTEST_COMMAND
     timeout_s: float = 1200.0
     memory_limit_mb: int | None = None
     member: str | None = None  # pool member chosen by placement (pool executors only)

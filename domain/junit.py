@@ -4,6 +4,13 @@ A report counts as a measurement only when it is well formed, self-consistent an
 every test case to a file; anything else is a `Rejection` with a reason code and one sentence.
 Parsing streams through defusedxml (no DTDs, no entities) and keeps only compact columns per
 case, so a million-case report stays fast and small; `Report.cases` materialises on demand.
+
+A report written by the gate's pytest plugin (its root's first property is
+`release-ledger.plugin`) is read by node id: each case belongs to the file named by its
+`release-ledger.nodeid` property (the file that collected it, so an inherited test method
+belongs to the inheriting file) and its test id is that node id; such a report must end with
+the plugin's completion marker, or it is rejected as `truncated`. Plain JUnit from any other
+runner is read as before, by `file` attributes, suites and classnames.
 """
 
 from __future__ import annotations
@@ -33,14 +40,25 @@ _OUTCOMES: Final[tuple[Outcome, ...]] = ("passed", "flaky", "skipped", "error", 
 _RESULT_CODE: Final = {"failure": _FAILED, "error": _ERROR, "skipped": _SKIPPED}
 _RERUN_KINDS: Final = frozenset({"flakyFailure", "flakyError", "rerunFailure", "rerunError"})
 _SUITE_PARENTS: Final = frozenset({"testsuites", "testsuite"})
+# Properties of the gate's pytest plugin (adapters/pytest_plugin/release_ledger_pytest.py).
+PLUGIN_PROPERTY: Final = "release-ledger.plugin"
+NODEID_PROPERTY: Final = "release-ledger.nodeid"
+SUBTEST_PROPERTY: Final = "release-ledger.subtest"
+COMPLETE_PROPERTY: Final = "release-ledger.complete"
+STOPPED_PROPERTY: Final = "release-ledger.stopped"
 
 
 @dataclass(frozen=True, slots=True)
 class Rejection:
-    """Why a report is not a measurement: a short code and one readable sentence."""
+    """Why a report is not a measurement: a short code and one readable sentence.
+
+    `files` names the expected files the fault points at, when it points at any (a missing
+    file, the file that collected a case of another file): the culprits, with no bisection.
+    """
 
     code: str
     message: str
+    files: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"
@@ -85,7 +103,9 @@ class Report:
         "errors",
         "failures",
         "flaky",
+        "plugin",
         "skipped",
+        "subtests",
         "tests",
     )
 
@@ -97,6 +117,8 @@ class Report:
     errors: int
     skipped: int
     flaky: int
+    subtests: int  # cases that are subtests (gate plugin reports only)
+    plugin: bool  # written by the gate's pytest plugin: ids are node ids
 
     def __init__(self, cases: Iterable[TestCase]) -> None:
         kept = tuple(cases)
@@ -106,10 +128,17 @@ class Report:
 
     @classmethod
     def _lazy(
-        cls, build: Callable[[], tuple[TestCase, ...]], files: frozenset[str], counts: list[int]
+        cls,
+        build: Callable[[], tuple[TestCase, ...]],
+        files: frozenset[str],
+        counts: list[int],
+        subtests: int = 0,
+        plugin: bool = False,
     ) -> Report:
         report = cls.__new__(cls)
         report._init(None, build, files, counts)
+        object.__setattr__(report, "subtests", subtests)
+        object.__setattr__(report, "plugin", plugin)
         return report
 
     def _init(
@@ -128,6 +157,8 @@ class Report:
         set_(self, "errors", counts[_ERROR])
         set_(self, "skipped", counts[_SKIPPED])
         set_(self, "flaky", counts[_FLAKY])
+        set_(self, "subtests", 0)
+        set_(self, "plugin", False)
 
     def __setattr__(self, name: str, value: object) -> NoReturn:
         raise AttributeError(f"Report is immutable (cannot set {name})")
@@ -264,6 +295,8 @@ def _syntax_rejection(error: ParseError, reader: _Reader, *, final: bool) -> Rej
 # when cases also lack files, and so on. Syntax errors (handled above) outrank them all.
 _RANK: Final = {
     "not-junit": 1,
+    "truncated": 1,
+    "content-after-root": 1,
     "misplaced-suites": 1,
     "misplaced-suite": 1,
     "case-under-testsuites": 1,
@@ -276,6 +309,7 @@ _RANK: Final = {
     "duplicate-case": 3,
     "no-file": 4,
     "unexpected-file": 4,
+    "file-mismatch": 4,
     "no-tests": 5,
     "missing-file": 6,
 }
@@ -342,6 +376,17 @@ class _Reader:
         self.fault: Rejection | None = None
         self.fault_rank = 99
         self.root_seen = False
+        self.root_closed = False
+        # The gate's pytest plugin: its marker, the case's node id and subtest flag, and
+        # whether the completion marker came after the last suite.
+        self.plugin = False
+        self.complete = False
+        self.stopped: str | None = None
+        self.case_nodeid: str | None = None
+        self.case_subtest = False
+        self.case_file = ""
+        self.case_classname = ""
+        self.subtest_cases = 0
         self.root_totals: tuple[int | None, int | None, int | None] | None = None
         self.stack: list[str] = []
         self.suites: list[_Suite] = []
@@ -384,6 +429,7 @@ class _Reader:
         expat.ordered_attributes = False
         expat.StartElementHandler = self.start
         expat.EndElementHandler = self.end
+        expat.ProcessingInstructionHandler = self.processing_instruction
 
     def start(self, tag: str, attrs: dict[str, str]) -> None:
         stack = self.stack
@@ -405,6 +451,8 @@ class _Reader:
                     if tag == "error"
                     else f"{self.suites[-1].label} holds a <{tag}> outside any test case",
                 )
+            elif tag == "property" and parent == "properties":
+                self._start_property(attrs)
             elif tag == "testsuites":
                 self._broken("misplaced-suites", f"a <testsuites> element lies inside <{parent}>")
             elif self.capture is not None and tag == "stackTrace":
@@ -419,6 +467,8 @@ class _Reader:
         if tag == "testcase":
             # The hot path (a million times in a large report), kept inline.
             self.capture = None
+            if self.plugin:
+                self._end_plugin_case()
             self.names.append(self.case_name)
             self.case_group.append(self.case_group_id)
             self.times.append(self.case_time)
@@ -433,8 +483,17 @@ class _Reader:
                 self.capture_depth = self.result_depth
         elif tag == "testsuite":
             self._end_suite()
+            self.root_closed = depth == 1
         elif depth == 1:
             self._end_root()
+            self.root_closed = True
+
+    def processing_instruction(self, target: str, data: str) -> None:
+        if self.root_closed:
+            self._note(
+                "content-after-root",
+                f"the report holds a processing instruction <?{target}?> after its root element",
+            )
 
     def data(self, text: str) -> None:
         capture = self.capture
@@ -449,10 +508,10 @@ class _Reader:
 
     # -- faults --------------------------------------------------------------------------------
 
-    def _note(self, code: str, message: str) -> None:
+    def _note(self, code: str, message: str, files: tuple[str, ...] = ()) -> None:
         rank = _RANK[code]
         if rank < self.fault_rank:
-            self.fault, self.fault_rank = Rejection(code, message), rank
+            self.fault, self.fault_rank = Rejection(code, message, files), rank
 
     def _broken(self, code: str, message: str) -> NoReturn:
         self._note(code, message)
@@ -465,6 +524,27 @@ class _Reader:
         if self.expat is not None:
             self.expat.StartElementHandler = self._ignore_start
             self.expat.EndElementHandler = self._ignore_end
+
+    def _start_property(self, attrs: dict[str, str]) -> None:
+        stack = self.stack
+        owner = stack[-3] if len(stack) >= 3 else None
+        name = attrs.get("name", "")
+        if not name.startswith("release-ledger."):
+            return
+        value = attrs.get("value", "")
+        if owner == "testcase":
+            if self.plugin:
+                if name == NODEID_PROPERTY:
+                    self.case_nodeid = value
+                elif name == SUBTEST_PROPERTY:
+                    self.case_subtest = True
+        elif owner == "testsuites" and len(stack) == 3:
+            if name == PLUGIN_PROPERTY and self.suite_count == 0:
+                self.plugin = True
+            elif name == COMPLETE_PROPERTY:
+                self.complete = True
+            elif name == STOPPED_PROPERTY:
+                self.stopped = value
 
     def _ignore_start(self, tag: str, attrs: dict[str, str]) -> None:
         self.root_seen = True
@@ -500,6 +580,7 @@ class _Reader:
         elif parent not in _SUITE_PARENTS:
             self._broken("misplaced-suite", f"a <testsuite> element lies inside <{parent}>")
         self.suite_count += 1
+        self.complete = False  # the completion marker must follow the last suite
         name = attrs.get("name")
         label = f'suite "{name}"' if name else f"unnamed suite #{self.suite_count}"
         own_file = attrs.get("file")
@@ -593,11 +674,21 @@ class _Reader:
             of_class = f' of class "{classname}"' if classname else ""
             self._note("no-name", f"a test case{of_class} in {suite.label} has no name")
         file = attrs.get("file")
+        if self.plugin:  # attributed by node id when the case ends
+            self.case_nodeid = None
+            self.case_subtest = False
+            self.case_file = _normalize_file(file) if file else ""
+            self.case_classname = classname
+            self.case_name = name
+            self._start_time(attrs)
+            return
         if file:
             normalized = self.normalized.get(file)
             if normalized is None:
                 normalized = self.normalized[file] = _normalize_file(file)
             file = normalized
+            if suite.file is not None and file != suite.file:
+                self._file_mismatch(name, file, suite)
         else:
             file = suite.file or self._derive(classname)
             if file is None:
@@ -619,15 +710,20 @@ class _Reader:
             if group < 0:
                 expected = self.expected
                 if file and expected is not None and file not in expected:
+                    collected = self._derive(classname)
                     self._note(
                         "unexpected-file",
                         f'test case "{name}" belongs to {file}, which is not an expected file',
+                        (collected,) if collected is not None else (),
                     )
                 group = self.group_ids[group_key] = len(self.groups)
                 self.groups.append(group_key)
             self.last_group = (file, classname, group)
         self.case_name = name
         self.case_group_id = group
+        self._start_time(attrs)
+
+    def _start_time(self, attrs: dict[str, str]) -> None:
         time = attrs.get("time")
         if time is None:
             self.case_time = math.nan
@@ -637,6 +733,49 @@ class _Reader:
             except ValueError:
                 self.case_time = math.nan
         self.results.clear()
+
+    def _file_mismatch(self, name: str, file: str, suite: _Suite) -> None:
+        expected = self.expected
+        culprits: tuple[str, ...] = ()
+        if expected is not None:
+            culprits = tuple(f for f in (suite.file, file) if f in expected)[:1]
+        self._note(
+            "file-mismatch",
+            f'test case "{name}" names file {file} but its {suite.label} is of file {suite.file}',
+            culprits,
+        )
+
+    def _end_plugin_case(self) -> None:
+        """Attribute a case of the gate's plugin by its node id: `FILE::REST` is the file that
+        collected it and the test id; a case with no node id falls back to its attributes."""
+        suite = self.suites[-1] if self.suites else None
+        nodeid = self.case_nodeid
+        name = self.case_name
+        if nodeid is not None and "::" in nodeid:
+            path, _, rest = nodeid.partition("::")
+            file, classname, name = _normalize_file(path), "", rest
+        else:
+            file = self.case_file or (suite.file if suite else None) or ""
+            classname = self.case_classname
+            if not file:
+                self._note("no-file", f'test case "{name}" of the plugin report names no file')
+        if suite is not None and suite.file is not None and file and file != suite.file:
+            self._file_mismatch(name, file, suite)
+        self.case_name = name
+        self.subtest_cases += self.case_subtest
+        group_key = (file, classname)
+        group = self.group_ids.get(group_key, -1)
+        if group < 0:
+            expected = self.expected
+            if file and expected is not None and file not in expected:
+                self._note(
+                    "unexpected-file",
+                    f'test case "{nodeid or name}" was collected from {file}, which is not an '
+                    f"expected file",
+                )
+            group = self.group_ids[group_key] = len(self.groups)
+            self.groups.append(group_key)
+        self.case_group_id = group
 
     def _derive(self, classname: str) -> str | None:
         """pytest xunit2 writes no file: take the longest dotted prefix of the classname that
@@ -709,13 +848,24 @@ class _Reader:
             missing = sorted(self.expected - files)
             if missing:
                 more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-                self._note("missing-file", f"expected file {missing[0]} has no test case{more}")
+                self._note(
+                    "missing-file",
+                    f"expected file {missing[0]} has no test case{more}",
+                    tuple(missing),
+                )
+        if self.plugin and not self.complete:
+            why = (
+                f"the session did not finish: {self.stopped}"
+                if self.stopped
+                else "it does not end with the completion marker"
+            )
+            self._note("truncated", f"the report of the gate's pytest plugin is cut short: {why}")
         if self.fault is not None:
             return self.fault
         counts = self.counts
         counts[_PASSED] = self._total() - sum(counts[_FLAKY:])
         self._release()
-        return Report._lazy(self._materialise, files, counts)
+        return Report._lazy(self._materialise, files, counts, self.subtest_cases, self.plugin)
 
     def _total(self) -> int:
         return len(self.names)

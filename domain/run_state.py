@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from domain import events as ev
-from domain.assessment import Assessment, assess, last_started_file
+from domain.assessment import Assessment, assess, last_started_file, plugin_running_file
 from domain.failures import blames_executor, excludes_member
 
 HEAD = "head"
@@ -30,6 +30,7 @@ class AttemptView:
     assessment: Assessment
     position: int
     last_started: str | None = None
+    running: str | None = None  # the file the gate's pytest plugin said was running (exact)
     reused_from: str | None = None
     report_hash: str | None = None
     log_tail_hash: str | None = None
@@ -225,14 +226,15 @@ def _attempt_view(
         report_hash=e.report_hash, log_tail_hash=e.log_tail_hash, files=e.files,
         artifacts=artifacts, report_too_large=e.report_too_large,
     )  # fmt: skip
-    last = None
+    last = running = None
     if not assessment.measured and e.log_tail_hash:
-        log_tail = artifacts.get(e.log_tail_hash, b"")
-        last = last_started_file(log_tail.decode("utf-8", "replace"), e.files)
+        log_tail = artifacts.get(e.log_tail_hash, b"").decode("utf-8", "replace")
+        running = plugin_running_file(log_tail, e.files)
+        last = running or last_started_file(log_tail, e.files)
     return AttemptView(
         e.shard, e.attempt, e.revision, tuple(e.files), e.member, assessment, position,
-        last_started=last, report_hash=e.report_hash, log_tail_hash=e.log_tail_hash,
-        seconds=e.seconds, rss_mb=e.rss_mb,
+        last_started=last, running=running, report_hash=e.report_hash,
+        log_tail_hash=e.log_tail_hash, seconds=e.seconds, rss_mb=e.rss_mb,
     )  # fmt: skip
 
 
@@ -273,7 +275,7 @@ def apply(state: RunState, position: int, e: ev.Event, artifacts: Mapping[str, b
     elif isinstance(e, ev.FileMeasured):
         state.measure_failures.pop(e.file, None)  # measured after all (a retried failure)
         state.measured[e.file] = (e.rss_mb, e.seconds, None)
-        if e.exit_code == NO_TESTS_COLLECTED:
+        if e.holds_no_test:
             state.empty_files.add(e.file)
     elif isinstance(e, ev.MeasurementReused):
         state.measured[e.file] = (e.rss_mb, e.seconds, e.from_run)

@@ -29,11 +29,17 @@ BLOCK = "block"
 ALLOW = "allow"
 
 
+# Reasons the whole gate (not one shard) is unmeasured.
+NO_TESTS = "no-tests"
+LOST_COVERAGE = "skipped-at-head"
+
+
 @dataclass(frozen=True)
 class Policy:
     skips_allowed: bool
     flaky_fails: bool
     any_failure_fails: bool = False
+    lost_coverage_fails: bool = False  # tests that passed at base and are skipped/gone at head
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,9 @@ class Verdict:
     fixed: tuple[str, ...] = ()
     flaky: tuple[str, ...] = ()
     skipped: tuple[str, ...] = ()
+    # Passed at base; skipped, deselected or no longer collected at head (its file still
+    # there): lost coverage.
+    skipped_at_head: tuple[str, ...] = ()
     failing_at_head: tuple[str, ...] = ()
     blocking: tuple[str, ...] = ()  # tests whose failure fails the gate under this rule
     retry_shards: tuple[str, ...] = ()
@@ -87,6 +96,7 @@ class Verdict:
             "fixed": list(self.fixed),
             "flaky": list(self.flaky),
             "skipped": list(self.skipped),
+            "skipped_at_head": list(self.skipped_at_head),
             "retry_shards": list(self.retry_shards),
             "unmeasured": [u.as_dict() for u in self.unmeasured],
             "waivers": list(self.waivers),
@@ -177,6 +187,7 @@ class Classification:
     preexisting: tuple[str, ...]
     fixed: tuple[str, ...]
     flaky: tuple[str, ...]
+    skipped_at_head: tuple[str, ...] = ()
 
 
 def classify(state: RunState) -> Classification:
@@ -194,6 +205,7 @@ def classify(state: RunState) -> Classification:
         unmeasured.append(Unmeasured("measure", (file,), failure.reason, (file,), detail))
     head: dict[str, str] = {}
     base: dict[str, str] = {}
+    head_files: set[str] = set()  # files measured at head (their shard measured at both)
     shard_skips: list[tuple[ShardView, tuple[str, ...]]] = []
     for shard in state.leaves():
         problem = shard_unmeasured(state, shard)
@@ -204,6 +216,7 @@ def classify(state: RunState) -> Classification:
         base_report = _report(shard, BASE)
         shard_head = _outcomes(head_report.cases) if head_report else {}
         head.update(shard_head)
+        head_files.update(shard.files)
         if base_report:
             base.update(_outcomes(base_report.cases))
         skips = tuple(sorted(t for t, o in shard_head.items() if o == "skipped"))
@@ -232,9 +245,18 @@ def classify(state: RunState) -> Classification:
             flaky.append(test)
         else:
             introduced.append(test)
+    lost = tuple(
+        test
+        for test, outcome in sorted(base.items())
+        if outcome == "passed"
+        and (
+            head.get(test) == "skipped"
+            or (test not in head and test.split("::", 1)[0] in head_files)
+        )
+    )
     result = Classification(
         tuple(unmeasured), tuple(shard_skips), head, base,
-        tuple(introduced), tuple(preexisting), tuple(fixed), tuple(flaky),
+        tuple(introduced), tuple(preexisting), tuple(fixed), tuple(flaky), lost,
     )  # fmt: skip
     state.cache["classification"] = result
     return result
@@ -280,6 +302,17 @@ def judge(state: RunState, policy: Policy, rule: str, version: int) -> Verdict:
     if flaky and (policy.flaky_fails or flaky_blocked):
         why = "the owner blocked flaky failures" if flaky_blocked else "the rule counts them"
         reasons.append(f"{len(flaky)} flaky failures fail the gate ({why})")
+    lost = basis.skipped_at_head
+    if lost and policy.lost_coverage_fails:
+        reasons.append(
+            f"{len(lost)} tests lost coverage ({LOST_COVERAGE}: passed at base, skipped or "
+            f"gone at head)"
+        )
+    if not head and not kept:
+        # Nothing measured at head (no test file, or files that collect nothing): never a pass.
+        kept.append(
+            Unmeasured("gate", (), NO_TESTS, detail="no test was measured at head", revision=HEAD)
+        )
     # Any question asked and not yet decided can still change the verdict: it waits.
     open_questions = sorted(
         q.id
@@ -288,6 +321,8 @@ def judge(state: RunState, policy: Policy, rule: str, version: int) -> Verdict:
     )
     parked = any(q.state == "parked" for q in state.questions.values() if not q.decided)
     blocking = set(introduced)
+    if lost and policy.lost_coverage_fails:
+        blocking.update(lost)
     if policy.any_failure_fails:
         blocking.update(failing_at_head)
     if flaky and (policy.flaky_fails or flaky_blocked):
@@ -295,7 +330,9 @@ def judge(state: RunState, policy: Policy, rule: str, version: int) -> Verdict:
     if reasons:
         status = "failed"
     elif kept or open_questions:
-        if kept:
+        if any(u.reason == NO_TESTS for u in kept):
+            reasons.append("no test was measured at head (no-tests)")
+        elif kept:
             reasons.append(f"{len(kept)} shards or files could not be measured")
         if open_questions:
             reasons.append("the owner has not answered " + ", ".join(open_questions))
@@ -307,6 +344,7 @@ def judge(state: RunState, policy: Policy, rule: str, version: int) -> Verdict:
         "base": len(base),
         "failing_at_head": len(failing_at_head),
         "skipped": len(skipped),
+        "skipped_at_head": len(lost),
     }
     return Verdict(
         rule=rule,
@@ -317,6 +355,7 @@ def judge(state: RunState, policy: Policy, rule: str, version: int) -> Verdict:
         fixed=tuple(fixed),
         flaky=tuple(flaky),
         skipped=tuple(skipped),
+        skipped_at_head=lost,
         failing_at_head=tuple(failing_at_head),
         blocking=tuple(sorted(blocking)),
         retry_shards=retry_set(state),

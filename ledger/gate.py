@@ -116,6 +116,7 @@ class GateOptions:
     @property
     def environment_request(self) -> EnvironmentRequest:
         return EnvironmentRequest.parse(self.environment)
+
     max_report_mb: float = 64.0
 
     @property
@@ -436,8 +437,15 @@ class GateProcess:
         # report could never cover it).
         empty = o.exit_code == NO_TESTS_COLLECTED and o.signal is None
         empty = empty and not (o.timed_out or o.oom)
+        # A file that only skips itself (module-level `importorskip`) exits 5 too, but its
+        # report holds the skip: it is measured and planned like any file, so its tests can
+        # be seen lost at head.
+        report = assessment.report
+        skipped_only = empty and report is not None and report.tests > 0
+        empty = empty and not skipped_only
         dies = too_large is not None or (
             not empty
+            and not skipped_only
             and (
                 o.timed_out
                 or o.oom
@@ -474,6 +482,7 @@ class GateProcess:
             seconds=o.seconds,
             exit_code=o.exit_code,
             signal=o.signal,
+            empty=empty,
         )
         self.ledger.append(self.run_id, [*environment, measured], artifacts=artifacts)
 
@@ -493,7 +502,7 @@ class GateProcess:
                 self.observer.notice(f"not reusing measurements of a broken run: {broken}")
                 continue
             for event in earlier:
-                if isinstance(event, ev.FileMeasured) and event.exit_code == NO_TESTS_COLLECTED:
+                if isinstance(event, ev.FileMeasured) and event.holds_no_test:
                     latest.pop(event.file, None)  # measured again: it may hold tests now
                 elif isinstance(event, ev.FileMeasured | ev.MeasurementReused):
                     latest[event.file] = (event.rss_mb, event.seconds)

@@ -64,8 +64,11 @@ def pending_runs(state: RunState, rounds: int) -> list[RunRequest]:
                 requests.append(RunRequest(shard.id, revision, files, 1))
                 continue
             latest = attempts[-1]
-            # Original shards get `rounds` retries; bisection children are run once.
+            # Original shards get `rounds` retries; bisection children are run once. A fault
+            # the report itself pins on a file is not transient: it is not retried.
             allowed = 1 + rounds if shard.depth == 0 else 1
+            if latest.assessment.culprits:
+                allowed = 1
             if not latest.assessment.measured and len(attempts) < allowed:
                 requests.append(
                     RunRequest(shard.id, revision, files, len(attempts) + 1, retry=True)
@@ -73,8 +76,23 @@ def pending_runs(state: RunState, rounds: int) -> list[RunRequest]:
     return requests
 
 
+def named_culprits(shard: ShardView) -> tuple[str, ...]:
+    """The files the evidence of a shard's latest unmeasured attempts names: a rejection that
+    names a file, or the file the gate's pytest plugin says was running when the shard died."""
+    named: list[str] = []
+    for revision in (HEAD, BASE):
+        latest = shard.latest(revision)
+        if latest is None or latest.assessment.measured:
+            continue
+        for file in (*latest.assessment.culprits, *((latest.running,) if latest.running else ())):
+            if file in shard.files and file not in named:
+                named.append(file)
+    return tuple(sorted(named))
+
+
 def pending_splits(state: RunState) -> list[SplitRequest]:
-    """Leaves still unmeasured after their attempts: halve them to find the culprits."""
+    """Leaves still unmeasured after their attempts: split off the files the evidence names,
+    each alone, from the rest (no bisection of healthy files); otherwise halve them."""
     splits = []
     for shard in state.leaves():
         problem = shard_unmeasured(state, shard)
@@ -82,9 +100,14 @@ def pending_splits(state: RunState) -> list[SplitRequest]:
             continue  # it failed for want of a pool member or an environment, not by its files
         if len(shard.files) < 2:
             continue
-        halves = split_in_halves(shard.files)
-        ids = child_shard_ids(shard.id, 2)
-        children = tuple((cid, tuple(files)) for cid, files in zip(ids, halves, strict=True))
+        named = named_culprits(shard)
+        if named and len(named) < len(shard.files):
+            rest = sorted(set(shard.files) - set(named))
+            groups = [[file] for file in named] + [rest]
+        else:
+            groups = list(split_in_halves(shard.files))
+        ids = child_shard_ids(shard.id, len(groups))
+        children = tuple((cid, tuple(files)) for cid, files in zip(ids, groups, strict=True))
         splits.append(SplitRequest(shard.id, children, problem.reason))
     return splits
 

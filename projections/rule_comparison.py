@@ -21,7 +21,7 @@ MEASURED = "measured"
 WAIVED = "waived"
 
 # Later classes win when a test appears in several lists (a skipped test is never failing).
-_CLASS_ORDER = ("fixed", "skipped", "preexisting", "flaky", "introduced")
+_CLASS_ORDER = ("fixed", "skipped", "skipped-at-head", "preexisting", "flaky", "introduced")
 
 
 def test_classes(verdict: Verdict) -> dict[str, tuple[str, str]]:
@@ -31,6 +31,7 @@ def test_classes(verdict: Verdict) -> dict[str, tuple[str, str]]:
     lists = {
         "fixed": verdict.fixed,
         "skipped": verdict.skipped,
+        "skipped-at-head": verdict.skipped_at_head,
         "preexisting": verdict.preexisting,
         "flaky": verdict.flaky,
         "introduced": verdict.introduced,

@@ -12,6 +12,8 @@ from typing import Any
 from domain import events as ev
 from domain.failures import failure_kind
 from domain.junit import Report, read_report, test_id
+from domain.run_state import fold
+from domain.verdict import classify
 
 Describer = Callable[[Any, Mapping[str, bytes]], str]
 
@@ -294,6 +296,8 @@ def timeline(
             if before is not None and before != event.member:
                 text += f"; re-placed from {before}"
             placed[event.shard] = event.member
+        if isinstance(event, ev.RunCompleted):
+            text += _findings([r for r in events if r[0] <= position], artifacts)
         lines.append(TimelineLine(position, event.at.isoformat(), event.kind, text))
     return lines
 
@@ -448,3 +452,19 @@ def grouped_timeline(
             out.extend(lines[index:end])
         index = end
     return out
+
+
+def _findings(events: Sequence[tuple[int, ev.Event]], artifacts: Mapping[str, bytes]) -> str:
+    """What every rule agrees on at completion and a postmortem must not miss: lost coverage
+    and a head where no test was measured."""
+    basis = classify(fold(events, artifacts))
+    text = ""
+    lost = basis.skipped_at_head
+    if lost:
+        text += (
+            f"; {len(lost)} tests skipped-at-head (passed at base, skipped or gone at head): "
+            + _files(lost, 5)
+        )
+    if not basis.head and not basis.unmeasured:
+        text += "; no test was measured at head (no-tests)"
+    return text

@@ -20,6 +20,7 @@ from tests.gatekit import ledger_url, run_ledger
 from tests.runbuilder import RunBuilder
 
 A, K = "tests/test_a.py", "tests/test_kill.py"
+OTHER = "tests/test_other.py"
 NOW = datetime(2026, 1, 2, tzinfo=UTC)
 
 
@@ -35,6 +36,16 @@ def gate_run(kind: str) -> RunBuilder:
     else:
         run.attempt("s01", "head", [A], None, signal=9)
     run.attempt("s01", "base", [A], {f"{A}::t": "passed"})
+    return run
+
+
+def waivable_run() -> RunBuilder:
+    """A dead shard of file A beside a measured one: waiving A leaves a measured gate."""
+    run = RunBuilder().discover([A, OTHER]).plan({"s01": [A], "s02": [OTHER]})
+    run.attempt("s01", "head", [A], None, signal=9)
+    run.attempt("s01", "base", [A], {f"{A}::t": "passed"})
+    run.attempt("s02", "head", [OTHER], {f"{OTHER}::t": "passed"})
+    run.attempt("s02", "base", [OTHER], {f"{OTHER}::t": "passed"})
     return run
 
 
@@ -217,7 +228,7 @@ def asked(run: RunBuilder, qid: str, impact: str, deadline: datetime, subject: l
 
 
 def test_bad_answers_are_refused_and_nothing_is_written(ledger: Ledger) -> None:
-    run = gate_run("unmeasured")
+    run = waivable_run()
     asked(run, "q-unmeasured-1", "critical", NOW + timedelta(hours=1), [A])
     run.add(
         ev.AssumptionMade,
@@ -282,7 +293,7 @@ def test_a_late_answer_records_the_expiry_first_and_is_marked_late(
 
 
 def test_a_parked_question_is_answered_late_and_the_verdict_changes(ledger: Ledger) -> None:
-    run = gate_run("unmeasured")
+    run = waivable_run()
     asked(run, "q-unmeasured-1", "critical", NOW - timedelta(seconds=1), [A])
     run.add(ev.QuestionExpired, question_id="q-unmeasured-1", deadline=NOW - timedelta(seconds=1))
     run.add(ev.QuestionParked, question_id="q-unmeasured-1")
@@ -293,6 +304,17 @@ def test_a_parked_question_is_answered_late_and_the_verdict_changes(ledger: Ledg
     assert result["late"] is True and result["observed"] == []
     assert result["verdict"]["status"] == "passed"
     assert owner.pending_questions(ledger) == []
+
+
+def test_waiving_the_only_file_measures_no_test_so_the_gate_stays_unmeasured(
+    ledger: Ledger,
+) -> None:
+    run = gate_run("unmeasured")
+    asked(run, "q-unmeasured-1", "critical", NOW + timedelta(hours=1), [A])
+    run_id = stored(ledger, run)
+    result = owner.answer(ledger, run_id, "q-unmeasured-1", "waive-culprits", "alice")
+    assert result["verdict"]["status"] == "unmeasured"
+    assert [u["reason"] for u in result["verdict"]["unmeasured"]] == ["no-tests"]
 
 
 def _state(ledger: Ledger, run_id: str):  # type: ignore[no-untyped-def]
@@ -377,13 +399,13 @@ def test_audit_catches_a_report_issued_under_a_rule_whose_result_changed(
     assert run_ledger(tmp_path, "audit", run_id).code == 0
 
     def stricter(state):  # type: ignore[no-untyped-def]
-        return judge(state, Policy(skips_allowed=True, flaky_fails=True), "default", 2)
+        return judge(state, Policy(skips_allowed=True, flaky_fails=True), "default", 3)
 
-    monkeypatch.setitem(REGISTRY, "default", Rule("default", 2, "flaky fails now", stricter))
+    monkeypatch.setitem(REGISTRY, "default", Rule("default", 3, "flaky fails now", stricter))
     result = run_ledger(tmp_path, "audit", run_id, "--json")
     assert result.code == 1
     (entry,) = result.document["approvals"]
-    assert entry["derives"] is False and "now v2" in entry["problem"]
+    assert entry["derives"] is False and "now v3" in entry["problem"]
     assert any(line.startswith("-| 1 | gate | passed") for line in entry["diff"])
     assert any(line.startswith("+| 1 | gate | failed") for line in entry["diff"])
     text = run_ledger(tmp_path, "audit", run_id)

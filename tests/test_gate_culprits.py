@@ -164,10 +164,12 @@ def test_bisection_measures_every_file_when_only_a_combination_dies(tmp_path: Pa
     assert result.code == 0 and document["status"] == "passed"
 
 
-def test_bisection_names_a_killer_at_head_when_files_are_not_measured_first(
+def test_a_killer_named_by_the_plugin_is_split_off_at_once_when_files_are_not_measured_first(
     tmp_path: Path,
 ) -> None:
-    """--measure never: the killer's shard dies, is retried, then halved down to the file."""
+    """--measure never: the killer's shard dies and is retried (a death may be transient);
+    the plugin's markers name the file that was running, so one split isolates it: no
+    bisection of the healthy files."""
     repo = make_repo(
         tmp_path,
         {"tests/test_a.py": PASS, "tests/test_b.py": BUG, "tests/test_c.py": PASS},
@@ -187,7 +189,31 @@ def test_bisection_names_a_killer_at_head_when_files_are_not_measured_first(
     evs = events(tmp_path, document["run_id"])
     assert attempts(evs)[("s01", "head")] == 2  # the first round and one retry
     assert attempts(evs)[("s01", "base")] == 1  # measured at base: not rerun
-    assert kinds(evs)["ShardSplit"] >= 2
+    [split] = [e for e in evs if e["kind"] == "ShardSplit"]
+    assert [c["files"] for c in split["children"]] == [
+        ["tests/test_kill.py"],
+        ["tests/test_a.py", "tests/test_b.py", "tests/test_c.py"],
+    ]
+
+
+def test_without_the_plugin_a_killer_at_head_is_found_by_halving(tmp_path: Path) -> None:
+    """Another runner's output names no running file: the shard is halved down to it."""
+    repo = make_repo(
+        tmp_path,
+        {"tests/test_a.py": PASS, "tests/test_b.py": BUG, "tests/test_c.py": PASS},
+    )
+    tag(repo, "v1")
+    commit(repo, {"tests/test_kill.py": KILLER}, "adds a killer")
+    plain = "{python} -m pytest -q -p no:cacheprovider --junitxml={junit} {files}"
+    result = gate(
+        tmp_path, repo, "--shards", "1", "--rounds", "0", "--measure", "never", "--timeout",
+        "60", "--command", plain,
+    )  # fmt: skip
+    document = result.document
+    assert result.code == 3, result.stderr
+    [entry] = document["unmeasured"]
+    assert entry["culprits"] == ["tests/test_kill.py"]
+    assert kinds(events(tmp_path, document["run_id"]))["ShardSplit"] >= 2
 
 
 def test_bisection_names_a_file_that_hangs_only_at_base_with_reason_timeout(

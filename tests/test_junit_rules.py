@@ -80,8 +80,17 @@ def test_a_bom_an_xml_declaration_and_a_testsuite_root_are_fine() -> None:
     assert valid(text).tests == 1
 
 
-def test_comments_and_processing_instructions_after_the_root_are_fine() -> None:
-    assert valid(GOOD + "<!-- generated -->\n<?done yes?>\n  \n").tests == 2
+def test_comments_after_the_root_are_fine() -> None:
+    assert valid(GOOD + "<!-- generated -->\n  \n").tests == 2
+
+
+def test_a_processing_instruction_after_the_root_is_rejected_like_other_trailing_content() -> None:
+    rejected(GOOD + "<!-- generated -->\n<?done yes?>\n", "content-after-root")
+
+
+def test_a_processing_instruction_before_the_root_is_fine() -> None:
+    styled = GOOD.replace("?>\n", '?>\n<?xml-stylesheet href="a.xsl"?>\n', 1)
+    assert valid(styled).tests == 2
 
 
 # -- well formed -------------------------------------------------------------------------------

@@ -67,7 +67,7 @@ def test_preexisting_failure_fails_only_zero_failures() -> None:
 def test_skip_is_unmeasured_under_strict_only() -> None:
     run = two_shard_run()
     run.attempt("s01", "head", [A], {f"{A}::t1": "skipped"})
-    run.attempt("s01", "base", [A], {f"{A}::t1": "passed"})
+    run.attempt("s01", "base", [A], {f"{A}::t1": "skipped"})  # skipped at both: no lost coverage
     run.attempt("s02", "head", [B], {f"{B}::t3": "passed"})
     run.attempt("s02", "base", [B], {f"{B}::t3": "passed"})
     assert verdict(run).status == "passed"

@@ -499,6 +499,19 @@ def runtime(site: str | None, venv: str | None) -> dict[str, list[str]]:
     return {"PATH": path, "PYTHONPATH": pythonpath, "VIRTUAL_ENV": [venv] if venv else []}
 
 
+def with_plugin(
+    runtime: dict[str, list[str]], folder: str, module: str, source: str
+) -> dict[str, list[str]]:
+    """`runtime` with the gate's pytest plugin written to `folder`, first on `PYTHONPATH`
+    (on hosts and in pods, where the gate's own package is not installed)."""
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, f"{module}.py"), "w", encoding="utf-8") as handle:
+        handle.write(source)
+    merged = {name: list(folders) for name, folders in runtime.items()}
+    merged["PYTHONPATH"] = [folder, *merged.get("PYTHONPATH", [])]
+    return merged
+
+
 def shard_env(env: dict[str, str], extra: dict[str, list[str]]) -> dict[str, str]:
     """The environment a shard's command runs with: `env` with the prepared folders in front,
     and no bytecode written into the checkout."""

@@ -23,6 +23,7 @@ from adapters.executors.port import Capabilities, Executor, ExecutorOptions, Exe
 from adapters.executors.programs import program
 from adapters.executors.supervisor import ShardProcess, log_tail
 from adapters.git import Worktrees, isolated_copy, modified_tracked
+from adapters.pytest_plugin import with_plugin_path
 from domain.errors import BadInput
 from domain.execution import (
     EnvironmentReport,
@@ -190,7 +191,7 @@ class LocalExecutor:
         argv = expand_command(shard.command, python=python, junit=str(junit), files=shard.files)
         if not argv:
             raise BadInput("the test command is empty")
-        env = environment.shard_env(dict(os.environ), runtime)
+        env = with_plugin_path(environment.shard_env(dict(os.environ), runtime))
         process = ShardProcess(
             argv,
             cwd=str(cwd),

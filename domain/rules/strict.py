@@ -6,12 +6,14 @@ from domain.run_state import RunState
 from domain.verdict import Policy, Verdict, judge
 
 NAME = "strict"
-VERSION = 1
+VERSION = 2
 DESCRIPTION = (
     "reference rule: both revisions measured, reports cover exactly the shard's files, "
-    "a skipped test makes its shard unmeasured, flaky failures fail, preexisting are allowed"
+    "a skipped test makes its shard unmeasured, flaky failures fail, preexisting are allowed, "
+    "a test that passed at base and is skipped or gone at head (skipped-at-head) fails"
 )
 
 
 def decide(state: RunState) -> Verdict:
-    return judge(state, Policy(skips_allowed=False, flaky_fails=True), NAME, VERSION)
+    policy = Policy(skips_allowed=False, flaky_fails=True, lost_coverage_fails=True)
+    return judge(state, policy, NAME, VERSION)

@@ -6,7 +6,7 @@ from domain.run_state import RunState
 from domain.verdict import Policy, Verdict, judge
 
 NAME = "zero-failures"
-VERSION = 1
+VERSION = 2
 DESCRIPTION = "any failure at head fails the gate, preexisting and flaky ones included"
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from adapters.executors.kubernetes.runner import PYTHON_MARK
 from adapters.executors.programs import remote_program
+from adapters.pytest_plugin import PLUGIN_MODULE, PLUGIN_SOURCE
 from domain.execution import EnvironmentRequest, ShardRun, expand_command
 
 GATE_LABEL = "release-ledger/gate"
@@ -181,6 +182,8 @@ def job_manifest(
         "env_mode": request.mode,
         "env_command": list(request.command),
         "env_cache": ENV_CACHE,
+        "plugin_module": PLUGIN_MODULE,
+        "plugin_source": PLUGIN_SOURCE,
     }
     labels = job_labels(shard, name)
     volume_mount = [{"name": "work", "mountPath": WORK_MOUNT}]

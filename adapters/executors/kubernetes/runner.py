@@ -19,7 +19,7 @@ import os
 import sys
 
 try:  # on the gate's machine; in the pod these names come from the program's earlier parts
-    from adapters.executors.environment import prepare, shard_env
+    from adapters.executors.environment import prepare, shard_env, with_plugin
     from adapters.executors.supervisor import ShardProcess, log_tail, run_shard
 except ImportError:  # pragma: no cover - only in the pod
     pass
@@ -73,7 +73,13 @@ def main(argv: list[str]) -> int:
     if prepared["status"] == "ready":
         python = str(prepared.get("python") or sys.executable)
         command = [arg.replace(PYTHON_MARK, python) for arg in argv[1:]]
-        env = shard_env(dict(os.environ), prepared["runtime"])  # type: ignore[arg-type]
+        runtime = with_plugin(
+            prepared["runtime"],  # type: ignore[arg-type]
+            os.path.join(out, "plugin"),
+            spec["plugin_module"],
+            spec["plugin_source"],
+        )
+        env = shard_env(dict(os.environ), runtime)
         kills_before = _oom_kills()
         process = ShardProcess(
             command, cwd=src, env=env, log_path=log_path, timeout_s=float(spec["timeout_s"]),

@@ -45,6 +45,7 @@ from adapters.executors.ssh.remote import (
 from adapters.executors.ssh.target import SshTarget, validate_target
 from adapters.executors.ssh.wrapper import PYTHON_MARK
 from adapters.git import git_env
+from adapters.pytest_plugin import PLUGIN_MODULE, PLUGIN_SOURCE
 from domain.errors import BadInput
 from domain.execution import EnvironmentRequest, Observation, ShardRun, expand_command
 from domain.failures import FailureKind
@@ -114,6 +115,8 @@ class SshExecutor:
             "memory_limit_mb": shard.memory_limit_mb,
             "env_mode": request.mode,
             "env_command": list(request.command),
+            "plugin_module": PLUGIN_MODULE,
+            "plugin_source": PLUGIN_SOURCE,
         }
         command = remote_command(
             RUN_SCRIPT,

@@ -20,7 +20,7 @@ import sys
 import threading
 
 try:  # on the gate's machine; on the host these names come from the program's earlier parts
-    from adapters.executors.environment import prepare, shard_env
+    from adapters.executors.environment import prepare, shard_env, with_plugin
     from adapters.executors.supervisor import ShardProcess, log_tail, run_shard
 except ImportError:  # pragma: no cover - only on the build host
     pass
@@ -97,7 +97,13 @@ def main(argv: list[str]) -> int:
         return 0
     python = str(prepared.get("python") or sys.executable)
     command = [arg.replace(MARK, tmp).replace(PYTHON_MARK, python) for arg in argv[3:]]
-    env = shard_env(dict(os.environ), prepared["runtime"])  # type: ignore[arg-type]
+    runtime = with_plugin(
+        prepared["runtime"],  # type: ignore[arg-type]
+        os.path.join(tmp, "plugin"),
+        spec["plugin_module"],
+        spec["plugin_source"],
+    )
+    env = shard_env(dict(os.environ), runtime)
     log_path = os.path.join(tmp, "log")
     process = ShardProcess(
         command,

@@ -1,0 +1,436 @@
+"""release-ledger's pytest plugin: an exact, self-checking JUnit XML report.
+
+Self-contained on purpose (the standard library and pytest only, nothing of the gate): it is
+loaded with `-p release_ledger_pytest` inside other environments, SSH hosts and pods, with this
+file's folder on `PYTHONPATH`. Works with pytest 8 and 9.
+
+When loaded together with `--junitxml=PATH`, it replaces pytest's own JUnit writer and writes
+PATH itself (atomically: a temporary file renamed into place at session finish):
+
+- one `<testsuite>` per test file, in run order, named and `file`-attributed by the file that
+  *collected* the tests (an inherited test method belongs to the file of the class that
+  inherits it), paths relative to the directory pytest was started in;
+- every `<testcase>` carries the property `release-ledger.nodeid`: the test id the gate uses,
+  `FILE::CLASS::NAME[PARAMS]`, which is pytest's node id with the file relative to that
+  directory;
+- subtests (pytest >= 9's `subtests` fixture and unittest `subTest`, `pytest-subtests` under
+  pytest 8) are test cases of their own with the id `PARENT_NODEID [MSG] (K=V, ...)` (pytest's
+  own description; `(<subtest>)` when neither message nor parameters are given, ` #2`, ` #3`
+  appended to a description repeated under one parent; ` at 0x...` addresses in parameter
+  reprs dropped, so the id is stable from run to run) and the property
+  `release-ledger.subtest`; the parent keeps its own case with its own outcome, as pytest
+  reports it, so the report counts what pytest's summary counts;
+- each file's suite carries `release-ledger.file-start` and `release-ledger.file-end`
+  properties: resident memory (current and peak, kB, from procfs or `resource`) at the file's
+  start and end, and its wall seconds;
+- the root's first property `release-ledger.plugin` (the format version) tells the reader the
+  plugin wrote the report, and its last element, written after every suite, is the completion
+  marker `release-ledger.complete` (only when the session ran every collected test; a session
+  stopped early, by `-x`, `pytest.exit()` or an interrupt, writes `release-ledger.stopped`
+  with the reason instead), so a report cut short is recognised even when it is well formed.
+
+pytest's own `junit_*` options (family, suite name, captured output) do not apply to this
+report; captured output is not copied into it (failure and error texts are).
+
+Independently of the report, the plugin prints `release-ledger: start FILE` before a file's
+first test and `release-ledger: end FILE` after its last teardown, flushed at once, so the log
+of a shard killed mid-file names the file that was running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from typing import Any
+
+import pytest
+
+FORMAT_VERSION = "1"
+PREFIX = "release-ledger"
+MARKER = "release-ledger:"
+MAX_MESSAGE = 1024
+MAX_TEXT = 64 * 1024
+
+# `<object at 0x7f...>` in a subtest parameter's repr differs from run to run: dropped, so a
+# subtest's id is the same at base and head (repeats are then numbered).
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+_ILLEGAL_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _clean(text: object, limit: int = MAX_TEXT) -> str:
+    value = str(text)
+    if len(value) > limit:
+        value = value[: limit - 1] + "…"
+    return _ILLEGAL_XML.sub(lambda m: f"#x{ord(m.group()):02X}", value)
+
+
+def _memory_kb() -> tuple[int, int]:
+    """(current, peak) resident set size of this process in kB; procfs first, else resource."""
+    current = peak = 0
+    try:
+        with open("/proc/self/status", "rb") as handle:
+            for line in handle:
+                if line.startswith(b"VmRSS:"):
+                    current = int(line.split()[1])
+                elif line.startswith(b"VmHWM:"):
+                    peak = int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    if not peak:
+        try:
+            import resource
+
+            peak = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+            if sys.platform == "darwin":
+                peak //= 1024  # bytes there, kB elsewhere
+        except (ImportError, OSError, ValueError):
+            peak = 0
+    return current, max(peak, current)
+
+
+class _Case:
+    __slots__ = ("classname", "file", "name", "nodeid", "results", "subtest", "time")
+
+    def __init__(self, file: str, classname: str, name: str, nodeid: str, subtest: str) -> None:
+        self.file = file
+        self.classname = classname
+        self.name = name
+        self.nodeid = nodeid
+        self.subtest = subtest
+        self.time = 0.0
+        self.results: list[tuple[str, dict[str, str], str]] = []  # (tag, attrs, text)
+
+    def has(self, tag: str) -> bool:
+        return any(result[0] == tag for result in self.results)
+
+
+class _File:
+    __slots__ = ("cases", "end", "name", "seconds", "start", "started")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.cases: list[_Case] = []
+        self.start: tuple[int, int] = (0, 0)
+        self.end: tuple[int, int] | None = None
+        self.seconds = 0.0
+        self.started = 0.0
+
+
+def _subtest_description(report: Any) -> str | None:
+    """`[msg] (k=v, ...)` for a subtest report (pytest 9 or pytest-subtests), else None."""
+    context = getattr(report, "context", None)
+    if context is None or not type(report).__name__.lower().startswith("subtest"):
+        return None
+    msg = getattr(context, "msg", None)
+    kwargs = getattr(context, "kwargs", None) or {}
+    # pytest 9 stores each value already repr'd (saferepr); pytest-subtests keeps the object.
+    already = type(report).__module__.startswith("_pytest")
+    parts = []
+    if isinstance(msg, str):
+        parts.append(f"[{msg}]")
+    if kwargs:
+        values = ", ".join(f"{k}={v if already else repr(v)}" for k, v in kwargs.items())
+        parts.append(f"({values})")
+    return _ADDRESS.sub("", " ".join(parts)) or "(<subtest>)"
+
+
+def _message(report: Any) -> str:
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if crash is not None:
+        return str(crash.message)
+    text = str(report.longrepr)
+    return text.splitlines()[0] if text else ""
+
+
+class ReleaseLedgerReport:
+    """Collects every report of the session and writes the JUnit XML at its end."""
+
+    def __init__(self, config: pytest.Config, path: str) -> None:
+        self.config = config
+        self.path = os.path.abspath(path)
+        self.root = str(config.invocation_params.dir)
+        self.files: dict[str, _File] = {}
+        self.cases: dict[str, _Case] = {}
+        self.subtest_names: dict[str, dict[str, int]] = {}
+        self.paths: dict[str, object] = {}  # node id -> the path of the module that collected it
+        self.current: _File | None = None
+        self.collected = 0
+        self.finished = 0
+        self.started = time.time()
+
+    # -- paths and ids ---------------------------------------------------------------------
+
+    def _file_of(self, path: object, fallback: str) -> str:
+        if path is None:
+            return fallback.split("::", 1)[0]
+        relative = os.path.relpath(str(path), self.root)
+        return relative.replace(os.sep, "/")
+
+    def _case(self, nodeid: str, path: object, subtest: str | None = None) -> _Case:
+        file = self._file_of(path, nodeid)
+        rest = nodeid.split("::", 1)[1] if "::" in nodeid else ""
+        module = file[:-3] if file.endswith(".py") else file
+        dotted = module.replace("/", ".")
+        # A collector's own case (a module that failed to import or skipped itself) gets the
+        # id pytest's JUnit writer gives it: FILE::dotted.module.
+        test_id = f"{file}::{rest}" if rest else f"{file}::{dotted}"
+        description = ""
+        if subtest is not None:
+            seen = self.subtest_names.setdefault(test_id, {})
+            count = seen[subtest] = seen.get(subtest, 0) + 1
+            description = subtest if count == 1 else f"{subtest} #{count}"
+            test_id = f"{test_id} {description}"
+        case = self.cases.get(test_id)
+        if case is None:
+            parts = rest.split("::") if rest else []
+            classname = ".".join([dotted, *parts[:-1]]) if parts else ""
+            name = parts[-1] if parts else dotted
+            if description:
+                name = f"{name} {description}"
+            case = _Case(file, classname, name, test_id, description)
+            self.cases[test_id] = case
+            self._file(file).cases.append(case)
+        return case
+
+    def _file(self, name: str) -> _File:
+        entry = self.files.get(name)
+        if entry is None:
+            entry = self.files[name] = _File(name)
+            entry.start = _memory_kb()
+        return entry
+
+    # -- markers ---------------------------------------------------------------------------
+
+    def _say(self, line: str) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(line)
+            reporter.flush()
+        else:
+            sys.stdout.write(f"\n{line}\n")
+            sys.stdout.flush()
+
+    def start_file(self, name: str) -> None:
+        entry = self._file(name)
+        if not entry.started:
+            entry.start = _memory_kb()
+        entry.started = time.perf_counter()
+        self.current = entry
+        self._say(f"{MARKER} start {name}")
+
+    def end_file(self) -> None:
+        entry = self.current
+        if entry is None:
+            return
+        entry.seconds += time.perf_counter() - entry.started
+        entry.end = _memory_kb()
+        self.current = None
+        self._say(f"{MARKER} end {entry.name}")
+
+    # -- hooks -----------------------------------------------------------------------------
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+        self.paths[item.nodeid] = getattr(item, "path", None)
+        name = self._file_of(self.paths[item.nodeid], item.nodeid)
+        if self.current is None or self.current.name != name:
+            self.end_file()
+            self.start_file(name)
+        self._case(item.nodeid, getattr(item, "path", None))  # the case exists, in run order
+        yield
+        self.finished += 1
+        following = None
+        if nextitem is not None:
+            following = self._file_of(getattr(nextitem, "path", None), nextitem.nodeid)
+        if following != name:
+            self.end_file()
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.collected = len(session.items)
+
+    @pytest.hookimpl(trylast=True)  # after pytest 9 marked a parent with failed subtests failed
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        path = self._item_path(report)
+        description = _subtest_description(report)
+        case = self._case(report.nodeid, path, description)
+        case.time += float(getattr(report, "duration", 0.0) or 0.0)
+        when = report.when
+        outcome = report.outcome
+        if outcome == "rerun":  # pytest-rerunfailures: a failed attempt, then run again
+            case.results.append(
+                ("rerunFailure", {"message": _clean(_message(report), MAX_MESSAGE)},
+                 _clean(report.longreprtext))
+            )  # fmt: skip
+            return
+        if report.passed:
+            return
+        if report.skipped:
+            if hasattr(report, "wasxfail"):
+                reason = str(report.wasxfail).removeprefix("reason: ")
+                attrs = {"type": "pytest.xfail", "message": _clean(reason, MAX_MESSAGE)}
+                case.results.append(("skipped", attrs, ""))
+            else:
+                longrepr = report.longrepr
+                reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+                reason = str(reason).removeprefix("Skipped: ")
+                attrs = {"type": "pytest.skip", "message": _clean(reason, MAX_MESSAGE)}
+                case.results.append(("skipped", attrs, _clean(reason)))
+            return
+        if when == "call":
+            attrs = {"message": _clean(_message(report), MAX_MESSAGE)}
+            case.results.append(("failure", attrs, _clean(report.longreprtext)))
+        else:
+            attrs = {"message": _clean(f"failed on {when}: {_message(report)}", MAX_MESSAGE)}
+            case.results.append(("error", attrs, _clean(report.longreprtext)))
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.passed:
+            return
+        path = self._collector_path(report)
+        case = self._case(report.nodeid, path)
+        if report.failed:
+            case.results.append(
+                ("error", {"message": "collection failure"}, _clean(report.longreprtext))
+            )
+        else:
+            longrepr = report.longrepr
+            reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+            reason = str(reason).removeprefix("Skipped: ")
+            attrs = {"type": "pytest.skip", "message": _clean(reason, MAX_MESSAGE)}
+            case.results.append(("skipped", attrs, _clean(reason)))
+
+    def _item_path(self, report: Any) -> object:
+        return self.paths.get(report.nodeid)
+
+    def _collector_path(self, report: Any) -> object:
+        nodeid = str(report.nodeid).split("::", 1)[0]
+        return os.path.join(str(self.config.rootpath), nodeid) if nodeid else None
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.started = time.time()
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.end_file()
+        stopped = None
+        if session.shouldfail:
+            stopped = f"stopped early: {session.shouldfail}"
+        elif session.shouldstop:
+            stopped = f"stopped early: {session.shouldstop}"
+        elif int(exitstatus) not in (0, 1, 5):
+            stopped = f"pytest exit status {int(exitstatus)}"
+        elif self.finished < self.collected:
+            stopped = f"ran {self.finished} of {self.collected} collected tests"
+        self.write(stopped, time.time() - self.started)
+
+    # -- the report ------------------------------------------------------------------------
+
+    def write(self, stopped: str | None, seconds: float) -> None:
+        root = ET.Element("testsuites", name="pytest")
+        head = ET.SubElement(root, "properties")
+        ET.SubElement(head, "property", name=f"{PREFIX}.plugin", value=FORMAT_VERSION)
+        ET.SubElement(head, "property", name=f"{PREFIX}.pytest", value=pytest.__version__)
+        totals = [0, 0, 0, 0]
+        for entry in self.files.values():
+            counts = [
+                len(entry.cases),
+                sum(case.has("failure") for case in entry.cases),
+                sum(case.has("error") for case in entry.cases),
+                sum(case.has("skipped") for case in entry.cases),
+            ]
+            totals = [a + b for a, b in zip(totals, counts, strict=True)]
+            suite = ET.SubElement(
+                root,
+                "testsuite",
+                name=_clean(entry.name),
+                file=_clean(entry.name),
+                tests=str(counts[0]),
+                failures=str(counts[1]),
+                errors=str(counts[2]),
+                skipped=str(counts[3]),
+                time=f"{entry.seconds:.3f}",
+            )
+            properties = ET.SubElement(suite, "properties")
+            start_rss, start_peak = entry.start
+            ET.SubElement(
+                properties, "property", name=f"{PREFIX}.file-start",
+                value=f"rss_kb={start_rss} peak_kb={start_peak}",
+            )  # fmt: skip
+            if entry.end is not None:
+                end_rss, end_peak = entry.end
+                ET.SubElement(
+                    properties, "property", name=f"{PREFIX}.file-end",
+                    value=f"seconds={entry.seconds:.3f} rss_kb={end_rss} peak_kb={end_peak}",
+                )  # fmt: skip
+            for case in entry.cases:
+                element = ET.SubElement(
+                    suite,
+                    "testcase",
+                    classname=_clean(case.classname),
+                    name=_clean(case.name),
+                    file=_clean(case.file),
+                    time=f"{case.time:.3f}",
+                )
+                case_properties = ET.SubElement(element, "properties")
+                ET.SubElement(
+                    case_properties, "property", name=f"{PREFIX}.nodeid", value=_clean(case.nodeid)
+                )
+                if case.subtest:
+                    ET.SubElement(
+                        case_properties, "property", name=f"{PREFIX}.subtest",
+                        value=_clean(case.subtest),
+                    )  # fmt: skip
+                for tag, attrs, text in case.results:
+                    result = ET.SubElement(element, tag, attrs)
+                    if text:
+                        result.text = text
+        root.set("tests", str(totals[0]))
+        root.set("failures", str(totals[1]))
+        root.set("errors", str(totals[2]))
+        root.set("skipped", str(totals[3]))
+        root.set("time", f"{seconds:.3f}")
+        tail = ET.SubElement(root, "properties")
+        if stopped is None:
+            ET.SubElement(tail, "property", name=f"{PREFIX}.complete", value=str(totals[0]))
+        else:
+            ET.SubElement(tail, "property", name=f"{PREFIX}.stopped", value=_clean(stopped))
+        data = b'<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="utf-8")
+        folder = os.path.dirname(self.path) or "."
+        os.makedirs(folder, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(prefix=".junit-", suffix=".xml", dir=folder)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.replace(temporary, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+
+
+def _take_over_junitxml(config: pytest.Config) -> str | None:
+    """Unregister pytest's own JUnit writer; return the path it would have written."""
+    path = getattr(config.option, "xmlpath", None)
+    if not path or hasattr(config, "workerinput"):  # an xdist worker writes no report
+        return None
+    try:
+        from _pytest.junitxml import xml_key
+    except ImportError:  # pragma: no cover - pytest < 7
+        return None
+    logxml = config.stash.get(xml_key, None)
+    if logxml is not None:
+        config.pluginmanager.unregister(logxml)
+        del config.stash[xml_key]
+    return str(path)
+
+
+@pytest.hookimpl(trylast=True)  # after junitxml's own pytest_configure made its writer
+def pytest_configure(config: pytest.Config) -> None:
+    path = _take_over_junitxml(config)
+    if path is not None:
+        config.pluginmanager.register(ReleaseLedgerReport(config, path), "release-ledger-report")

@@ -1,0 +1,62 @@
+"""Evidence that names a file sends the gate straight to it: a rejection naming a file of the
+shard is not retried (it is not transient) and the named file is split off alone; the plugin's
+markers naming the file running when a shard died do the same after the retries."""
+
+from __future__ import annotations
+
+from domain import events as ev
+from domain.chain import sha256_hex
+from domain.run_state import fold
+from projections.next_step import next_step
+from tests.runbuilder import RunBuilder
+
+A, B, C, D = (f"tests/test_{x}.py" for x in "abcd")
+
+
+def test_a_report_missing_a_file_is_not_retried_and_that_file_is_split_off() -> None:
+    run = RunBuilder().discover([A, B, C, D]).plan({"s01": [A, B, C, D]})
+    cases = {f"{f}::test_x": "passed" for f in (A, B, D)}  # C collected nothing
+    run.attempt("s01", "head", [A, B, C, D], cases)
+    run.attempt("s01", "base", [A, B, C, D], {f"{f}::test_x": "passed" for f in (A, B, C, D)})
+    state = fold(run.events, run.artifacts)
+    latest = state.shards["s01"].latest("head")
+    assert latest is not None and latest.assessment.culprits == (C,)
+    step = next_step(state, rounds=2)
+    assert step.kind == "split", step  # no retry round first, although 2 are allowed
+    [split] = step.splits
+    assert split.children == (("s01.1", (C,)), ("s01.2", (A, B, D)))
+
+
+def test_a_shard_killed_while_the_plugin_says_a_file_runs_splits_off_that_file() -> None:
+    run = RunBuilder().discover([A, B, C, D]).plan({"s01": [A, B, C, D]})
+    log = (
+        f"release-ledger: start {A}\n{A} .\nrelease-ledger: end {A}\n"
+        f"release-ledger: start {B}\n{B} ..\n"
+    ).encode()
+    digest = sha256_hex(log)
+    run.artifacts[digest] = log
+    run.add(
+        ev.ShardAttemptRecorded, shard="s01", attempt=1, revision="head", files=[A, B, C, D],
+        exit_code=None, signal=9, log_tail_hash=digest,
+    )  # fmt: skip
+    run.attempt("s01", "base", [A, B, C, D], {f"{f}::test_x": "passed" for f in (A, B, C, D)})
+    state = fold(run.events, run.artifacts)
+    assert next_step(state, rounds=1).kind == "run"  # a death may be transient: retried
+    run.add(
+        ev.ShardAttemptRecorded, shard="s01", attempt=2, revision="head", files=[A, B, C, D],
+        exit_code=None, signal=9, log_tail_hash=digest,
+    )  # fmt: skip
+    state = fold(run.events, run.artifacts)
+    latest = state.shards["s01"].latest("head")
+    assert latest is not None and latest.running == B and latest.last_started == B
+    [split] = next_step(state, rounds=1).splits
+    assert split.children == (("s01.1", (B,)), ("s01.2", (A, C, D)))
+    assert split.reason == "signal"
+
+
+def test_without_evidence_naming_a_file_the_shard_is_halved() -> None:
+    run = RunBuilder().discover([A, B, C, D]).plan({"s01": [A, B, C, D]})
+    run.attempt("s01", "head", [A, B, C, D], None, signal=9)
+    run.attempt("s01", "base", [A, B, C, D], {f"{f}::test_x": "passed" for f in (A, B, C, D)})
+    [split] = next_step(fold(run.events, run.artifacts), rounds=0).splits
+    assert split.children == (("s01.1", (A, B)), ("s01.2", (C, D)))
