@@ -540,11 +540,17 @@ class EventStore:
         """(position, kind, hash, prev, payload) of each stored event, after checking the
         chain: positions 1..n, each event follows its predecessor and matches its hash, and
         the run index agrees on the length and the tip. The full check (artifacts too) is
-        `ledger verify`; this one costs one sha256 per event."""
-        rows = self._query(self._sql_read, (run_id,))
+        `ledger verify`; this one costs one sha256 per event.
+
+        The index is read first: appends only add events (index and events in one
+        transaction), so the events read after it hold at least the indexed ones, whatever
+        another writer commits in between; a reader never mistakes a concurrent append for
+        a broken chain.
+        """
         index = self._query(
             f"SELECT length, tip FROM ledger_runs WHERE run_id = {self._ph}", (run_id,)
         )
+        rows = self._query(self._sql_read, (run_id,))
         links: list[tuple[int, str, str, str, bytes]] = []
         prev = GENESIS
         for expected, (position, kind, state) in enumerate(rows, start=1):
@@ -560,18 +566,33 @@ class EventStore:
                 raise BrokenRun(run_id, position, "content does not match its hash")
             links.append((position, str(kind), digest, prev, payload))
             prev = digest
-        if rows and not index:
-            raise BrokenRun(run_id, 1, "the run is missing from the run index")
-        if index:
-            length, tip = int(index[0][0]), str(index[0][1])
-            if length != len(rows):
+        checked = [(int(index[0][0]), str(index[0][1]))] if index else []
+        if not checked or checked[0][0] < len(rows):
+            # More events than indexed: appended since the index was read (then the index,
+            # committed with them, now counts them all) or added behind the chain's back.
+            again = self._query(
+                f"SELECT length, tip FROM ledger_runs WHERE run_id = {self._ph}", (run_id,)
+            )
+            if rows and not again:
+                raise BrokenRun(run_id, 1, "the run is missing from the run index")
+            if again and int(again[0][0]) < len(rows):
                 raise BrokenRun(
                     run_id,
-                    min(length, len(rows)) + 1,
-                    f"the run index records {length} events but {len(rows)} are stored",
+                    int(again[0][0]) + 1,
+                    f"{len(rows)} events are stored but the run index records {again[0][0]}",
                 )
-            if rows and tip != prev:
-                raise BrokenRun(run_id, len(rows), "the last event is not the recorded tip")
+            checked += [(int(again[0][0]), str(again[0][1]))] if again else []
+        for length, tip in checked:
+            if len(rows) < length:
+                if length == checked[0][0]:
+                    raise BrokenRun(
+                        run_id,
+                        len(rows) + 1,
+                        f"the run index records {length} events but {len(rows)} are stored",
+                    )
+                continue  # the second read saw appends committed after the events were read
+            if length and links[length - 1][2] != tip:
+                raise BrokenRun(run_id, length, "the last indexed event is not the recorded tip")
         return links
 
     @staticmethod

@@ -433,7 +433,7 @@ def _markdown_v2(
         ("Open questions", report.open_questions),
     ):
         lines += ["", f"## {heading}", ""]
-        lines += [f"- {_cell(item)}" for item in items] or ["- none"]
+        lines += [f"- {item}" for item in items] or ["- none"]  # escaped by _story
     lines += ["", "## Rollback", "", *_fence(report.rollback.split("\n")), ""]
     return "\n".join(lines)
 

@@ -114,3 +114,18 @@ def test_reuse_skips_a_broken_earlier_run(tmp_path: Path, ledger: Ledger) -> Non
         ledger, "c" * 32, first, [RunRequest("s1", "base", ("tests/test_a.py",), 1)]
     )
     assert [origin for _, origin in found.values()] == [fresh]
+
+
+def test_an_event_stored_behind_the_index_is_refused_while_concurrent_appends_are_not(
+    ledger: Ledger,
+) -> None:
+    """Reads take the index first: events a writer commits meanwhile are not a break, but
+    more events than the index has ever counted are."""
+    from domain.errors import BrokenRun
+
+    run = "a" * 32
+    stored = len(ledger.read(run))
+    ledger.store.execute_raw("UPDATE ledger_runs SET length = length - 1 WHERE run_id = ?", (run,))
+    with pytest.raises(BrokenRun) as broken:
+        ledger.read(run)
+    assert f"{stored} events are stored but the run index records {stored - 1}" in str(broken.value)
