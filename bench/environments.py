@@ -3,7 +3,7 @@
     python bench/environments.py [--projects six,more-itertools,packaging]
 
 For each real project (two consecutive releases from their public sdists, see
-`sdist_repos.py`): the environment of the head revision prepared as the gate prepares it —
+`tests/realworld/sdists.py`): the environment of the head revision prepared as the gate prepares it —
 first with empty caches (our environment cache and uv's own, so downloads count), then again
 from the cache — and one plain `pytest` run of the suite in that environment. Printed side by
 side in one run, with the ratios to the plain pytest time.
@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from adapters.executors import environment
-from bench.sdist_repos import two_release_repo
+from tests.realworld.sdists import release_pair
 
 PROJECTS = {
     "six": ("1.16.0", "1.17.0"),
@@ -41,7 +41,7 @@ def _checkout(repo: Path, into: Path) -> Path:
 
 def measure(name: str, workdir: Path) -> dict[str, object]:
     base, head = PROJECTS[name]
-    repo = two_release_repo(name, base, head, workdir / "repos")
+    repo = release_pair(workdir / "repos", name, base, head)
     checkout = _checkout(repo, workdir / f"{name}-head")
     cache = workdir / f"{name}-envs"
     uv_cache = workdir / f"{name}-uv-cache"
