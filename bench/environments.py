@@ -3,7 +3,7 @@
     python bench/environments.py [--projects six,more-itertools,packaging]
 
 For each real project (two consecutive releases from their public sdists, see
-`tests/realworld/sdists.py`): the environment of the head revision prepared as the gate prepares it —
+`tests/realworld/sdists.py`): the head revision's environment prepared as the gate prepares it —
 first with empty caches (our environment cache and uv's own, so downloads count), then again
 from the cache — and one plain `pytest` run of the suite in that environment. Printed side by
 side in one run, with the ratios to the plain pytest time.
