@@ -197,6 +197,10 @@ def gate_metric_v1(state: RunState, verdict: Verdict, index: Index) -> Metric:
         " but the waived files" if verdict.waivers else ""
     )
     why = "; ".join(verdict.reasons) or f"{measured}, nothing introduced"
+    lost = verdict.skipped_at_head
+    if lost:
+        shown = ", ".join(lost[:5]) + (f" (+{len(lost) - 5} more)" if len(lost) > 5 else "")
+        why += f"; skipped-at-head (passed at base, skipped or gone at head): {shown}"
     for w in verdict.waivers:
         why += f"; {', '.join(w['files'])} waived by {w['by']} ({w['question']})"
     unique = {d.position: d for d in decided}
@@ -273,9 +277,8 @@ def gate_value(verdict: Verdict) -> str:
         parts.append(f"unmeasured: {_some(unmeasured)}")
     if verdict.flaky:
         parts.append(f"{len(verdict.flaky)} flaky")
-    skipped_at_head: tuple[str, ...] = getattr(verdict, "skipped_at_head", ())
-    if skipped_at_head:
-        parts.append(f"{len(skipped_at_head)} skipped at head")
+    if verdict.skipped_at_head:
+        parts.append(f"{len(verdict.skipped_at_head)} skipped at head")
     if verdict.preexisting:
         parts.append(f"{len(verdict.preexisting)} preexisting")
     if verdict.fixed:
