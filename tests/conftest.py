@@ -15,27 +15,19 @@ NO_POSTGRES = "no PostgreSQL server: set LEDGER_TEST_POSTGRES_URL (.ci/run start
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _worktrees_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Keep the gate's cached checkouts out of the user's ~/.cache during tests."""
-    previous = os.environ.get("LEDGER_WORKTREES_DIR")
-    os.environ["LEDGER_WORKTREES_DIR"] = str(tmp_path_factory.mktemp("worktrees"))
+def _caches_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Keep the gate's cached checkouts and per-revision environments out of the user's
+    ~/.cache during tests (environments are shared by the session's tests)."""
+    variables = {"LEDGER_WORKTREES_DIR": "worktrees", "LEDGER_ENVS_DIR": "envs"}
+    previous = {name: os.environ.get(name) for name in variables}
+    for name, folder in variables.items():
+        os.environ[name] = str(tmp_path_factory.mktemp(folder))
     yield
-    if previous is None:
-        os.environ.pop("LEDGER_WORKTREES_DIR", None)
-    else:
-        os.environ["LEDGER_WORKTREES_DIR"] = previous
-
-
-@pytest.fixture(autouse=True, scope="session")
-def _environments_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Per-revision environments cached for the session, out of the user's ~/.cache."""
-    previous = os.environ.get("LEDGER_ENVS_DIR")
-    os.environ["LEDGER_ENVS_DIR"] = str(tmp_path_factory.mktemp("envs"))
-    yield
-    if previous is None:
-        os.environ.pop("LEDGER_ENVS_DIR", None)
-    else:
-        os.environ["LEDGER_ENVS_DIR"] = previous
+    for name, value in previous.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from domain import events as ev
 from domain.chain import sha256_hex
 from domain.errors import BrokenRun
 from ledger.service import Ledger
+from tests.adversarial.kit import ph, set_state, state_at
 from tests.ledgerkit import measured, open_ledger, run_cli, start_run
 
 REPORT = b"<testsuite name='a' tests='3' failures='0'/>"
@@ -42,32 +43,10 @@ def filled(ledger_url: str) -> Iterator[tuple[Ledger, str, str]]:
     ledger.close()
 
 
-def _ph(ledger: Ledger) -> str:
-    return "?" if ledger.store.dialect == "sqlite" else "%s"
-
-
-def _state(ledger: Ledger, run: str, position: int) -> bytes:
-    ph = _ph(ledger)
-    rows = ledger.store._query(
-        f"SELECT state FROM ledger_events WHERE originator_id = {ph} AND originator_version = {ph}",
-        (run, position),
-    )
-    return bytes(rows[0][0])
-
-
-def _set_state(ledger: Ledger, run: str, position: int, state: bytes) -> None:
-    ph = _ph(ledger)
-    ledger.store.execute_raw(
-        f"UPDATE ledger_events SET state = {ph} WHERE originator_id = {ph} "
-        f"AND originator_version = {ph}",
-        (state, run, position),
-    )
-
-
 def _delete(ledger: Ledger, run: str, position: int) -> None:
-    ph = _ph(ledger)
+    mark = ph(ledger)
     ledger.store.execute_raw(
-        f"DELETE FROM ledger_events WHERE originator_id = {ph} AND originator_version = {ph}",
+        f"DELETE FROM ledger_events WHERE originator_id = {mark} AND originator_version = {mark}",
         (run, position),
     )
 
@@ -104,9 +83,9 @@ def test_edited_event_is_found(
     filled: tuple[Ledger, str, str], ledger_url: str, tmp_path: Path
 ) -> None:
     ledger, run, bystander = filled
-    state = _state(ledger, run, 3)
+    state = state_at(ledger, run, 3)
     assert b'"rss_mb":2.0' in state
-    _set_state(ledger, run, 3, state.replace(b'"rss_mb":2.0', b'"rss_mb":1.0'))
+    set_state(ledger, run, 3, state.replace(b'"rss_mb":2.0', b'"rss_mb":1.0'))
     ok, position, problem = _broken(ledger, run)
     assert (ok, position) == (False, 3) and "edited" in problem
     code, entry, _ = _cli_verify(ledger_url, run, tmp_path)
@@ -116,7 +95,7 @@ def test_edited_event_is_found(
 
 def test_event_replaced_by_garbage_is_found(filled: tuple[Ledger, str, str]) -> None:
     ledger, run, _ = filled
-    _set_state(ledger, run, 2, b"\xff\x00not an event")
+    set_state(ledger, run, 2, b"\xff\x00not an event")
     assert _broken(ledger, run)[:2] == (False, 2)
 
 
@@ -125,9 +104,9 @@ def test_rehashed_edit_still_breaks_the_next_link(filled: tuple[Ledger, str, str
     from domain.chain import decode_state, link
 
     ledger, run, _ = filled
-    header, payload = decode_state(_state(ledger, run, 3))
+    header, payload = decode_state(state_at(ledger, run, 3))
     _, state = link(header["prev"], payload.replace(b'"rss_mb":2.0', b'"rss_mb":1.0'))
-    _set_state(ledger, run, 3, state)
+    set_state(ledger, run, 3, state)
     ok, position, problem = _broken(ledger, run)
     assert (ok, position) == (False, 4) and "predecessor" in problem
 
@@ -147,9 +126,9 @@ def test_reordered_events_are_found(
     filled: tuple[Ledger, str, str], ledger_url: str, tmp_path: Path
 ) -> None:
     ledger, run, _ = filled
-    second, third = _state(ledger, run, 2), _state(ledger, run, 3)
-    _set_state(ledger, run, 2, third)
-    _set_state(ledger, run, 3, second)
+    second, third = state_at(ledger, run, 2), state_at(ledger, run, 3)
+    set_state(ledger, run, 2, third)
+    set_state(ledger, run, 3, second)
     ok, position, problem = _broken(ledger, run)
     assert (ok, position) == (False, 2) and "reordered" in problem
     code, entry, _ = _cli_verify(ledger_url, run, tmp_path)
@@ -172,15 +151,15 @@ def test_truncation_with_a_forged_index_length_is_found_by_the_tip(
 ) -> None:
     ledger, run, _ = filled
     _delete(ledger, run, 6)
-    ph = _ph(ledger)
-    ledger.store.execute_raw(f"UPDATE ledger_runs SET length = 5 WHERE run_id = {ph}", (run,))
+    mark = ph(ledger)
+    ledger.store.execute_raw(f"UPDATE ledger_runs SET length = 5 WHERE run_id = {mark}", (run,))
     ok, position, problem = _broken(ledger, run)
     assert (ok, position) == (False, 5) and "chain tip" in problem
 
 
 def test_event_copied_from_another_run_is_found(filled: tuple[Ledger, str, str]) -> None:
     ledger, run, bystander = filled
-    _set_state(ledger, bystander, 2, _state(ledger, run, 2))
+    set_state(ledger, bystander, 2, state_at(ledger, run, 2))
     (result,) = ledger.verify(bystander)
     assert (result.ok, result.position) == (False, 2)
 
@@ -189,9 +168,9 @@ def test_altered_artifact_is_found(
     filled: tuple[Ledger, str, str], ledger_url: str, tmp_path: Path
 ) -> None:
     ledger, run, bystander = filled
-    ph = _ph(ledger)
+    mark = ph(ledger)
     ledger.store.execute_raw(
-        f"UPDATE ledger_artifacts SET data = {ph} WHERE sha256 = {ph}",
+        f"UPDATE ledger_artifacts SET data = {mark} WHERE sha256 = {mark}",
         (REPORT.replace(b"0", b"1"), sha256_hex(REPORT)),
     )
     ok, position, problem = _broken(ledger, run)
@@ -203,9 +182,9 @@ def test_altered_artifact_is_found(
 
 def test_deleted_artifact_is_found(filled: tuple[Ledger, str, str]) -> None:
     ledger, run, _ = filled
-    ph = _ph(ledger)
+    mark = ph(ledger)
     ledger.store.execute_raw(
-        f"DELETE FROM ledger_artifacts WHERE sha256 = {ph}", (sha256_hex(REPORT),)
+        f"DELETE FROM ledger_artifacts WHERE sha256 = {mark}", (sha256_hex(REPORT),)
     )
     ok, position, problem = _broken(ledger, run)
     assert (ok, position) == (False, 4) and "missing" in problem
@@ -224,8 +203,8 @@ def test_verify_all_names_the_broken_run_in_text(
 
 def test_stream_missing_from_the_run_index_is_found(filled: tuple[Ledger, str, str]) -> None:
     ledger, run, _ = filled
-    ph = _ph(ledger)
-    ledger.store.execute_raw(f"DELETE FROM ledger_runs WHERE run_id = {ph}", (run,))
+    mark = ph(ledger)
+    ledger.store.execute_raw(f"DELETE FROM ledger_runs WHERE run_id = {mark}", (run,))
     broken = [r for r in ledger.verify() if not r.ok]
     assert [(r.run_id, r.position) for r in broken] == [(run, 1)]
 
@@ -249,9 +228,9 @@ def test_payload_stored_under_another_kind_is_refused_and_found(
     filled: tuple[Ledger, str, str],
 ) -> None:
     ledger, run, _ = filled
-    ph = _ph(ledger)
+    mark = ph(ledger)
     ledger.store.execute_raw(
-        f"UPDATE ledger_events SET topic = {ph} WHERE originator_id = {ph} "
+        f"UPDATE ledger_events SET topic = {mark} WHERE originator_id = {mark} "
         f"AND originator_version = 2",
         ("RunCompleted", run),
     )
