@@ -46,6 +46,8 @@ import zipfile
 
 FORMAT = 2  # bump when the layout or the key's inputs change
 TEST_EXTRAS = ("test", "tests", "testing", "dev")
+# Read through the build (their dependency declarations reach the key as the wheel's metadata).
+PROJECT_FILES = ("pyproject.toml", "setup.py", "setup.cfg")
 STEP_TIMEOUT_S = 1800.0
 LOG_TAIL_BYTES = 16 * 1024
 DEFAULT_MAX_BYTES = 8 * 1024**3
@@ -547,14 +549,13 @@ def _auto(
     group, group_requires = dependency_group(checkout)
     files = requirement_files(checkout)
     lock = os.path.isfile(os.path.join(checkout, "uv.lock"))
-    read = {"pyproject.toml": "", "setup.py": "", "setup.cfg": ""}
     digests = {
         rel: _sha256_file(os.path.join(checkout, rel))
         for rel in [*files, *(["uv.lock"] if lock else [])]
     }
     result.update(project=meta.get("name"), extra=extra, group=group)
     result["files_read"] = sorted(
-        [r for r in read if os.path.isfile(os.path.join(checkout, r))] + list(digests)
+        [r for r in PROJECT_FILES if os.path.isfile(os.path.join(checkout, r))] + list(digests)
     )
     key = _key({
         "format": FORMAT, "interpreter": tag, "requires": meta.get("requires", []),
