@@ -281,6 +281,20 @@ def approval_report(
     raise ValueError(f"unknown report format {report_format}")
 
 
+def judged(
+    events: Sequence[tuple[int, ev.Event]],
+    artifacts: Mapping[str, bytes],
+    decide: Callable[[RunState], Verdict],
+) -> tuple[list[tuple[int, ev.Event]], RunState, ev.RunStarted, Verdict]:
+    """The run's facts (every event but issued approvals, which a report never judges), their
+    folded state, its `RunStarted` and the verdict under the rule."""
+    facts = [(p, e) for p, e in events if not isinstance(e, ev.ApprovalIssued)]
+    state = fold(facts, artifacts)
+    if state.started is None:
+        raise ValueError("the events hold no RunStarted")
+    return facts, state, state.started, decide(state)
+
+
 def _report_v1(
     events: Sequence[tuple[int, ev.Event]],
     artifacts: Mapping[str, bytes],
@@ -288,18 +302,13 @@ def _report_v1(
     required: Sequence[str],
     rollback_template: str | None,
 ) -> ApprovalReport:
-    facts = [(p, e) for p, e in events if not isinstance(e, ev.ApprovalIssued)]
-    state = fold(facts, artifacts)
-    if state.started is None:
-        raise ValueError("the events hold no RunStarted")
-    verdict = decide(state)
+    facts, state, started, verdict = judged(events, artifacts, decide)
     index = Index(facts)
     metrics = [gate_metric_v1(state, verdict, index)]
     metrics += _check_metrics(state, index, facts, required)
     metrics.append(pin_metric(state, index))
     outcome = outcome_of(m.verdict for m in metrics)
     waivers, without, still_open = _story(state)
-    started = state.started
     through = max((p for p, _ in events), default=0)
     rollback = render_rollback(
         rollback_template,
@@ -444,12 +453,7 @@ def _report_v2(
     decide: Callable[[RunState], Verdict],
     required: Sequence[str],
 ) -> ApprovalReport:
-    facts = [(p, e) for p, e in events if not isinstance(e, ev.ApprovalIssued)]
-    state = fold(facts, artifacts)
-    started = state.started
-    if started is None:
-        raise ValueError("the events hold no RunStarted")
-    verdict = decide(state)
+    facts, state, started, verdict = judged(events, artifacts, decide)
     index = Index(facts)
     release_position, release = None, None
     for position, e in facts:

@@ -15,9 +15,9 @@ from datetime import datetime
 from typing import Any
 
 from domain import events as ev
-from domain.run_state import RunState, ShardView, fold
+from domain.run_state import RunState, ShardView
 from domain.verdict import Verdict
-from projections.approval import ApprovalReport, approval_report
+from projections.approval import ApprovalReport, approval_report, judged
 
 LABEL_W = 190  # px of lane labels left of the plot
 PLOT_W = 900
@@ -394,12 +394,7 @@ def html_report(
     decide: Callable[[RunState], Verdict],
 ) -> str:
     """The whole page (UTF-8 text), from the run's events under a rule."""
-    facts = [(p, e) for p, e in events if not isinstance(e, ev.ApprovalIssued)]
-    state = fold(facts, artifacts)
-    started = state.started
-    if started is None:
-        raise ValueError("the events hold no RunStarted")
-    verdict = decide(state)
+    _, state, started, verdict = judged(events, artifacts, decide)
     report = approval_report(events, artifacts, decide)
     fg, bg = STATUS_COLOURS.get(verdict.status, ("#212121", "#eeeeee"))
     bars = _bars(state, events)
