@@ -281,6 +281,22 @@ def approval_report(
     raise ValueError(f"unknown report format {report_format}")
 
 
+def _rollback_values(state: RunState, verdict: Verdict, outcome: str) -> dict[str, str]:
+    """The placeholders every rollback template may use (both report formats)."""
+    started = state.started
+    assert started is not None
+    return {
+        "run_id": state.run_id,
+        "head": started.head,
+        "head_ref": started.head_ref,
+        "base": started.base,
+        "base_ref": started.base_ref,
+        "repo": started.repo,
+        "rule": verdict.rule,
+        "outcome": outcome,
+    }
+
+
 def judged(
     events: Sequence[tuple[int, ev.Event]],
     artifacts: Mapping[str, bytes],
@@ -302,7 +318,7 @@ def _report_v1(
     required: Sequence[str],
     rollback_template: str | None,
 ) -> ApprovalReport:
-    facts, state, started, verdict = judged(events, artifacts, decide)
+    facts, state, _, verdict = judged(events, artifacts, decide)
     index = Index(facts)
     metrics = [gate_metric_v1(state, verdict, index)]
     metrics += _check_metrics(state, index, facts, required)
@@ -310,19 +326,7 @@ def _report_v1(
     outcome = outcome_of(m.verdict for m in metrics)
     waivers, without, still_open = _story(state)
     through = max((p for p, _ in events), default=0)
-    rollback = render_rollback(
-        rollback_template,
-        {
-            "run_id": state.run_id,
-            "head": started.head,
-            "head_ref": started.head_ref,
-            "base": started.base,
-            "base_ref": started.base_ref,
-            "repo": started.repo,
-            "rule": verdict.rule,
-            "outcome": outcome,
-        },
-    )
+    rollback = render_rollback(rollback_template, _rollback_values(state, verdict, outcome))
     summary = {
         "outcome": outcome,
         "rule": verdict.rule,
@@ -467,17 +471,7 @@ def _report_v2(
     outcome = outcome_of(m.verdict for m in metrics)
     waivers, without, still_open = _story(state)
     through = max((p for p, _ in events), default=0)
-    values = {
-        "run": state.run_id,
-        "run_id": state.run_id,
-        "head": started.head,
-        "head_ref": started.head_ref,
-        "base": started.base,
-        "base_ref": started.base_ref,
-        "repo": started.repo,
-        "rule": verdict.rule,
-        "outcome": outcome,
-    }
+    values = {"run": state.run_id, **_rollback_values(state, verdict, outcome)}
     version = release.version if release else None
     tag = release.tag if release else None
     for name, known in (
