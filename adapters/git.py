@@ -151,6 +151,23 @@ def files_at_commit(repo: Path, sha: str) -> set[str]:
     return {name.decode() for name in done.stdout.split(b"\0") if name}
 
 
+def blob_hashes(repo: Path, sha: str) -> dict[str, str]:
+    """Every file of the commit's tree mapped to its git blob hash (one `ls-tree`): the
+    content identity measurement and result reuse key on (`domain/content.py`)."""
+    done = _git(repo, "ls-tree", "-r", "-z", "--full-tree", "--end-of-options", sha, check=False)
+    if done.returncode != 0:
+        raise BadInput(f"unknown revision '{sha}' in {repo}")
+    found: dict[str, str] = {}
+    for entry in done.stdout.split(b"\0"):
+        if not entry:
+            continue
+        meta, _, path = entry.partition(b"\t")
+        kind_and_hash = meta.split()
+        if len(kind_and_hash) == 3 and kind_and_hash[1] == b"blob":
+            found[path.decode()] = kind_and_hash[2].decode()
+    return found
+
+
 def origin_url(repo: Path) -> str | None:
     """The `origin` remote's URL, or None when there is no origin."""
     done = _git(repo, "config", "--get", "remote.origin.url", check=False)
