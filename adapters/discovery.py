@@ -366,3 +366,21 @@ def _glob_to_regex(pattern: str) -> str:
             out.append(re.escape(pattern[i]))
             i += 1
     return "".join(out)
+
+
+_TEST_FUNCTION = re.compile(rb"^[ \t]*(?:async[ \t]+)?def[ \t]+test", re.MULTILINE)
+
+
+def nominal_inputs(checkout: Path, files: Iterable[str]) -> tuple[dict[str, int], dict[str, int]]:
+    """What the first plan may know of each file without running it: its size in bytes and
+    how many test functions it defines (a static count of `def test...`, parameters unseen)."""
+    sizes: dict[str, int] = {}
+    tests: dict[str, int] = {}
+    for file in files:
+        try:
+            data = (checkout / file).read_bytes()
+        except OSError:
+            continue
+        sizes[file] = len(data)
+        tests[file] = len(_TEST_FUNCTION.findall(data))
+    return sizes, tests

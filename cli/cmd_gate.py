@@ -37,8 +37,14 @@ from ledger.settings import EXECUTORS, gate_options
               help="Test command with {python}, {junit}, {files} (default: pytest).")  # fmt: skip
 @click.option("--discover", "discover", multiple=True, metavar="GLOB",
               help="Test file globs for non-pytest commands (repeatable).")  # fmt: skip
-@click.option("--measure", type=click.Choice(["always", "missing", "never"]), default=None,
-              help="Measure files alone: always, new ones, never [default: missing].")  # fmt: skip
+@click.option("--measure", type=click.Choice(["inplace", "solo", "always", "never", "missing"]),
+              default=None,
+              help="How files are measured: inplace (inside the shard runs, by the gate's pytest "
+              "plugin; default), solo (each new file alone first, the reference behaviour), "
+              "always (every file alone), never (nominal costs only). missing = solo.")  # fmt: skip
+@click.option("--isolation-budget-gib", type=float, default=None,
+              help="Memory for a file run alone (isolation, last bisection level) "
+              "[default: 4x --budget-gib, at most 32].")  # fmt: skip
 @click.option("--executor", type=click.Choice(list(EXECUTORS)), default=None,
               help="Where shards run: " + "; ".join(
                   f"{name}: {spec.summary}" for name, spec in EXECUTORS.items()))  # fmt: skip

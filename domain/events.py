@@ -105,6 +105,9 @@ class TestFilesDiscovered(Event):
     kind: Literal["TestFilesDiscovered"] = "TestFilesDiscovered"
     files: list[str]
     missing_at_base: list[str] = Field(default_factory=list)
+    # What discovery read of each file at head, for the first plan's nominal costs.
+    sizes: dict[str, int] = Field(default_factory=dict)
+    test_functions: dict[str, int] = Field(default_factory=dict)
 
 
 class FileMeasured(Event):
@@ -117,6 +120,20 @@ class FileMeasured(Event):
     # The file collected no test case at all (not even a module-level skip). None in events
     # recorded before this field: then pytest's exit code 5 says it.
     empty: bool | None = None
+    # Where the figures come from: `solo` (the file run alone before planning) or `shard` (the
+    # gate's pytest plugin inside a head shard attempt, named by `shard` and `attempt`).
+    source: Literal["solo", "shard"] = "solo"
+    shard: str | None = None
+    attempt: int | None = None
+    # Content identity (domain/content.py): the file's blob at head and the measurement key
+    # (blob, environment, command) a later gate reuses it by. None: recorded before reuse by
+    # content, never reused.
+    blob: str | None = None
+    key: str | None = None
+    # The memory model's split (domain/planning.py), MB; None when only a peak is known.
+    baseline_mb: float | None = None
+    retained_mb: float | None = None
+    transient_mb: float | None = None
 
     @property
     def holds_no_test(self) -> bool:
@@ -149,6 +166,10 @@ class MeasurementReused(Event):
     from_run: str
     rss_mb: float
     seconds: float
+    key: str | None = None  # the measurement key it matched (None: matched by path, before keys)
+    baseline_mb: float | None = None
+    retained_mb: float | None = None
+    transient_mb: float | None = None
 
 
 class PlannedShard(BaseModel):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from hashlib import blake2b
 from typing import Final, Literal, NoReturn
@@ -46,6 +46,54 @@ NODEID_PROPERTY: Final = "release-ledger.nodeid"
 SUBTEST_PROPERTY: Final = "release-ledger.subtest"
 COMPLETE_PROPERTY: Final = "release-ledger.complete"
 STOPPED_PROPERTY: Final = "release-ledger.stopped"
+BASELINE_PROPERTY: Final = "release-ledger.baseline"
+EMPTY_PROPERTY: Final = "release-ledger.empty"
+FILE_START_PROPERTY: Final = "release-ledger.file-start"
+FILE_END_PROPERTY: Final = "release-ledger.file-end"
+
+
+@dataclass(frozen=True, slots=True)
+class FileFigures:
+    """What the gate's pytest plugin measured of one file inside a shard run (kB, seconds).
+
+    `collect_kb` is the resident memory importing the module added; `start_*`/`end_*` the
+    process's resident memory and peak at the file's first test and after its last teardown;
+    with `reset` the peak was reset at the start, so `end_peak_kb` is the file's own peak.
+    """
+
+    seconds: float
+    collect_kb: int
+    start_rss_kb: int
+    start_peak_kb: int
+    end_rss_kb: int
+    end_peak_kb: int
+    reset: bool
+
+
+def _figure_fields(value: str) -> dict[str, str]:
+    """`k=v k=v` property values of the plugin (unknown keys kept, malformed parts ignored)."""
+    fields: dict[str, str] = {}
+    for part in value.split():
+        key, sep, number = part.partition("=")
+        if sep:
+            fields[key] = number
+    return fields
+
+
+def _figures(start: str | None, end: str | None) -> FileFigures | None:
+    """A file's figures from its start and end properties (None without both, or malformed)."""
+    if start is None or end is None:
+        return None
+    a, b = _figure_fields(start), _figure_fields(end)
+    try:
+        seconds = float(b["seconds"])
+        kb = [int(x) for x in (a.get("collect_kb", "0"), a["rss_kb"], a["peak_kb"],
+                               b["rss_kb"], b["peak_kb"])]  # fmt: skip
+    except (KeyError, ValueError):
+        return None
+    if not math.isfinite(seconds) or seconds < 0 or min(kb) < 0:
+        return None
+    return FileFigures(seconds, kb[0], kb[1], kb[2], kb[3], kb[4], a.get("reset") == "1")
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,8 +148,11 @@ class Report:
         "_build",
         "_cases",
         "_files",
+        "baseline_kb",
+        "empty_files",
         "errors",
         "failures",
+        "figures",
         "flaky",
         "plugin",
         "skipped",
@@ -119,6 +170,11 @@ class Report:
     flaky: int
     subtests: int  # cases that are subtests (gate plugin reports only)
     plugin: bool  # written by the gate's pytest plugin: ids are node ids
+    # Plugin reports only: per-file figures, resident memory at session start, and the files
+    # given that collected nothing.
+    figures: Mapping[str, FileFigures]
+    baseline_kb: int | None
+    empty_files: frozenset[str]
 
     def __init__(self, cases: Iterable[TestCase]) -> None:
         kept = tuple(cases)
@@ -134,11 +190,17 @@ class Report:
         counts: list[int],
         subtests: int = 0,
         plugin: bool = False,
+        figures: Mapping[str, FileFigures] | None = None,
+        baseline_kb: int | None = None,
+        empty_files: frozenset[str] = frozenset(),
     ) -> Report:
         report = cls.__new__(cls)
         report._init(None, build, files, counts)
         object.__setattr__(report, "subtests", subtests)
         object.__setattr__(report, "plugin", plugin)
+        object.__setattr__(report, "figures", dict(figures or {}))
+        object.__setattr__(report, "baseline_kb", baseline_kb)
+        object.__setattr__(report, "empty_files", empty_files)
         return report
 
     def _init(
@@ -159,6 +221,9 @@ class Report:
         set_(self, "flaky", counts[_FLAKY])
         set_(self, "subtests", 0)
         set_(self, "plugin", False)
+        set_(self, "figures", {})
+        set_(self, "baseline_kb", None)
+        set_(self, "empty_files", frozenset())
 
     def __setattr__(self, name: str, value: object) -> NoReturn:
         raise AttributeError(f"Report is immutable (cannot set {name})")
@@ -384,6 +449,9 @@ class _Reader:
         self.stopped: str | None = None
         self.case_nodeid: str | None = None
         self.case_subtest = False
+        self.baseline_kb: int | None = None
+        self.declared_empty: set[str] = set()
+        self.file_marks: dict[str, dict[str, str]] = {}  # file -> {start, end} property values
         self.case_file = ""
         self.case_classname = ""
         self.subtest_cases = 0
@@ -545,6 +613,15 @@ class _Reader:
                 self.complete = True
             elif name == STOPPED_PROPERTY:
                 self.stopped = value
+            elif name == BASELINE_PROPERTY and self.plugin:
+                rss = _figure_fields(value).get("rss_kb", "")
+                self.baseline_kb = int(rss) if rss.isdigit() else None
+            elif name == EMPTY_PROPERTY and self.plugin:
+                self.declared_empty.add(_normalize_file(value))
+        elif owner == "testsuite" and self.plugin and self.suites:
+            file = self.suites[-1].file
+            if file is not None and name in (FILE_START_PROPERTY, FILE_END_PROPERTY):
+                self.file_marks.setdefault(file, {})[name] = value
 
     def _ignore_start(self, tag: str, attrs: dict[str, str]) -> None:
         self.root_seen = True
@@ -841,11 +918,11 @@ class _Reader:
             duplicate = self._duplicate_message()
             if duplicate is not None:
                 self._note("duplicate-case", duplicate)
-        if not self._total():
+        if not self._total() and not (self.plugin and self.declared_empty):
             self._note("no-tests", "the report holds no test cases")
         files = frozenset(file for file, _ in self.groups)
         if self.expected is not None:
-            missing = sorted(self.expected - files)
+            missing = sorted(self.expected - files - self.declared_empty)
             if missing:
                 more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
                 self._note(
@@ -865,7 +942,21 @@ class _Reader:
         counts = self.counts
         counts[_PASSED] = self._total() - sum(counts[_FLAKY:])
         self._release()
-        return Report._lazy(self._materialise, files, counts, self.subtest_cases, self.plugin)
+        figures = {}
+        for file, marks in self.file_marks.items():
+            found = _figures(marks.get(FILE_START_PROPERTY), marks.get(FILE_END_PROPERTY))
+            if found is not None:
+                figures[file] = found
+        return Report._lazy(
+            self._materialise,
+            files,
+            counts,
+            self.subtest_cases,
+            self.plugin,
+            figures,
+            self.baseline_kb,
+            frozenset(self.declared_empty - files),
+        )
 
     def _total(self) -> int:
         return len(self.names)

@@ -1,8 +1,17 @@
 """Shard planning (DESIGN.md step 3): pack measured test files into shards, pure and deterministic.
 
-A shard runs as ONE test process over its files, one file after another, so its peak memory is
-about the largest RSS among its files (the max, not the sum: memory of a finished file is
-reused by the next one), while its wall time is the sum of its files' seconds.
+A shard runs as ONE test process over its files, one after another. Its memory is modelled
+from what the gate's pytest plugin measures inside shard runs (`FileFigures`):
+
+    planned = baseline + sum(retained growth of each file) + max(transient peak of any file)
+
+`baseline` is the interpreter and runner before any test module is imported; a file's retained
+growth is what importing it and running its tests leaves resident (a long-lived process
+rarely gives memory back); its transient peak is how far it rose above what it retained. The
+max of solo peaks (this module's first model) undercounts what a process keeps; the reference
+design's sum of solo peaks counts the baseline once per file. A measurement without the split
+(a solo peak only, or another runner) is taken as retained whole, which is the safe side.
+Wall time is the sum of the files' seconds.
 """
 
 from __future__ import annotations
@@ -15,61 +24,134 @@ from dataclasses import dataclass
 from domain.errors import BadInput
 from domain.events import PlannedShard
 
+DEFAULT_BASELINE_MB = 64.0  # interpreter + pytest + plugins before any measurement says
+NOMINAL_SECONDS_PER_TEST = 0.02
+NOMINAL_SECONDS_PER_FILE = 0.05
+NOMINAL_RETAINED_MB = 2.0  # a test module and its fixtures, before any measurement
+NOMINAL_RETAINED_MB_PER_KB = 0.05  # per kB of source: bigger modules import more
+
 
 @dataclass(frozen=True, slots=True)
 class FileCost:
-    """What one test file costs when run alone: peak RSS (MB) and wall seconds."""
+    """What one test file costs: wall seconds and memory.
+
+    `rss_mb` is the file's peak as if run alone (baseline included); `retained_mb` and
+    `transient_mb` split its growth when the plugin measured them (None: unknown, and the whole
+    growth over the baseline counts as retained).
+    """
 
     rss_mb: float
     seconds: float
+    retained_mb: float | None = None
+    transient_mb: float | None = None
+
+    def growth(self, baseline_mb: float) -> tuple[float, float]:
+        """(retained, transient) MB above `baseline_mb`."""
+        if self.retained_mb is None or self.transient_mb is None:
+            return max(0.0, self.rss_mb - baseline_mb), 0.0
+        return self.retained_mb, self.transient_mb
+
+
+def nominal_cost(size_bytes: int, tests: int) -> FileCost:
+    """A file never measured: a cost from what discovery read (its size and test functions),
+    small, so the first plan spreads files by their likely time and the watchdog and
+    bisection protect the budget until shard runs have measured them."""
+    seconds = NOMINAL_SECONDS_PER_FILE + NOMINAL_SECONDS_PER_TEST * max(0, tests)
+    retained = NOMINAL_RETAINED_MB + NOMINAL_RETAINED_MB_PER_KB * max(0, size_bytes) / 1024
+    return FileCost(
+        rss_mb=DEFAULT_BASELINE_MB + retained,
+        seconds=seconds,
+        retained_mb=retained,
+        transient_mb=0.0,
+    )
+
+
+def planned_memory(costs: Sequence[FileCost], baseline_mb: float) -> float:
+    """The model: baseline + the files' retained growth + the largest transient above it."""
+    retained = transient = 0.0
+    for cost in costs:
+        r, t = cost.growth(baseline_mb)
+        retained += r
+        transient = max(transient, t)
+    return baseline_mb + retained + transient
 
 
 def plan_shards(
-    files: Mapping[str, FileCost], budget_mb: float, count: int, *, rss_first: bool = False
+    files: Mapping[str, FileCost],
+    budget_mb: float,
+    count: int,
+    *,
+    baseline_mb: float = DEFAULT_BASELINE_MB,
+    alone_budget_mb: float | None = None,
+    rss_first: bool = False,
 ) -> list[PlannedShard]:
-    """Pack `files` into at most `count` shards whose planned RSS stays within `budget_mb`.
+    """Pack `files` into `count` shards (more when the budget needs more) whose planned memory
+    (`planned_memory`) stays within `budget_mb`.
 
-    Each file, in order, goes to the shard with the least planned seconds (ties: the earliest
-    shard); a new shard is opened while fewer than `count` exist. A shard's planned RSS is the
-    max of its files' RSS (one process runs them in turn), so every file within the budget fits
-    every shard: the only impossible input is a file over the budget, which raises `BadInput`
-    naming it and its RSS, and the count is always respected.
+    Each file, in order, goes to the shard with the least planned seconds that it fits in
+    (ties: the earliest shard); a new shard is opened while fewer than `count` exist, or when
+    the file fits in none. A file that needs more than `budget_mb` alone gets a shard of its
+    own when it fits `alone_budget_mb` (the isolation reservation); over that, `BadInput`
+    names it and its memory.
 
-    Order: longest seconds first, then largest RSS, then name (LPT). DESIGN.md step 3 sorts by
-    RSS first; under max semantics RSS never decides where a file may go, and RSS-first lets a
-    long file land late on a loaded shard (makespan up to 1.4x the lower bound in
-    bench/planner.py), so seconds lead. `rss_first=True` gives the DESIGN.md order, for
-    comparison. Ids are `s01`, `s02`, ... in order of creation (zero padded so they sort as
-    created); files inside a shard are sorted; empty shards are omitted.
+    Order: longest seconds first, then largest memory, then name (LPT): seconds lead because
+    memory limits only where a file may go (makespan within 1.0014x of the lower bound in
+    bench/planner.py; the DESIGN.md order, `rss_first=True`, reaches 1.4x). Ids are `s01`,
+    `s02`, ... in order of creation; files inside a shard are sorted; no shard is empty.
     """
     _check_budget_and_count(budget_mb, count)
-    _check_costs(files, budget_mb)
+    if not (math.isfinite(baseline_mb) and baseline_mb >= 0):
+        raise BadInput(f"the memory baseline must be a finite number of MB, got {baseline_mb}")
+    alone = max(budget_mb, alone_budget_mb if alone_budget_mb is not None else budget_mb)
+    _check_costs(files, alone, baseline_mb)
     if rss_first:
         order = sorted(files.items(), key=lambda it: (-it[1].rss_mb, -it[1].seconds, it[0]))
     else:
         order = sorted(files.items(), key=lambda it: (-it[1].seconds, -it[1].rss_mb, it[0]))
 
     members: list[list[str]] = []
-    rss: list[float] = []
+    retained: list[float] = []
+    transient: list[float] = []
     seconds: list[float] = []
     least_loaded: list[tuple[float, int]] = []  # (planned seconds, shard index) heap
     for name, cost in order:
-        if len(members) < count:
+        r, t = cost.growth(baseline_mb)
+        index = None
+        if len(members) >= count:
+            skipped = []
+            while least_loaded:
+                candidate = heapq.heappop(least_loaded)
+                i = candidate[1]
+                if baseline_mb + retained[i] + r + max(transient[i], t) <= budget_mb:
+                    index = i
+                    break
+                skipped.append(candidate)
+            for candidate in skipped:
+                heapq.heappush(least_loaded, candidate)
+        if index is None:
             index = len(members)
             members.append([name])
-            rss.append(cost.rss_mb)
+            retained.append(r)
+            transient.append(t)
             seconds.append(cost.seconds)
         else:
-            _, index = heapq.heappop(least_loaded)
             members[index].append(name)
-            rss[index] = max(rss[index], cost.rss_mb)
+            retained[index] += r
+            transient[index] = max(transient[index], t)
             seconds[index] += cost.seconds
-        heapq.heappush(least_loaded, (seconds[index], index))
+        if baseline_mb + retained[index] + transient[index] <= budget_mb:
+            heapq.heappush(least_loaded, (seconds[index], index))
+        # else: a file over the shard budget keeps its shard to itself
 
-    width = max(2, len(str(count)))
+    width = max(2, len(str(max(count, len(members)))))
     return [
-        PlannedShard(id=f"s{i + 1:0{width}d}", files=sorted(names), rss_mb=rss[i], seconds=secs)
-        for i, (names, secs) in enumerate(zip(members, seconds, strict=True))
+        PlannedShard(
+            id=f"s{i + 1:0{width}d}",
+            files=sorted(names),
+            rss_mb=baseline_mb + retained[i] + transient[i],
+            seconds=seconds[i],
+        )
+        for i, names in enumerate(members)
     ]
 
 
@@ -111,13 +193,17 @@ def _check_budget_and_count(budget_mb: float, count: int) -> None:
         raise BadInput(f"the shard count must be at least 1, got {count}")
 
 
-def _check_costs(files: Mapping[str, FileCost], budget_mb: float) -> None:
-    """Reject unusable measurements, then files over the budget (the largest is named)."""
+def _check_costs(files: Mapping[str, FileCost], budget_mb: float, baseline_mb: float) -> None:
+    """Reject unusable measurements, then files over the budget alone (the largest is named)."""
     for name, cost in files.items():
-        for what, value in (("RSS", cost.rss_mb), ("seconds", cost.seconds)):
+        values = [("RSS", cost.rss_mb), ("seconds", cost.seconds)]
+        values += [("retained", v) for v in (cost.retained_mb,) if v is not None]
+        values += [("transient", v) for v in (cost.transient_mb,) if v is not None]
+        for what, value in values:
             if not (math.isfinite(value) and value >= 0):
                 raise BadInput(f"{name} has an unusable {what} measurement: {value}")
-    over = [(cost.rss_mb, name) for name, cost in files.items() if cost.rss_mb > budget_mb]
+    alone = {name: planned_memory([cost], baseline_mb) for name, cost in files.items()}
+    over = [(need, name) for name, need in alone.items() if need > budget_mb]
     if over:
         rss_mb, name = min(over, key=lambda item: (-item[0], item[1]))
         more = f" (and {len(over) - 1} more file(s) over it)" if len(over) > 1 else ""

@@ -14,6 +14,7 @@ from datetime import datetime
 from domain import events as ev
 from domain.assessment import Assessment, assess, last_started_file, plugin_running_file
 from domain.failures import blames_executor, excludes_member
+from domain.planning import FileCost
 
 HEAD = "head"
 BASE = "base"
@@ -101,6 +102,12 @@ class RunState:
     missing_at_base: tuple[str, ...] = ()
     discovered: bool = False
     measured: dict[str, tuple[float, float, str | None]] = field(default_factory=dict)
+    # The latest cost of each file for the memory model (solo, reused or measured in place),
+    # and the largest runner baseline any measurement saw (MB).
+    costs: dict[str, FileCost] = field(default_factory=dict)
+    baseline_mb: float | None = None
+    discovered_sizes: dict[str, int] = field(default_factory=dict)
+    discovered_tests: dict[str, int] = field(default_factory=dict)
     measure_failures: dict[str, ev.MeasurementFailed] = field(default_factory=dict)
     measure_retries: dict[str, int] = field(default_factory=dict)  # infrastructure failures
     empty_files: set[str] = field(default_factory=set)  # collected no test (pytest exit 5)
@@ -260,6 +267,12 @@ def _question_decided(
     q.decided_at = at
 
 
+def _note_cost(state: RunState, file: str, e: ev.FileMeasured | ev.MeasurementReused) -> None:
+    state.costs[file] = FileCost(e.rss_mb, e.seconds, e.retained_mb, e.transient_mb)
+    if e.baseline_mb is not None:
+        state.baseline_mb = max(state.baseline_mb or 0.0, e.baseline_mb)
+
+
 def apply(state: RunState, position: int, e: ev.Event, artifacts: Mapping[str, bytes]) -> None:
     """Mutate `state` by one event (the fold's step)."""
     state.cache.clear()
@@ -272,13 +285,17 @@ def apply(state: RunState, position: int, e: ev.Event, artifacts: Mapping[str, b
         state.discovered = True
         state.files = tuple(e.files)
         state.missing_at_base = tuple(e.missing_at_base)
+        state.discovered_sizes = dict(e.sizes)
+        state.discovered_tests = dict(e.test_functions)
     elif isinstance(e, ev.FileMeasured):
         state.measure_failures.pop(e.file, None)  # measured after all (a retried failure)
         state.measured[e.file] = (e.rss_mb, e.seconds, None)
+        _note_cost(state, e.file, e)
         if e.holds_no_test:
             state.empty_files.add(e.file)
     elif isinstance(e, ev.MeasurementReused):
         state.measured[e.file] = (e.rss_mb, e.seconds, e.from_run)
+        _note_cost(state, e.file, e)
     elif isinstance(e, ev.MeasurementFailed):
         state.measure_failures[e.file] = e
         if blames_executor(e.failure_kind, e.infrastructure_failure):

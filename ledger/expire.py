@@ -76,7 +76,8 @@ def expire_run(ledger: Ledger, run_id: str) -> Expired:
         events = expiry_events(ledger, run_id, state, now)
         note = ""
         if not events and not state.completed:
-            step = next_step(state, rounds=options_from(state.started).rounds)
+            options = options_from(state.started)
+            step = next_step(state, rounds=options.rounds, measure=options.measure)
             if step.kind != "complete":
                 note = f"shards still to {step.kind}: continue with `ledger resume {run_id[:12]}`"
             else:

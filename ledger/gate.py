@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from adapters import git
-from adapters.discovery import discover_test_files
+from adapters.discovery import discover_test_files, nominal_inputs
 from adapters.event_store import LeaseLost
 from adapters.executors import Capabilities, Executor, spec_for
+from domain import content
 from domain import events as ev
 from domain.assessment import assess_observation
 from domain.chain import sha256_hex
@@ -34,12 +35,14 @@ from domain.execution import (
     Observation,
     ShardRun,
 )
-from domain.planning import FileCost, plan_shards
+from domain.junit import Report, read_report
+from domain.planning import DEFAULT_BASELINE_MB, FileCost, nominal_cost, plan_shards
 from domain.rules import get_rule
 from domain.run_state import BASE, HEAD, NO_TESTS_COLLECTED, RunState
 from domain.verdict import Verdict
 from ledger.projection import project, verdict_of
 from ledger.service import Ledger
+from projections.memory import reservation_mb
 from projections.next_step import RunRequest, Step, StepKind, next_step
 from projections.timeline import describe
 
@@ -55,7 +58,6 @@ def _tool_version() -> str:
 
 
 TOOL_VERSION = _tool_version()
-NOMINAL_COST = FileCost(rss_mb=0.0, seconds=1.0)  # --measure never, for files never measured
 
 
 class GateInterrupted(Exception):
@@ -99,12 +101,13 @@ class GateOptions:
     head: str = "HEAD"
     shards: int | None = None
     budget_gib: float = 8.0
+    isolation_budget_gib: float | None = None  # None: min(4x budget, 32 GiB)
     rounds: int = 2
     jobs: int = field(default_factory=lambda: os.cpu_count() or 1)
     timeout_s: float = 1200.0
     rule: str = "default"
     command: tuple[str, ...] = DEFAULT_PYTEST_COMMAND
-    measure: str = "missing"  # always, missing, never
+    measure: str = "inplace"  # inplace, solo (= missing), always, never
     discover: tuple[str, ...] = ()  # glob patterns for non-pytest runners
     executor: str = "local"
     executor_options: dict[str, Any] = field(default_factory=dict)
@@ -127,11 +130,21 @@ class GateOptions:
     def budget_mb(self) -> float:
         return self.budget_gib * 1024
 
+    @property
+    def isolation_budget_mb(self) -> float:
+        """A file run alone gets more room than a shard, so a heavy file is measured rather
+        than killed again: 4x the shard budget or 32 GiB, whichever is smaller (never less
+        than the shard budget)."""
+        if self.isolation_budget_gib is not None:
+            return max(self.isolation_budget_gib, self.budget_gib) * 1024
+        return max(min(4 * self.budget_gib, 32.0), self.budget_gib) * 1024
+
     def recorded(self) -> dict[str, Any]:
         """The options as recorded in `RunStarted`, enough to resume the run elsewhere."""
         return {
             "shards": self.shard_count,
             "budget_gib": self.budget_gib,
+            "isolation_budget_gib": self.isolation_budget_mb / 1024,
             "rounds": self.rounds,
             "jobs": self.jobs,
             "timeout_s": self.timeout_s,
@@ -147,6 +160,7 @@ class GateOptions:
 
 
 YEAR_S = 366 * 24 * 3600.0
+MEASURE_MODES = ("inplace", "solo", "always", "never", "missing")  # missing: solo (before 0.2)
 
 
 def _number(name: str, value: float, low: float, high: float, *, low_open: bool = True) -> None:
@@ -175,8 +189,12 @@ def validate(options: GateOptions) -> None:
         _number("--capacity", executor["capacity"], 1, 10_000, low_open=False)
     if executor.get("port") is not None:
         _number("--ssh-port", executor["port"], 1, 65_535, low_open=False)
-    if options.measure not in ("always", "missing", "never"):
-        raise BadInput(f"--measure must be always, missing or never, got {options.measure!r}")
+    if options.isolation_budget_gib is not None:
+        _number("--isolation-budget-gib", options.isolation_budget_gib, 0, 1024 * 1024)
+    if options.measure not in MEASURE_MODES:
+        raise BadInput(
+            f"--measure must be one of {', '.join(MEASURE_MODES)}, got {options.measure!r}"
+        )
     if not options.command:
         raise BadInput("--command must not be empty")
     if not any("{files}" in token for token in options.command):
@@ -251,12 +269,14 @@ def options_from(started: ev.RunStarted) -> GateOptions:
         head=started.head,
         shards=int(recorded.get("shards", 2)),
         budget_gib=float(recorded.get("budget_gib", 8.0)),
+        isolation_budget_gib=_recorded_number(recorded.get("isolation_budget_gib")),
         rounds=int(recorded.get("rounds", 2)),
         jobs=int(recorded.get("jobs", os.cpu_count() or 1)),
         timeout_s=float(recorded.get("timeout_s", 1200.0)),
         rule=started.rule,
         command=tuple(started.command),
-        measure=str(recorded.get("measure", "missing")),
+        # Runs recorded before measuring in place measured every new file alone first.
+        measure=str(recorded.get("measure", "solo")),
         discover=tuple(recorded.get("discover", ())),
         executor=started.executor,
         executor_options=dict(recorded.get("executor_options", {})),
@@ -267,6 +287,10 @@ def options_from(started: ev.RunStarted) -> GateOptions:
         environment=str(recorded.get("env", "none")),
         max_report_mb=float(recorded.get("max_report_mb", 64.0)),
     )
+
+
+def _recorded_number(value: Any) -> float | None:
+    return float(value) if value is not None else None
 
 
 # --- the process manager ----------------------------------------------------------------------
@@ -324,6 +348,7 @@ class GateProcess:
         self.options = options_from(state.started)
         self.repo = Path(state.started.repo)
         self.capabilities: Capabilities = spec_for(state.started.executor).capabilities
+        self._keys: dict[str, tuple[str, str]] | None = None  # file -> (blob, measurement key)
         # (revision, where, key, status) of environments already recorded in this run.
         self._environments = {
             (e.revision, e.where, e.key, e.status) for e in state.environments.values()
@@ -386,6 +411,7 @@ class GateProcess:
             checkout = worktrees.checkout(self.started.head)
             patterns = list(self.options.discover) or None
             files = discover_test_files(checkout, patterns)
+            sizes, tests = nominal_inputs(checkout, files)
         finally:
             worktrees.close()
         if not files:
@@ -393,12 +419,17 @@ class GateProcess:
         at_base = git.files_at_commit(self.repo, self.started.base)
         missing = [f for f in files if f not in at_base]
         self.ledger.record(
-            self.run_id, ev.TestFilesDiscovered, files=files, missing_at_base=missing
+            self.run_id,
+            ev.TestFilesDiscovered,
+            files=files,
+            missing_at_base=missing,
+            sizes=sizes,
+            test_functions=tests,
         )
 
     def _measure(self, state: RunState, step: Step) -> None:
         files = list(step.files)
-        if self.options.measure in ("missing", "never"):
+        if self.options.measure != "always":
             reused = self._reuse_measurements(files)
             if reused:
                 self.ledger.append(self.run_id, reused)
@@ -417,7 +448,7 @@ class GateProcess:
                 files=(file,),
                 command=tuple(self.started.command),
                 timeout_s=self.options.timeout_s,
-                memory_limit_mb=int(self.options.budget_mb),
+                memory_limit_mb=int(self.options.isolation_budget_mb),  # a file alone
             )
             for index, file in enumerate(files)
         ]
@@ -474,6 +505,10 @@ class GateProcess:
             )
             self.ledger.append(self.run_id, [*environment, failed], artifacts=artifacts | tail)
             return
+        blob, key = self._measurement_keys([file]).get(file, (None, None))
+        split: dict[str, float | None] = {}
+        if report is not None and report.plugin and file in report.figures:
+            split = _model_split(report, file)
         measured = self.ledger.make(
             ev.FileMeasured,
             self.run_id,
@@ -483,70 +518,118 @@ class GateProcess:
             exit_code=o.exit_code,
             signal=o.signal,
             empty=empty,
+            blob=blob,
+            key=key,
+            baseline_mb=split.get("baseline_mb"),
+            retained_mb=split.get("retained_mb"),
+            transient_mb=split.get("transient_mb"),
         )
         self.ledger.append(self.run_id, [*environment, measured], artifacts=artifacts)
 
+    def _measurement_keys(self, files: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """file -> (its blob at head, its measurement key): what reuse matches on."""
+        if self._keys is None:
+            blobs = git.blob_hashes(self.repo, self.started.head)
+            # Figures depend on the machine as well as the environment: the executor is part
+            # of the setting (a pod's memory is not a laptop's).
+            setting = f"{self.options.environment} on {self.started.executor}"
+            environment = content.environment_key(setting, self.started.python_version, blobs)
+            command = content.command_key(self.started.command)
+            self._keys = {
+                file: (blob, content.measurement_key(blob, environment, command))
+                for file, blob in blobs.items()
+            }
+        return {file: self._keys[file] for file in files if file in self._keys}
+
     def _reuse_measurements(self, files: Sequence[str]) -> list[ev.Event]:
-        """The latest measurement of each file from earlier runs of the same repository."""
-        wanted = set(files)
+        """The newest measurement from an earlier run of each file whose content, environment
+        and command are the same (its measurement key): never by path alone, so a changed
+        file, dependency declaration or command is measured again."""
+        wanted: dict[str, list[str]] = {}
+        for file, (_, key) in self._measurement_keys(files).items():
+            wanted.setdefault(key, []).append(file)
         found: list[ev.Event] = []
         for row in self.ledger.runs():
             if not wanted:
                 break
             if row.run_id == self.run_id or row.repo != str(self.repo):
                 continue
-            latest: dict[str, tuple[float, float]] = {}
             try:
                 earlier = self.ledger.events(row.run_id)
             except BrokenRun as broken:
                 self.observer.notice(f"not reusing measurements of a broken run: {broken}")
                 continue
+            latest: dict[str, ev.FileMeasured | ev.MeasurementReused] = {}
             for event in earlier:
+                if not isinstance(event, ev.FileMeasured | ev.MeasurementReused):
+                    continue
+                if event.key is None or event.key not in wanted:
+                    continue
                 if isinstance(event, ev.FileMeasured) and event.holds_no_test:
-                    latest.pop(event.file, None)  # measured again: it may hold tests now
-                elif isinstance(event, ev.FileMeasured | ev.MeasurementReused):
-                    latest[event.file] = (event.rss_mb, event.seconds)
-            for file in sorted(wanted & set(latest)):
-                rss, seconds = latest[file]
-                found.append(
-                    self.ledger.make(
-                        ev.MeasurementReused,
-                        self.run_id,
-                        file=file,
-                        from_run=row.run_id,
-                        rss_mb=rss,
-                        seconds=seconds,
+                    latest.pop(event.key, None)  # measured again: it may hold tests now
+                else:
+                    latest[event.key] = event
+            for key in sorted(latest):
+                measured = latest[key]
+                for file in wanted.pop(key):
+                    found.append(
+                        self.ledger.make(
+                            ev.MeasurementReused,
+                            self.run_id,
+                            file=file,
+                            from_run=row.run_id,
+                            rss_mb=measured.rss_mb,
+                            seconds=measured.seconds,
+                            key=key,
+                            baseline_mb=measured.baseline_mb,
+                            retained_mb=measured.retained_mb,
+                            transient_mb=measured.transient_mb,
+                        )
                     )
-                )
-                wanted.discard(file)
         return found
 
     def _plan(self, state: RunState, step: Step) -> None:
-        costs = {
-            file: FileCost(rss_mb=m[0], seconds=m[1])
-            for file, m in state.measured.items()
-            if file not in state.empty_files
-        }
-        for file in state.files:
-            if file not in costs and file not in state.measure_failures.keys() | state.empty_files:
-                costs[file] = NOMINAL_COST
-        if not costs:
-            self.ledger.record(
-                self.run_id,
-                ev.ShardsPlanned,
-                budget_mb=self.options.budget_mb,
-                count=0,
-                shards=[],
+        """Plan from what is known: measurements (this run's solo ones, or reused from earlier
+        runs by content), else a nominal cost from discovery; measuring in place, the shard
+        runs then measure every file (`FileMeasured` with `source="shard"`)."""
+        reused: list[ev.Event] = []
+        if self.options.measure in ("inplace", "never"):
+            unknown = [f for f in state.files if f not in state.costs]
+            reused = self._reuse_measurements(unknown)
+            if reused:
+                self.observer.notice(f"reused {len(reused)} measurements from earlier runs")
+        known = dict(state.costs)
+        baselines = [state.baseline_mb] if state.baseline_mb is not None else []
+        for event in reused:
+            assert isinstance(event, ev.MeasurementReused)
+            known[event.file] = FileCost(
+                event.rss_mb, event.seconds, event.retained_mb, event.transient_mb
             )
-            return
-        shards = plan_shards(costs, self.options.budget_mb, self.options.shard_count)
-        self.ledger.record(
-            self.run_id,
+            if event.baseline_mb is not None:
+                baselines.append(event.baseline_mb)
+        costs: dict[str, FileCost] = {}
+        for file in state.files:
+            if file in state.empty_files or file in state.measure_failures:
+                continue  # planned never (empty) or reported unmeasured (failed alone)
+            costs[file] = known.get(file) or nominal_cost(
+                state.discovered_sizes.get(file, 0), state.discovered_tests.get(file, 0)
+            )
+        planned = self.ledger.make(
             ev.ShardsPlanned,
+            self.run_id,
             budget_mb=self.options.budget_mb,
-            count=self.options.shard_count,
-            shards=shards,
+            count=self.options.shard_count if costs else 0,
+            shards=plan_shards(
+                costs,
+                self.options.budget_mb,
+                self.options.shard_count,
+                baseline_mb=max(baselines, default=DEFAULT_BASELINE_MB),
+                alone_budget_mb=self.options.isolation_budget_mb,
+            )
+            if costs
+            else [],
         )
+        self.ledger.append(self.run_id, [*reused, planned])
 
     def _run(self, state: RunState, step: Step) -> None:
         requests = list(step.runs)
@@ -565,7 +648,7 @@ class GateProcess:
                 files=r.files,
                 command=tuple(self.started.command),
                 timeout_s=self.options.timeout_s,
-                memory_limit_mb=self._memory_limit(state, r.shard),
+                memory_limit_mb=self.memory_limit(state, r.shard),
                 member=members.get(r.shard),
             )
             for r in requests
@@ -588,13 +671,11 @@ class GateProcess:
             self._record_attempt(run, observation)
         self.observer.end(label)
 
-    def _memory_limit(self, state: RunState, shard_id: str) -> int:
-        if not self.capabilities.places_on_pool:
-            return int(self.options.budget_mb)  # local and SSH: the shard budget is the limit
-        # Pool executors reserve per shard from its planned RSS (see domain.placement).
-        planned = {s.id: s.rss_mb for s in state.plan.shards} if state.plan else {}
-        root = shard_id.split(".", 1)[0]
-        return int(max(planned.get(root, 0.0), 1.0))
+    def memory_limit(self, state: RunState, shard_id: str) -> int:
+        """One figure for every executor's watchdog and a pool's request and limit."""
+        return reservation_mb(
+            state, shard_id, self.options.budget_mb, self.options.isolation_budget_mb
+        )
 
     def _place(
         self, state: RunState, requests: Sequence[RunRequest], round_: int
@@ -701,7 +782,52 @@ class GateProcess:
                 report_too_large=too_large,
             )
         )
+        if too_large is None:
+            events += self._measured_in_place(run, o)
         self.ledger.append(self.run_id, events, artifacts=artifacts)
+
+    def _measured_in_place(self, run: ShardRun, o: Observation) -> list[ev.Event]:
+        """Per-file figures of a head attempt, from the gate's pytest plugin (seconds and the
+        memory model's split) or, for other runners, the report's `time` attributes (seconds)
+        with the shard's peak shared out: the next plan's measurements, at no extra run."""
+        if run.revision != HEAD or self.options.measure != "inplace" or o.report is None:
+            return []
+        report = read_report(o.report, run.files)
+        if not isinstance(report, Report):
+            return []  # nothing trustworthy to learn from a rejected report
+        keys = self._measurement_keys(run.files)
+        events: list[ev.Event] = []
+        shared = _shared_split(report, run.files, o.rss_mb)
+        for file in run.files:
+            blob, key = keys.get(file, (None, None))
+            empty = file in report.empty_files
+            if report.plugin and file in report.figures:
+                split = _model_split(report, file)
+                seconds = report.figures[file].seconds
+            elif empty or file not in shared:
+                split = {"baseline_mb": _baseline_mb(report), "retained_mb": 0.0,
+                         "transient_mb": 0.0}  # fmt: skip
+                seconds = 0.0
+            else:
+                split, seconds = shared[file]
+            rss = sum(v or 0.0 for v in split.values())
+            events.append(
+                self.ledger.make(
+                    ev.FileMeasured,
+                    self.run_id,
+                    file=file,
+                    rss_mb=round(rss, 1),
+                    seconds=round(seconds, 3),
+                    empty=empty,
+                    source="shard",
+                    shard=run.shard_id,
+                    attempt=run.attempt,
+                    blob=blob,
+                    key=key,
+                    **split,
+                )
+            )
+        return events
 
     def _reuse_baselines(self, state: RunState, requests: list[RunRequest]) -> list[RunRequest]:
         """First base attempts of planned shards: reuse an earlier run's measured base."""
@@ -750,7 +876,7 @@ class GateProcess:
                 files=(file,),
                 command=tuple(self.started.command),
                 timeout_s=self.options.timeout_s,
-                memory_limit_mb=int(self.options.budget_mb),
+                memory_limit_mb=int(self.options.isolation_budget_mb),  # a file alone
             )
             for index, (file, revision) in enumerate(step.isolations)
         ]
@@ -836,6 +962,47 @@ class GateProcess:
 
 
 REPORT_HEAD_BYTES = 64 * 1024  # what is kept of a report over the limit
+KB_PER_MB = 1024.0
+
+
+def _baseline_mb(report: Report) -> float:
+    return report.baseline_kb / KB_PER_MB if report.baseline_kb else DEFAULT_BASELINE_MB
+
+
+def _model_split(report: Report, file: str) -> dict[str, float | None]:
+    """The memory model's terms for one file from the plugin's figures (MB): what importing
+    and running it left resident, and how far it rose above that. Where the peak could not be
+    reset at the file's start, a peak the file did not raise bounds its transient from above."""
+    f = report.figures[file]
+    retained = f.collect_kb + max(0, f.end_rss_kb - f.start_rss_kb)
+    if f.reset or f.end_peak_kb > f.start_peak_kb:
+        transient = max(0, f.end_peak_kb - f.end_rss_kb)
+    else:
+        transient = max(0, f.start_peak_kb - f.end_rss_kb)
+    return {
+        "baseline_mb": round(_baseline_mb(report), 1),
+        "retained_mb": round(retained / KB_PER_MB, 1),
+        "transient_mb": round(transient / KB_PER_MB, 1),
+    }
+
+
+def _shared_split(
+    report: Report, files: Sequence[str], peak_mb: float
+) -> dict[str, tuple[dict[str, float | None], float]]:
+    """Other runners: each file's seconds from its cases' `time`, and the shard's growth over
+    the nominal baseline shared out evenly as retained memory (their sum is the shard's peak,
+    so the same files planned together are planned at what they used)."""
+    seconds: dict[str, float] = {}
+    for case in report.cases:
+        seconds[case.file] = seconds.get(case.file, 0.0) + (case.time or 0.0)
+    present = [file for file in files if file in seconds]
+    if not present:
+        return {}
+    growth = max(0.0, peak_mb - DEFAULT_BASELINE_MB) / len(present)
+    split: dict[str, float | None] = {
+        "baseline_mb": DEFAULT_BASELINE_MB, "retained_mb": round(growth, 1), "transient_mb": 0.0
+    }  # fmt: skip
+    return {file: (dict(split), seconds[file]) for file in present}
 
 
 def _bounded(o: Observation, max_report_mb: float) -> tuple[Observation, int | None]:

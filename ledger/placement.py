@@ -33,11 +33,11 @@ def place_round(
     process.ledger.record(process.run_id, ev.PoolMeasured, round=round_, members=leases)
     failed = state.excluded_members
     previous = {p.shard: p.member for p in state.placements}
-    planned = {s.id: s.rss_mb for s in state.plan.shards} if state.plan else {}
-    needs = []
-    for shard in sorted({r.shard for r in requests}):
-        root = shard.split(".", 1)[0]
-        needs.append(_Need(shard, planned.get(root, 0.0)))
+    # Each shard reserves what its attempt may use: the same figure its pod's limit gets.
+    needs = [
+        _Need(shard, float(process.memory_limit(state, shard)))
+        for shard in sorted({r.shard for r in requests})
+    ]
     placements = []
     remaining = list(needs)
     while remaining:

@@ -32,6 +32,7 @@ class RepositorySettings(BaseModel):
     env: str | None = None
     command: str | list[str] | None = None
     budget_gib: float | None = Field(default=None, alias="budget-gib")
+    isolation_budget_gib: float | None = Field(default=None, alias="isolation-budget-gib")
     shards: int | None = None
     rounds: int | None = None
     jobs: int | None = None
@@ -164,12 +165,13 @@ def gate_options(flags: dict[str, Any]) -> GateOptions:
         head=head,
         shards=pick("shards"),
         budget_gib=_number(pick("budget_gib"), 8.0),
+        isolation_budget_gib=_optional_number(pick("isolation_budget_gib")),
         rounds=int(_number(pick("rounds"), 2)),
         jobs=int(jobs) if jobs is not None else (os.cpu_count() or 1),
         timeout_s=_number(pick("timeout_s", "timeout"), 1200.0),
         rule=pick("rule") or "default",
         command=template,
-        measure=pick("measure") or "missing",
+        measure=pick("measure") or "inplace",
         discover=tuple(discover or ()),
         executor=executor,
         executor_options=executor_options,
@@ -183,3 +185,7 @@ def gate_options(flags: dict[str, Any]) -> GateOptions:
 
 def _number(value: Any, default: float) -> float:
     return float(value) if value is not None else default
+
+
+def _optional_number(value: Any) -> float | None:
+    return float(value) if value is not None else None

@@ -152,7 +152,10 @@ def _measure_again(state: RunState, file: str, rounds: int) -> bool:
     return blamed and state.measure_retries.get(file, 0) <= rounds
 
 
-def next_step(state: RunState, *, rounds: int, measure: str = "missing") -> Step:
+SOLO_MEASURE_MODES = ("solo", "missing", "always")
+
+
+def next_step(state: RunState, *, rounds: int, measure: str = "inplace") -> Step:
     if state.started is None:
         return Step("done")
     if not state.discovered:
@@ -164,7 +167,9 @@ def next_step(state: RunState, *, rounds: int, measure: str = "missing") -> Step
         and (f not in state.measure_failures or _measure_again(state, f, rounds))
     )
     if state.plan is None:
-        if unmeasured_files and measure != "never":
+        # Solo modes measure each file alone before planning; in place (the default), the
+        # plan starts from reused or nominal costs and the shard runs measure the files.
+        if unmeasured_files and measure in SOLO_MEASURE_MODES:
             return Step("measure", files=unmeasured_files)
         return Step("plan")
     runs = pending_runs(state, rounds)

@@ -22,7 +22,14 @@ PATH itself (atomically: a temporary file renamed into place at session finish):
   reports it, so the report counts what pytest's summary counts;
 - each file's suite carries `release-ledger.file-start` and `release-ledger.file-end`
   properties: resident memory (current and peak, kB, from procfs or `resource`) at the file's
-  start and end, and its wall seconds;
+  start and end, its wall seconds, and `collect_kb`, how much resident memory collecting it
+  (importing the module) added; the peak is reset at each file's start where Linux allows it
+  (`/proc/self/clear_refs`, then `reset=1`), so `peak_kb` at the end is that file's own peak;
+  the root's `release-ledger.baseline` is the resident memory at session start (interpreter,
+  pytest, plugins, conftests): the gate's memory model (`domain/planning.py`) is built from
+  these figures;
+- a file given on the command line that collects no test (and fails no collection) is named
+  by a root property `release-ledger.empty`, so a shard report accounts for every file;
 - the root's first property `release-ledger.plugin` (the format version) tells the reader the
   plugin wrote the report, and its last element, written after every suite, is the completion
   marker `release-ledger.complete` (only when the session ran every collected test; a session
@@ -50,7 +57,7 @@ from typing import Any
 
 import pytest
 
-FORMAT_VERSION = "1"
+FORMAT_VERSION = "2"  # 2: collect_kb, reset, baseline, empty
 PREFIX = "release-ledger"
 MARKER = "release-ledger:"
 MAX_MESSAGE = 1024
@@ -67,6 +74,17 @@ def _clean(text: object, limit: int = MAX_TEXT) -> str:
     if len(value) > limit:
         value = value[: limit - 1] + "…"
     return _ILLEGAL_XML.sub(lambda m: f"#x{ord(m.group()):02X}", value)
+
+
+def _reset_peak() -> bool:
+    """Reset this process's VmHWM to its current RSS (Linux >= 4.0), so the next reading of the
+    peak is the peak since now; False where that is not possible."""
+    try:
+        with open("/proc/self/clear_refs", "w") as handle:
+            handle.write("5")
+        return True
+    except OSError:
+        return False
 
 
 def _memory_kb() -> tuple[int, int]:
@@ -110,7 +128,7 @@ class _Case:
 
 
 class _File:
-    __slots__ = ("cases", "end", "name", "seconds", "start", "started")
+    __slots__ = ("cases", "collect_kb", "end", "name", "reset", "seconds", "start", "started")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -119,6 +137,8 @@ class _File:
         self.end: tuple[int, int] | None = None
         self.seconds = 0.0
         self.started = 0.0
+        self.collect_kb = 0
+        self.reset = False
 
 
 def _subtest_description(report: Any) -> str | None:
@@ -162,6 +182,9 @@ class ReleaseLedgerReport:
         self.collected = 0
         self.finished = 0
         self.started = time.time()
+        self.baseline_kb = _memory_kb()[0]
+        self.collect_kb: dict[str, int] = {}  # file -> resident memory its collection added
+        self.empty: list[str] = []  # files given that collected nothing
 
     # -- paths and ids ---------------------------------------------------------------------
 
@@ -219,6 +242,7 @@ class ReleaseLedgerReport:
         entry = self._file(name)
         if not entry.started:
             entry.start = _memory_kb()
+            entry.reset = _reset_peak()
         entry.started = time.perf_counter()
         self.current = entry
         self._say(f"{MARKER} start {name}")
@@ -252,6 +276,31 @@ class ReleaseLedgerReport:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.collected = len(session.items)
+        with_items = {
+            self._file_of(getattr(item, "path", None), item.nodeid) for item in session.items
+        }
+        for arg in self.config.args:
+            path = os.path.abspath(os.path.join(self.root, arg))
+            if "::" in arg or not arg.endswith(".py") or not os.path.isfile(path):
+                continue
+            name = self._file_of(path, arg)
+            if name not in with_items and name not in self.cases_by_file():
+                self.empty.append(name)
+
+    def cases_by_file(self) -> set[str]:
+        """Files that already have a case (a collection error or a module-level skip)."""
+        return {case.file for case in self.cases.values()}
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_make_collect_report(self, collector: pytest.Collector) -> Any:
+        if not isinstance(collector, pytest.File):
+            yield
+            return
+        before = _memory_kb()[0]
+        yield
+        grown = max(0, _memory_kb()[0] - before)
+        name = self._file_of(getattr(collector, "path", None), collector.nodeid)
+        self.collect_kb[name] = self.collect_kb.get(name, 0) + grown
 
     @pytest.hookimpl(trylast=True)  # after pytest 9 marked a parent with failed subtests failed
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -313,6 +362,7 @@ class ReleaseLedgerReport:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.started = time.time()
+        self.baseline_kb = _memory_kb()[0]  # before any test module is imported
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -335,6 +385,11 @@ class ReleaseLedgerReport:
         head = ET.SubElement(root, "properties")
         ET.SubElement(head, "property", name=f"{PREFIX}.plugin", value=FORMAT_VERSION)
         ET.SubElement(head, "property", name=f"{PREFIX}.pytest", value=pytest.__version__)
+        ET.SubElement(
+            head, "property", name=f"{PREFIX}.baseline", value=f"rss_kb={self.baseline_kb}"
+        )
+        for name in self.empty:
+            ET.SubElement(head, "property", name=f"{PREFIX}.empty", value=_clean(name))
         totals = [0, 0, 0, 0]
         for entry in self.files.values():
             counts = [
@@ -359,7 +414,8 @@ class ReleaseLedgerReport:
             start_rss, start_peak = entry.start
             ET.SubElement(
                 properties, "property", name=f"{PREFIX}.file-start",
-                value=f"rss_kb={start_rss} peak_kb={start_peak}",
+                value=f"rss_kb={start_rss} peak_kb={start_peak} "
+                f"collect_kb={self.collect_kb.get(entry.name, 0)} reset={int(entry.reset)}",
             )  # fmt: skip
             if entry.end is not None:
                 end_rss, end_peak = entry.end
