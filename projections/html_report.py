@@ -103,6 +103,8 @@ def _bars(state: RunState, events: Sequence[tuple[int, ev.Event]]) -> list[Bar]:
                 detail += f"; {e.infrastructure_failure} {e.infrastructure_detail}".rstrip()
             raw.append((e.at, e.seconds, "shard", label, e.member, outcome, detail))
             rounds[e.shard] = max(rounds.get(e.shard, 0), e.attempt)
+        elif isinstance(e, ev.FileMeasured) and e.source == "shard":
+            continue  # measured inside a shard attempt: that attempt is the bar
         elif isinstance(e, ev.FileMeasured | ev.MeasurementFailed):
             failed = isinstance(e, ev.MeasurementFailed)
             outcome = "unmeasured" if failed else "passed"

@@ -80,7 +80,11 @@ def _environment(e: ev.EnvironmentPrepared, _: Mapping[str, bytes]) -> str:
 
 
 def _measured(e: ev.FileMeasured, _: Mapping[str, bytes]) -> str:
-    return f"measured {e.file}: {e.rss_mb:.0f} MB peak, {e.seconds:.2f} s"
+    where = f" in {e.shard} #{e.attempt}" if e.source == "shard" else ""
+    text = f"measured {e.file}{where}: {e.rss_mb:.0f} MB peak, {e.seconds:.2f} s"
+    if e.retained_mb is not None and e.transient_mb is not None:
+        text += f" (keeps {e.retained_mb:.0f} MB, +{e.transient_mb:.0f} MB transient)"
+    return text
 
 
 def _measure_failed(e: ev.MeasurementFailed, _: Mapping[str, bytes]) -> str:
@@ -350,7 +354,8 @@ def _sized(label: str, events: Sequence[ev.FileMeasured | ev.MeasurementReused])
 
 def _group_measured(events: Sequence[Any], _: Mapping[str, bytes]) -> str:
     empty = sum(1 for e in events if e.exit_code == 5)
-    text = _sized(f"measured {len(events)} files", events)
+    in_place = all(e.source == "shard" for e in events)
+    text = _sized(f"measured {len(events)} files" + (" in place" if in_place else ""), events)
     return text + (f"; {empty} hold no test" if empty else "")
 
 

@@ -1,0 +1,163 @@
+"""A first gate at the price of plain pytest (issue 14): figures and ratios, side by side.
+
+Run: `python bench/first_gate.py [--project parso] [--project networkx] [--solo] [--jobs 2]`.
+
+For each project (a pair of consecutive releases built from their public sdists into a
+two-commit repository; see `tests/realworld/sdists.py`) it runs, in one session, one after
+another on the same machine:
+
+- plain `python -m pytest` in a checkout of head, then one of base (the reference: what
+  running the suite twice by hand costs);
+- a first gate: fresh ledger, fresh checkouts, measuring in place (the default);
+- a repeat gate on the same ledger (measurements and baselines reused);
+- with `--solo`, a first gate measuring every file alone first (`--measure solo`, the
+  reference design's behaviour) on another fresh ledger.
+
+Every gate runs `--env none` (this interpreter, the projects need nothing beyond pytest), so
+environments cost nothing on either side ("environments cached"). It prints wall seconds and
+the ratio of each gate to plain pytest at head plus base, then, for every measured shard
+attempt of the gates planned from measurements, observed peak / planned memory as a
+distribution, the shards over their plan by more than 10 %, and the planned total against
+the observed total beside the reference design's figure (the sum of the files' solo peaks).
+Targets: first gate <= 0.8x on a suite of 250+ files and <= 1.0x on 20-30 files; repeat gate
+<= 0.6x; no shard over its plan by more than 10 %; planned total within 1.5x of observed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from domain.planning import DEFAULT_BASELINE_MB  # noqa: E402
+from tests.gitrepo import git  # noqa: E402
+from tests.realworld.sdists import release_pair  # noqa: E402
+
+# name, base, head, the test path plain pytest is given
+PROJECTS: dict[str, tuple[str, str, str]] = {
+    "parso": ("0.8.6", "0.8.7", "test"),
+    "networkx": ("3.4.2", "3.5", "networkx"),
+}
+
+
+def _timed(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[float, str]:
+    started = time.perf_counter()
+    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False, env=env)
+    seconds = time.perf_counter() - started
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"{argv[:4]} exited {done.returncode}: {done.stderr[-500:]}")
+    return seconds, done.stdout
+
+
+def _gate(work: Path, repo: Path, base: str, ledger: str, tag: str, *extra: str) -> dict[str, Any]:
+    env = dict(os.environ, LEDGER_WORKTREES_DIR=str(work / f"worktrees-{tag}"))
+    env.pop("LEDGER_URL", None)
+    argv = [sys.executable, "-m", "cli", "gate", "--repo", str(repo), "--base", f"v{base}",
+            "--env", "none", "--questions", "0", "--json", "--ledger", ledger, *extra]  # fmt: skip
+    seconds, out = _timed(argv, ROOT, env)
+    document = json.loads(out)
+    exported = subprocess.run(
+        [sys.executable, "-m", "cli", "export", document["run_id"], "--ledger", ledger],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    events = [json.loads(line)["event"] for line in exported.splitlines()]
+    return {"seconds": seconds, "document": document, "events": events}
+
+
+def memory_rows(events: list[dict[str, Any]]) -> list[tuple[float, float, float]]:
+    """(observed peak, planned, reference sum of solo peaks) per measured shard attempt whose
+    plan came from measurements (MB)."""
+    plan = next(e for e in events if e["kind"] == "ShardsPlanned")
+    known = {e["file"]: e for e in events if e["kind"] == "MeasurementReused"}
+    planned = {s["id"]: s["rss_mb"] for s in plan["shards"] if all(f in known for f in s["files"])}
+    rows = []
+    for e in events:
+        if e["kind"] != "ShardAttemptRecorded" or e["shard"] not in planned:
+            continue
+        if e["oom"] or e["timed_out"] or e["exit_code"] not in (0, 1):
+            continue
+        reference = sum(known[f]["rss_mb"] for f in e["files"])
+        rows.append((e["rss_mb"], planned[e["shard"]], reference))
+    return rows
+
+
+def print_memory(label: str, rows: list[tuple[float, float, float]]) -> None:
+    if not rows:
+        print(f"  memory ({label}): no shard planned from measurements")
+        return
+    ratios = sorted(observed / planned for observed, planned, _ in rows)
+    over = [r for r in ratios if r > 1.10]
+    observed_total = sum(r[0] for r in rows)
+    planned_total = sum(r[1] for r in rows)
+    reference_total = sum(r[2] for r in rows)
+    quantiles = statistics.quantiles(ratios, n=10) if len(ratios) > 1 else ratios * 9
+    print(
+        f"  memory ({label}): {len(rows)} shard attempts, observed/planned min {ratios[0]:.2f} "
+        f"p50 {statistics.median(ratios):.2f} p90 {quantiles[-1]:.2f} max {ratios[-1]:.2f}; "
+        f"over plan by >10 %: {len(over)}"
+    )
+    print(
+        f"  memory totals: observed {observed_total:.0f} MB, planned {planned_total:.0f} MB "
+        f"({planned_total / observed_total:.2f}x), reference sum of solo peaks "
+        f"{reference_total:.0f} MB ({reference_total / observed_total:.2f}x)"
+    )
+
+
+def run_project(name: str, jobs: int, solo: bool) -> None:
+    base, head, tests = PROJECTS[name]
+    with tempfile.TemporaryDirectory(prefix="first-gate-") as scratch:
+        work = Path(scratch)
+        repo = release_pair(work, name, base, head)
+        plain = 0.0
+        for version in (head, base):
+            checkout = work / f"plain-{version}"
+            git(repo, "worktree", "add", "--detach", "--quiet", str(checkout), f"v{version}")
+            seconds, _ = _timed(
+                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", tests], checkout
+            )
+            plain += seconds
+        ledger = f"sqlite:///{work / 'ledger.db'}"
+        shards = ("--jobs", str(jobs))
+        first = _gate(work, repo, base, ledger, "first", *shards)
+        repeat = _gate(work, repo, base, ledger, "repeat", *shards)
+        runs = [("first gate (in place)", first), ("repeat gate", repeat)]
+        if solo:
+            solo_ledger = f"sqlite:///{work / 'solo.db'}"
+            runs.append(
+                ("first gate (--measure solo)",
+                 _gate(work, repo, base, solo_ledger, "solo", "--measure", "solo", *shards))
+            )  # fmt: skip
+        files = next(e for e in first["events"] if e["kind"] == "TestFilesDiscovered")["files"]
+        document = first["document"]
+        print(f"{name} {base} -> {head}: {len(files)} files, {document['tests']['head']} tests "
+              f"at head, verdict {document['status']}")  # fmt: skip
+        print(f"  plain pytest head + base: {plain:7.1f} s")
+        for label, run in runs:
+            print(f"  {label:28} {run['seconds']:7.1f} s  ratio {run['seconds'] / plain:.2f}"
+                  f"  verdict {run['document']['status']}")  # fmt: skip
+        print_memory("repeat gate", memory_rows(repeat["events"]))
+        print(f"  (nominal baseline before any measurement: {DEFAULT_BASELINE_MB:.0f} MB)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--project", action="append", choices=sorted(PROJECTS))
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--solo", action="store_true", help="also the --measure solo reference")
+    args = parser.parse_args()
+    for name in args.project or list(PROJECTS):
+        run_project(name, args.jobs, args.solo)
+
+
+if __name__ == "__main__":
+    main()

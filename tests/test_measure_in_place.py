@@ -1,0 +1,216 @@
+"""Measuring in place: the first plan needs no solo runs, the shard runs measure every file,
+memory is planned with a model that holds, and measurements are reused by content.
+
+Real gates on real repositories with real pytest; the files hold and free real memory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from domain import events as ev
+from domain.planning import FileCost
+from domain.run_state import RunState, ShardView
+from projections.memory import reservation_mb
+from tests.gatekit import events, gate, kinds
+from tests.gitrepo import commit, make_repo, tag
+
+pytestmark = pytest.mark.slow
+
+
+def keeps(mb: int, name: str = "test_keep") -> str:
+    """A test file whose module keeps `mb` MB resident for the rest of the process."""
+    return (
+        f"KEPT = bytearray({mb} * 1024 * 1024)\n"
+        "for i in range(0, len(KEPT), 4096):\n"
+        "    KEPT[i] = 1\n"
+        f"def {name}():\n"
+        "    assert len(KEPT) > 0\n"
+    )
+
+
+def spikes(mb: int) -> str:
+    """A test file that touches `mb` MB during its test and frees it."""
+    return (
+        "def test_spike():\n"
+        f"    data = bytearray({mb} * 1024 * 1024)\n"
+        "    for i in range(0, len(data), 4096):\n"
+        "        data[i] = 1\n"
+        "    assert data[0] == 1\n"
+    )
+
+
+def measured(evs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The latest in-place measurement of each file."""
+    found: dict[str, dict[str, Any]] = {}
+    for e in evs:
+        if e["kind"] == "FileMeasured" and e["source"] == "shard":
+            found[e["file"]] = e
+    return found
+
+
+def test_the_first_gate_measures_nothing_alone_and_records_each_files_figures(
+    tmp_path: Path,
+) -> None:
+    repo = make_repo(
+        tmp_path,
+        {
+            "tests/test_keep.py": keeps(60),
+            "tests/test_spike.py": spikes(120),
+            "tests/test_small.py": "def test_small():\n    pass\n",
+        },
+    )
+    tag(repo, "v1")
+    commit(repo, {"README": "rc\n"})
+    result = gate(tmp_path, repo, "--shards", "1", "--env", "none")
+    assert result.code == 0, result.stderr
+    evs = events(tmp_path, result.document["run_id"])
+    assert all(e.get("source") == "shard" for e in evs if e["kind"] == "FileMeasured")
+    attempts = [e for e in evs if e["kind"] == "ShardAttemptRecorded"]
+    assert len(attempts) == 2  # one shard, head and base: no run of a file alone
+    figures = measured(evs)
+    assert set(figures) == {"tests/test_keep.py", "tests/test_spike.py", "tests/test_small.py"}
+    keep, spike, small = (figures[f"tests/test_{n}.py"] for n in ("keep", "spike", "small"))
+    assert 50 <= keep["retained_mb"] <= 80 and keep["transient_mb"] < 30
+    assert spike["transient_mb"] >= 100 and spike["retained_mb"] < 30
+    assert small["retained_mb"] < 10 and small["transient_mb"] < 10
+    assert 10 < keep["baseline_mb"] < 200
+    assert all(f["blob"] and f["key"] for f in figures.values())
+
+
+def test_a_first_plan_over_budget_is_split_by_its_memory_and_the_next_plan_holds(
+    tmp_path: Path,
+) -> None:
+    """Four files that each keep 100 MB, one shard, a 300 MB budget: the nominal first plan
+    puts them together, the watchdog kills the shard, bisection runs them in smaller shards
+    and the run passes; the next gate plans from their measurements, and no shard dies."""
+    files = {f"tests/test_k{i}.py": keeps(100) for i in range(4)}
+    repo = make_repo(tmp_path, files)
+    tag(repo, "v1")
+    commit(repo, {"README": "rc\n"})
+    args = ("--shards", "1", "--budget-gib", "0.3", "--rounds", "0", "--env", "none")
+    first = gate(tmp_path, repo, *args)
+    assert first.code == 0, (first.stderr, first.document)
+    evs = events(tmp_path, first.document["run_id"])
+    assert kinds(evs)["ShardSplit"] >= 1
+    assert any(e["kind"] == "ShardAttemptRecorded" and e["oom"] for e in evs)
+    assert set(measured(evs)) == set(files)
+
+    second = gate(tmp_path, repo, *args)
+    assert second.code == 0, second.stderr
+    evs2 = events(tmp_path, second.document["run_id"])
+    assert kinds(evs2)["MeasurementReused"] == 4
+    [plan] = [e for e in evs2 if e["kind"] == "ShardsPlanned"]
+    assert len(plan["shards"]) >= 2  # the budget holds two files, not four
+    assert all(shard["rss_mb"] <= 300 * 1.024 for shard in plan["shards"])
+    assert not any(e["kind"] == "ShardAttemptRecorded" and e["oom"] for e in evs2)
+    assert kinds(evs2)["ShardSplit"] == 0
+
+
+def test_a_changed_file_is_measured_again_and_unchanged_ones_are_reused(tmp_path: Path) -> None:
+    repo = make_repo(
+        tmp_path,
+        {f"tests/test_{n}.py": f"def test_{n}():\n    pass\n" for n in ("a", "b", "c")},
+    )
+    tag(repo, "v1")
+    commit(repo, {"README": "rc1\n"})
+    first = gate(tmp_path, repo, "--env", "none")
+    assert first.code == 0, first.stderr
+    commit(repo, {"tests/test_b.py": "def test_b():\n    assert 1 + 1 == 2\n"}, "b changed")
+    second = gate(tmp_path, repo, "--env", "none")
+    assert second.code == 0, second.stderr
+    evs = events(tmp_path, second.document["run_id"])
+    reused = {e["file"] for e in evs if e["kind"] == "MeasurementReused"}
+    assert reused == {"tests/test_a.py", "tests/test_c.py"}
+    assert "tests/test_b.py" in measured(evs)  # measured again, in place
+
+
+def test_a_file_over_the_shard_budget_is_measured_alone_with_the_isolation_budget(
+    tmp_path: Path,
+) -> None:
+    """A file that needs 400 MB under a 256 MB shard budget: killed in its shard, split off,
+    run alone with the isolation reservation (4x), measured; then planned alone next time."""
+    repo = make_repo(
+        tmp_path,
+        {"tests/test_big.py": keeps(400), "tests/test_small.py": "def test_s():\n    pass\n"},
+    )
+    tag(repo, "v1")
+    commit(repo, {"README": "rc\n"})
+    args = ("--shards", "1", "--budget-gib", "0.25", "--rounds", "0", "--env", "none")
+    first = gate(tmp_path, repo, *args)
+    assert first.code == 0, (first.stderr, first.document)
+    evs = events(tmp_path, first.document["run_id"])
+    big = [
+        e
+        for e in evs
+        if e["kind"] == "ShardAttemptRecorded" and e["files"] == ["tests/test_big.py"]
+    ]
+    assert big and not big[-1]["oom"] and big[-1]["rss_mb"] > 256
+    second = gate(tmp_path, repo, *args)
+    assert second.code == 0, second.stderr
+    [plan] = [
+        e for e in events(tmp_path, second.document["run_id"]) if e["kind"] == "ShardsPlanned"
+    ]
+    assert ["tests/test_big.py"] in [s["files"] for s in plan["shards"]]
+
+
+def _state(files: tuple[str, ...], shard_id: str = "s01") -> RunState:
+    state = RunState()
+    state.shards[shard_id] = ShardView(shard_id, files, parent="s01" if "." in shard_id else None)
+    if "." in shard_id:
+        state.shards["s01"] = ShardView("s01", files, children=(shard_id,))
+    return state
+
+
+def test_reservations_follow_the_plan_the_budget_or_the_isolation_budget() -> None:
+    budget, isolation = 8192.0, 32768.0
+    state = _state(("a.py", "b.py"))
+    assert reservation_mb(state, "s01", budget, isolation) == budget  # nominal: the budget
+    state.baseline_mb = 50.0
+    state.costs = {
+        "a.py": FileCost(250, 1.0, retained_mb=100, transient_mb=100),
+        "b.py": FileCost(150, 1.0, retained_mb=100, transient_mb=0),
+    }
+    planned = 50 + 200 + 100
+    assert reservation_mb(state, "s01", budget, isolation) == planned + 256
+    # A single file split off by bisection: the isolation budget.
+    child = _state(("a.py",), "s01.1")
+    child.costs = state.costs
+    assert reservation_mb(child, "s01.1", budget, isolation) == isolation
+
+
+def test_a_lineage_killed_over_its_memory_gets_the_whole_budget() -> None:
+    from domain.assessment import Assessment
+    from domain.run_state import AttemptView
+
+    state = _state(("a.py", "b.py"))
+    state.costs = {f: FileCost(100, 1.0, retained_mb=10, transient_mb=0) for f in ("a.py", "b.py")}
+    killed = AttemptView(
+        "s01", 1, "head", ("a.py", "b.py"), "local", Assessment(False, "oom"), position=5
+    )
+    state.shards["s01"].attempts["head"].append(killed)
+    assert reservation_mb(state, "s01", 8192, 32768) == 8192
+    assert ev.FileMeasured.model_fields["source"].default == "solo"
+
+
+def test_a_file_that_collects_nothing_costs_no_split_of_its_shard(tmp_path: Path) -> None:
+    """The plugin names a file that collects nothing, so its shard's report accounts for it:
+    no rejection, no retry, no split."""
+    repo = make_repo(
+        tmp_path,
+        {
+            "tests/test_a.py": "def test_a():\n    pass\n",
+            "tests/test_helpers.py": "def helper():\n    return 1\n",
+        },
+    )
+    tag(repo, "v1")
+    commit(repo, {"README": "rc\n"})
+    result = gate(tmp_path, repo, "--shards", "1", "--env", "none")
+    assert result.code == 0, result.stderr
+    evs = events(tmp_path, result.document["run_id"])
+    assert kinds(evs)["ShardSplit"] == 0
+    assert len([e for e in evs if e["kind"] == "ShardAttemptRecorded"]) == 2
+    assert measured(evs)["tests/test_helpers.py"]["empty"] is True
