@@ -128,6 +128,7 @@ class FileMeasured(Event):
     # Content identity (domain/content.py): the file's blob at head and the measurement key
     # (blob, environment, command) a later gate reuses it by. None: recorded before reuse by
     # content, never reused.
+    commit: str | None = None
     blob: str | None = None
     key: str | None = None
     # The memory model's split (domain/planning.py), MB; None when only a peak is known.

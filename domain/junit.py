@@ -48,6 +48,7 @@ COMPLETE_PROPERTY: Final = "release-ledger.complete"
 STOPPED_PROPERTY: Final = "release-ledger.stopped"
 BASELINE_PROPERTY: Final = "release-ledger.baseline"
 EMPTY_PROPERTY: Final = "release-ledger.empty"
+FINISH_PROPERTY: Final = "release-ledger.finish"
 FILE_START_PROPERTY: Final = "release-ledger.file-start"
 FILE_END_PROPERTY: Final = "release-ledger.file-end"
 
@@ -150,6 +151,7 @@ class Report:
         "_files",
         "baseline_kb",
         "empty_files",
+        "finish_kb",
         "errors",
         "failures",
         "figures",
@@ -175,6 +177,7 @@ class Report:
     figures: Mapping[str, FileFigures]
     baseline_kb: int | None
     empty_files: frozenset[str]
+    finish_kb: int | None  # what writing the report took above the tests' memory
 
     def __init__(self, cases: Iterable[TestCase]) -> None:
         kept = tuple(cases)
@@ -193,6 +196,7 @@ class Report:
         figures: Mapping[str, FileFigures] | None = None,
         baseline_kb: int | None = None,
         empty_files: frozenset[str] = frozenset(),
+        finish_kb: int | None = None,
     ) -> Report:
         report = cls.__new__(cls)
         report._init(None, build, files, counts)
@@ -201,6 +205,7 @@ class Report:
         object.__setattr__(report, "figures", dict(figures or {}))
         object.__setattr__(report, "baseline_kb", baseline_kb)
         object.__setattr__(report, "empty_files", empty_files)
+        object.__setattr__(report, "finish_kb", finish_kb)
         return report
 
     def _init(
@@ -224,6 +229,7 @@ class Report:
         set_(self, "figures", {})
         set_(self, "baseline_kb", None)
         set_(self, "empty_files", frozenset())
+        set_(self, "finish_kb", None)
 
     def __setattr__(self, name: str, value: object) -> NoReturn:
         raise AttributeError(f"Report is immutable (cannot set {name})")
@@ -450,6 +456,7 @@ class _Reader:
         self.case_nodeid: str | None = None
         self.case_subtest = False
         self.baseline_kb: int | None = None
+        self.finish_kb: int | None = None
         self.declared_empty: set[str] = set()
         self.file_marks: dict[str, dict[str, str]] = {}  # file -> {start, end} property values
         self.case_file = ""
@@ -618,6 +625,9 @@ class _Reader:
                 self.baseline_kb = int(rss) if rss.isdigit() else None
             elif name == EMPTY_PROPERTY and self.plugin:
                 self.declared_empty.add(_normalize_file(value))
+            elif name == FINISH_PROPERTY and self.plugin:
+                kb = _figure_fields(value).get("kb", "")
+                self.finish_kb = int(kb) if kb.isdigit() else None
         elif owner == "testsuite" and self.plugin and self.suites:
             file = self.suites[-1].file
             if file is not None and name in (FILE_START_PROPERTY, FILE_END_PROPERTY):
@@ -956,6 +966,7 @@ class _Reader:
             figures,
             self.baseline_kb,
             frozenset(self.declared_empty - files),
+            self.finish_kb,
         )
 
     def _total(self) -> int:

@@ -518,6 +518,7 @@ class GateProcess:
             exit_code=o.exit_code,
             signal=o.signal,
             empty=empty,
+            commit=self.started.head,
             blob=blob,
             key=key,
             baseline_mb=split.get("baseline_mb"),
@@ -822,6 +823,7 @@ class GateProcess:
                     source="shard",
                     shard=run.shard_id,
                     attempt=run.attempt,
+                    commit=run.commit,
                     blob=blob,
                     key=key,
                     **split,
@@ -974,7 +976,7 @@ def _model_split(report: Report, file: str) -> dict[str, float | None]:
     and running it left resident, and how far it rose above that. Where the peak could not be
     reset at the file's start, a peak the file did not raise bounds its transient from above."""
     f = report.figures[file]
-    retained = f.collect_kb + max(0, f.end_rss_kb - f.start_rss_kb)
+    retained = f.collect_kb + max(0, f.end_rss_kb - f.start_rss_kb) + _report_share_kb(report, file)
     if f.reset or f.end_peak_kb > f.start_peak_kb:
         transient = max(0, f.end_peak_kb - f.end_rss_kb)
     else:
@@ -984,6 +986,15 @@ def _model_split(report: Report, file: str) -> dict[str, float | None]:
         "retained_mb": round(retained / KB_PER_MB, 1),
         "transient_mb": round(transient / KB_PER_MB, 1),
     }
+
+
+def _report_share_kb(report: Report, file: str) -> int:
+    """A file's share, by its cases, of what writing the shard's report took: the report
+    grows with every file's cases and is built while all of them are resident."""
+    if not report.finish_kb or not report.tests:
+        return 0
+    cases = sum(1 for case in report.cases if case.file == file)
+    return report.finish_kb * cases // report.tests
 
 
 def _shared_split(

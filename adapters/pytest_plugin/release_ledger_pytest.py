@@ -26,8 +26,9 @@ PATH itself (atomically: a temporary file renamed into place at session finish):
   (importing the module) added; the peak is reset at each file's start where Linux allows it
   (`/proc/self/clear_refs`, then `reset=1`), so `peak_kb` at the end is that file's own peak;
   the root's `release-ledger.baseline` is the resident memory at session start (interpreter,
-  pytest, plugins, conftests): the gate's memory model (`domain/planning.py`) is built from
-  these figures;
+  pytest, plugins, conftests), and its last `release-ledger.finish` how far writing the
+  report rose above the tests' memory: the gate's memory model (`domain/planning.py`) is
+  built from these figures;
 - a file given on the command line that collects no test (and fails no collection) is named
   by a root property `release-ledger.empty`, so a shard report accounts for every file;
 - the root's first property `release-ledger.plugin` (the format version) tells the reader the
@@ -185,6 +186,9 @@ class ReleaseLedgerReport:
         self.baseline_kb = _memory_kb()[0]
         self.collect_kb: dict[str, int] = {}  # file -> resident memory its collection added
         self.empty: list[str] = []  # files given that collected nothing
+        self.items: list[pytest.Item] = []
+        self.shared = False  # collection's unattributed memory shared out (at the first test)
+        self.finishing: tuple[str | None, float, int] | None = None  # (stopped, seconds, kB)
 
     # -- paths and ids ---------------------------------------------------------------------
 
@@ -242,6 +246,9 @@ class ReleaseLedgerReport:
         entry = self._file(name)
         if not entry.started:
             entry.start = _memory_kb()
+            if not self.shared:
+                self.shared = True
+                self._share_collection(self.items, entry.start[0])
             entry.reset = _reset_peak()
         entry.started = time.perf_counter()
         self.current = entry
@@ -276,6 +283,7 @@ class ReleaseLedgerReport:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.collected = len(session.items)
+        self.items = list(session.items)
         with_items = {
             self._file_of(getattr(item, "path", None), item.nodeid) for item in session.items
         }
@@ -287,14 +295,32 @@ class ReleaseLedgerReport:
             if name not in with_items and name not in self.cases_by_file():
                 self.empty.append(name)
 
+    def _share_collection(self, items: list[pytest.Item], now_kb: int) -> None:
+        """Collection grows memory outside any one module's import too (test items, classes,
+        parametrisation, the run loop's setup): what the files' own collection does not
+        account for, up to the first test, is shared out by their number of items, so the
+        files' `collect_kb` add up to the whole."""
+        counts: dict[str, int] = {}
+        for item in items:
+            name = self._file_of(getattr(item, "path", None), item.nodeid)
+            counts[name] = counts.get(name, 0) + 1
+        # A collector of a file that holds no item (a helper module a config collects) is
+        # part of the whole, not a file's own.
+        self.collect_kb = {name: kb for name, kb in self.collect_kb.items() if name in counts}
+        grown = max(0, now_kb - self.baseline_kb - sum(self.collect_kb.values()))
+        total = sum(counts.values())
+        for name, count in counts.items():
+            self.collect_kb[name] = self.collect_kb.get(name, 0) + grown * count // total
+
     def cases_by_file(self) -> set[str]:
         """Files that already have a case (a collection error or a module-level skip)."""
         return {case.file for case in self.cases.values()}
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_make_collect_report(self, collector: pytest.Collector) -> Any:
-        if not isinstance(collector, pytest.File):
-            yield
+        path = getattr(collector, "path", None)
+        if path is None or not str(path).endswith(".py") or not os.path.isfile(str(path)):
+            yield  # the session, a directory or a package: no one file's cost
             return
         before = _memory_kb()[0]
         yield
@@ -376,11 +402,21 @@ class ReleaseLedgerReport:
             stopped = f"pytest exit status {int(exitstatus)}"
         elif self.finished < self.collected:
             stopped = f"ran {self.finished} of {self.collected} collected tests"
-        self.write(stopped, time.time() - self.started)
+        # Written at unconfigure, the session's very end, so the report's figure for what
+        # finishing took (summaries, this report) covers all of it.
+        self.finishing = (stopped, time.time() - self.started, _memory_kb()[0])
+        _reset_peak()
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self.finishing is not None:
+            stopped, seconds, before = self.finishing
+            self.finishing = None
+            self.write(stopped, seconds, before)
 
     # -- the report ------------------------------------------------------------------------
 
-    def write(self, stopped: str | None, seconds: float) -> None:
+    def write(self, stopped: str | None, seconds: float, before_kb: int | None = None) -> None:
         root = ET.Element("testsuites", name="pytest")
         head = ET.SubElement(root, "properties")
         ET.SubElement(head, "property", name=f"{PREFIX}.plugin", value=FORMAT_VERSION)
@@ -456,6 +492,22 @@ class ReleaseLedgerReport:
         else:
             ET.SubElement(tail, "property", name=f"{PREFIX}.stopped", value=_clean(stopped))
         data = b'<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="utf-8")
+        # What finishing took above the tests' own memory (summaries, this report: it grows
+        # with the cases), the peak having been reset when the session finished: added
+        # last, inside the closing properties, so the whole stays one document.
+        if before_kb is not None:
+            closing = b"</properties></testsuites>"
+            spike = max(0, _memory_kb()[1] - before_kb)
+            marker = (
+                ET.tostring(
+                    ET.Element("property", name=f"{PREFIX}.finish", value=f"kb={spike}"),
+                    encoding="utf-8",
+                )
+                .split(b"?>", 1)[-1]
+                .strip()
+            )
+            if data.endswith(closing):
+                data = data[: -len(closing)] + marker + closing
         folder = os.path.dirname(self.path) or "."
         os.makedirs(folder, exist_ok=True)
         fd, temporary = tempfile.mkstemp(prefix=".junit-", suffix=".xml", dir=folder)
