@@ -103,7 +103,7 @@ def plan_shards(
     if not (math.isfinite(baseline_mb) and baseline_mb >= 0):
         raise BadInput(f"the memory baseline must be a finite number of MB, got {baseline_mb}")
     alone = max(budget_mb, alone_budget_mb if alone_budget_mb is not None else budget_mb)
-    _check_costs(files, alone, baseline_mb)
+    _check_costs(files, alone, baseline_mb, budget_mb)
     if rss_first:
         order = sorted(files.items(), key=lambda it: (-it[1].rss_mb, -it[1].seconds, it[0]))
     else:
@@ -193,7 +193,9 @@ def _check_budget_and_count(budget_mb: float, count: int) -> None:
         raise BadInput(f"the shard count must be at least 1, got {count}")
 
 
-def _check_costs(files: Mapping[str, FileCost], budget_mb: float, baseline_mb: float) -> None:
+def _check_costs(
+    files: Mapping[str, FileCost], budget_mb: float, baseline_mb: float, shard_mb: float
+) -> None:
     """Reject unusable measurements, then files over the budget alone (the largest is named)."""
     for name, cost in files.items():
         values = [("RSS", cost.rss_mb), ("seconds", cost.seconds)]
@@ -207,8 +209,9 @@ def _check_costs(files: Mapping[str, FileCost], budget_mb: float, baseline_mb: f
     if over:
         rss_mb, name = min(over, key=lambda item: (-item[0], item[1]))
         more = f" (and {len(over) - 1} more file(s) over it)" if len(over) > 1 else ""
+        which = "shard budget" if budget_mb == shard_mb else "isolation budget"
         raise BadInput(
-            f"{name} needs {_mb(rss_mb)} MB, over the shard budget of {_mb(budget_mb)} MB{more}"
+            f"{name} needs {_mb(rss_mb)} MB, over the {which} of {_mb(budget_mb)} MB{more}"
         )
 
 

@@ -349,6 +349,7 @@ class GateProcess:
         self.repo = Path(state.started.repo)
         self.capabilities: Capabilities = spec_for(state.started.executor).capabilities
         self._keys: dict[str, tuple[str, str]] | None = None  # file -> (blob, measurement key)
+        self.reserved: dict[str, int] = {}  # shard -> MB a pool could place it with, if less
         # (revision, where, key, status) of environments already recorded in this run.
         self._environments = {
             (e.revision, e.where, e.key, e.status) for e in state.environments.values()
@@ -674,9 +675,10 @@ class GateProcess:
 
     def memory_limit(self, state: RunState, shard_id: str) -> int:
         """One figure for every executor's watchdog and a pool's request and limit."""
-        return reservation_mb(
+        wanted = reservation_mb(
             state, shard_id, self.options.budget_mb, self.options.isolation_budget_mb
         )
+        return min(wanted, self.reserved.get(shard_id, wanted))
 
     def _place(
         self, state: RunState, requests: Sequence[RunRequest], round_: int

@@ -40,11 +40,20 @@ def place_round(
     ]
     placements = []
     remaining = list(needs)
+    budget = process.options.budget_mb
     while remaining:
         try:
             placements = place_shards(remaining, leases, previous, failed)
             break
         except PlacementError as error:
+            larger = [n for n in remaining if n.rss_mb > budget]
+            if larger:
+                # Files alone may have more than a shard; a pool without room for all of
+                # that gives them the shard's budget rather than no place at all.
+                for need in larger:
+                    need.rss_mb = budget
+                    process.reserved[need.id] = int(budget)
+                continue
             # No room for one shard: place the others now, it goes unplaced this round.
             remaining = [n for n in remaining if n.id != error.shard]
     events: list[ev.Event] = [

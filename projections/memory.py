@@ -4,8 +4,10 @@ watchdog and the Kubernetes request and limit (and the pool placement that reser
 A shard whose files all have measured costs gets its planned memory (`domain/planning.py`'s
 model) with headroom, capped at the shard budget; a shard planned from nominal costs, or one
 whose lineage was already killed over its memory, gets the whole budget, so an estimate that
-was wrong costs one split rather than the run. A single file split off by bisection runs
-alone with the larger isolation budget, so a heavy file is measured rather than killed again.
+was wrong costs one split rather than the run. A single file split off by bisection (or
+alone in a shard that was killed) runs with the larger isolation budget, so a heavy file is
+measured rather than killed again; a pool that has no room for that reservation places it
+with the shard budget instead (`ledger/placement.py`).
 """
 
 from __future__ import annotations
@@ -44,12 +46,12 @@ def reservation_mb(state: RunState, shard_id: str, budget_mb: float, isolation_m
     if shard is None:
         return int(budget_mb)
     alone = len(shard.files) == 1
-    if alone and shard.depth > 0:
-        return int(isolation_mb)
-    cap = isolation_mb if alone else budget_mb
-    if _oom_in_lineage(state, shard):
-        return int(cap)
+    killed = _oom_in_lineage(state, shard)
+    if alone and (shard.depth > 0 or killed):
+        return int(isolation_mb)  # a file alone: measure it rather than kill it again
     planned = planned_shard_mb(state, shard.files)
-    if planned is None:
-        return int(cap)
+    if killed or planned is None:
+        return int(budget_mb)
+    # A file measured over the shard budget was planned alone: it may have its figure.
+    cap = isolation_mb if alone and planned > budget_mb else budget_mb
     return math.ceil(min(cap, max(planned * HEADROOM, planned + HEADROOM_MIN_MB)))

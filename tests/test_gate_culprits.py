@@ -27,7 +27,9 @@ BUG = "def test_known_bug():\n    assert 0\n"
 
 @pytest.fixture(scope="module")
 def culprits(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any], int]:
-    """One gate where three files die alone at measurement (signal, timeout, oom)."""
+    """One gate where three files die alone at measurement (signal, timeout, oom): each new
+    file is measured alone first (`--measure solo`), with no more room alone than in a shard
+    (`--isolation-budget-gib` as the budget), so the hog dies alone too."""
     workdir = tmp_path_factory.mktemp("culprits")
     repo = make_repo(
         workdir,
@@ -48,7 +50,10 @@ def culprits(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
         },
         "candidate with three bad files",
     )
-    result = gate(workdir, repo, "--timeout", "6", "--budget-gib", "0.25")
+    result = gate(
+        workdir, repo, "--timeout", "6", "--budget-gib", "0.25", "--isolation-budget-gib", "0.25",
+        "--measure", "solo",
+    )  # fmt: skip
     return workdir, result.document, result.code
 
 
@@ -222,7 +227,7 @@ def test_bisection_names_a_file_that_hangs_only_at_base_with_reason_timeout(
     repo = make_repo(tmp_path, {"tests/test_a.py": PASS, "tests/test_hang.py": HANG})
     tag(repo, "v1")
     commit(repo, {"tests/test_hang.py": "def test_hangs():\n    pass\n"}, "no longer hangs")
-    result = gate(tmp_path, repo, "--shards", "1", "--rounds", "0", "--timeout", "5")
+    result = gate(tmp_path, repo, "--shards", "1", "--rounds", "0", "--timeout", "15")
     document = result.document
     assert result.code == 3, result.stderr
     [entry] = document["unmeasured"]
