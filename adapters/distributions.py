@@ -185,15 +185,19 @@ def _tools(cache: str, installer: Installer, interp: dict[str, str]) -> str:
 
 
 def _twine_check(tools: str, paths: list[str], env: dict[str, str]) -> tuple[dict[str, str], bytes]:
-    """`twine check` over the files: each file's word (passed, warned, failed) and the output
-    (paths shown as bare file names)."""
+    """`twine check` over the files (run beside them, named bare): each file's word (passed,
+    warned, failed) and the output."""
+    names = [os.path.basename(p) for p in paths]
     done = subprocess.run(
-        [tools, "-m", "twine", "check", *paths], env=dict(env, NO_COLOR="1", TERM="dumb"),
-        stdin=subprocess.DEVNULL, capture_output=True, timeout=600, check=False,
-    )  # fmt: skip
+        [tools, "-m", "twine", "check", *names],
+        cwd=os.path.dirname(paths[0]),
+        env=dict(env, NO_COLOR="1", TERM="dumb", COLUMNS="400"),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=600,
+        check=False,
+    )
     text = _ANSI.sub("", (done.stdout + done.stderr).decode("utf-8", "replace"))
-    for path in paths:
-        text = text.replace(path, os.path.basename(path))
     words = {"PASSED": "passed", "PASSED with warnings": "warned", "FAILED": "failed"}
     found: dict[str, str] = {}
     for line in text.splitlines():
@@ -351,8 +355,9 @@ def _readme(
             fields["readme_error"] = f"twine check did not run: {error}"
             return
         found = {"words": words, "output": output.decode("utf-8", "replace")}
-        with contextlib.suppress(OSError), open(cached, "w", encoding="utf-8") as handle:
-            json.dump(found, handle, sort_keys=True)
+        if set(words) >= {os.path.basename(p) for p in paths}:  # else tried again next time
+            with contextlib.suppress(OSError), open(cached, "w", encoding="utf-8") as handle:
+                json.dump(found, handle, sort_keys=True)
     fields["readme_check"] = "twine check"
     fields["check_output_hash"] = _kept(result.artifacts, str(found["output"]).encode())
     for described in files:
