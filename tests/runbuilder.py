@@ -205,6 +205,8 @@ class RunBuilder:
             ev.UpgradeStep(step="pip check", exit_code=0),
         ])  # fmt: skip
         fields.setdefault("imports", {"demo": "ok"})
+        fields.setdefault("version_before", before)
+        fields.setdefault("version_after", after)
         self.add(
             ev.UpgradeChecked,
             base_commit="2" * 40,
@@ -214,8 +216,6 @@ class RunBuilder:
             head_wheel=f"demo-{after}-py3-none-any.whl",
             head_wheel_sha256="7" * 64,
             how="uv",
-            version_before=before,
-            version_after=after,
             **fields,
         )
         return self
