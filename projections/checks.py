@@ -661,7 +661,9 @@ def distributions_check(evidence: Evidence) -> Metric:
         )
     value = f"{project} {version}: {names}; {readme}" + "".join(f"; {n}" for n in notes)
     why = (f"one sdist and one wheel of {project} {version}, the version being released, "
-           f"with a {readme} ({how}); {hashes}")  # fmt: skip
+           f"whose {readme} ({how}); {hashes}")  # fmt: skip
+    if built.check_output_hash:
+        why += f"; {built.readme_check} output is artifact {built.check_output_hash}"
     return Metric(DISTRIBUTIONS, value, "pass", decided, why)
 
 
