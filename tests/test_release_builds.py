@@ -5,7 +5,6 @@ events after the tests, once, without changing its verdict."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
