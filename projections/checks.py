@@ -561,7 +561,7 @@ def _not_built_why(evidence: Evidence) -> str:
         return "the gate ran with --no-release-builds"
     if not evidence.state.completed:
         return "not built yet: they are built once the tests are done"
-    return "no DistributionsBuilt event at head"
+    return "no DistributionsBuilt event at head: the run completed without release builds"
 
 
 def _head_build(evidence: Evidence) -> tuple[int, ev.DistributionsBuilt] | None:

@@ -228,6 +228,25 @@ def test_release_step_is_a_function_of_the_recorded_events() -> None:
     assert release_step(fold(unpackaged.events, unpackaged.artifacts)) is None
 
 
+def test_expire_leaves_a_run_with_release_builds_to_do_to_resume(sqlite_url: str) -> None:
+    """`ledger expire` completes runs that can conclude; one whose builds are still to be
+    recorded is the gate's to finish (`ledger resume`), like shards still to run."""
+    from ledger.expire import expire
+
+    run = with_builds(gated())
+    ledger = Ledger.open(sqlite_url)
+    ledger.append(run.run_id, run.events, artifacts=run.artifacts)
+    result = expire(ledger)
+    assert result["concluded"] == []
+    (only,) = result["runs"]
+    assert only["note"].startswith("release builds still to do: continue with `ledger resume")
+    assert len(ledger.read(run.run_id)) == len(run.events)
+    run.built("head", status="not-packaged")
+    ledger.append(run.run_id, run.events[-1:], artifacts={})
+    assert expire(ledger)["concluded"] == [run.run_id]
+    ledger.close()
+
+
 # --- real builds ----------------------------------------------------------------------------------
 
 PYPROJECT = """[build-system]
