@@ -52,6 +52,7 @@ from adapters.executors.environment import (
     find_uv,
 )
 from domain.chain import sha256_hex
+from domain.errors import BadInput
 
 FORMAT = 1  # bump when a cached build's layout or meaning changes
 # What checks a README as PyPI renders it (`[md]`: Markdown READMEs need cmarkgfm).
@@ -261,14 +262,19 @@ def build(
     started = time.monotonic()
     fields: dict[str, Any] = {"revision": revision, "commit": commit, "status": "built"}
     result = Built(fields)
-    if not packaged(repo, commit):
+    try:
+        is_packaged = packaged(repo, commit)
+    except (git.GitError, BadInput, OSError) as error:
+        fields.update(status="failed", error=f"the commit could not be read: {error}")
+        return result
+    if not is_packaged:
         fields.update(
             status="not-packaged",
             error="no pyproject.toml [project]/[build-system], setup.py or setup.cfg",
         )
         return result
     os.makedirs(cache, exist_ok=True)
-    work = tempfile.mkdtemp(prefix="dists-", dir=cache)
+    work = tempfile.mkdtemp(prefix="ledger-dists-")  # the clone, the build, its log
     log = os.path.join(work, "build.log")
     open(log, "wb").close()
     uv = None if installer_name == "pip" else find_uv()
@@ -432,19 +438,25 @@ def upgrade(
     wheels' hashes and the interpreter)."""
     started = time.monotonic()
     os.makedirs(cache, exist_ok=True)
-    work = tempfile.mkdtemp(prefix="upgrade-", dir=cache)
+    work = tempfile.mkdtemp(prefix="ledger-upgrade-")  # the venv and its log
     log = os.path.join(work, "upgrade.log")
     open(log, "wb").close()
     uv = None if installer_name == "pip" else find_uv()
     installer = Installer(python, uv, log, dict(os.environ))
-    name, _, _, tops = _wheel_metadata(head_wheel)
     fields: dict[str, Any] = {
-        "base_commit": base_commit, "head_commit": head_commit, "project": name,
+        "base_commit": base_commit, "head_commit": head_commit,
         "base_wheel": os.path.basename(base_wheel), "base_wheel_sha256": _sha256_file(base_wheel),
         "head_wheel": os.path.basename(head_wheel), "head_wheel_sha256": _sha256_file(head_wheel),
         "how": installer.how,
     }  # fmt: skip
     result = Upgraded(fields)
+    try:
+        name, _, _, tops = _wheel_metadata(head_wheel)
+    except (OSError, StopIteration, zipfile.BadZipFile, ValueError) as error:
+        fields["skipped"] = f"head's wheel has no readable metadata: {error!r}"
+        shutil.rmtree(work, ignore_errors=True)
+        return result
+    fields["project"] = name
     try:
         interp = _interpreter(python, installer)
         fields["python_version"] = interp["version"]

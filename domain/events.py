@@ -409,7 +409,8 @@ class DistributionsBuilt(Event):
     kind: Literal["DistributionsBuilt"] = "DistributionsBuilt"
     revision: Revision
     commit: str
-    status: Literal["built", "failed", "not-packaged"]
+    # error: the gate itself could not build (its own fault, not the project's)
+    status: Literal["built", "failed", "not-packaged", "error"]
     how: str = ""  # "uv build", "python -m build"
     python_version: str = ""
     files: list[DistributionFile] = Field(default_factory=list)

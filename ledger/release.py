@@ -61,33 +61,46 @@ def release_builds(process: GateProcess, state: RunState) -> bool:
     cache = str(environments_dir())
     if step == "distributions":
         process.observer.notice("building head's sdist and wheel")
-        built = distributions.build(
-            repo, started.head, "head", cache, python=_python_for(state, "head")
-        )
+        try:
+            built = distributions.build(
+                repo, started.head, "head", cache, python=_python_for(state, "head")
+            )
+        except Exception as error:  # the gate's own fault: recorded, never a crashed run
+            built = distributions.Built(
+                {"revision": "head", "commit": started.head, "status": "error",
+                 "error": f"{type(error).__name__}: {error}"}
+            )  # fmt: skip
         event = ledger.make(ev.DistributionsBuilt, run_id, **built.fields)
         ledger.append(run_id, [event], artifacts=built.artifacts)
         process.observer.notice(describe(event, built.artifacts))
         return True
     process.observer.notice("checking the upgrade from base's wheel to head's")
     python = _python_for(state, "head")
-    head_built = distributions.build(repo, started.head, "head", cache, python=python)
-    base_built = distributions.build(
-        repo, started.base, "base", cache, python=python, check_readme=False
-    )
-    events: list[ev.Event] = [ledger.make(ev.DistributionsBuilt, run_id, **base_built.fields)]
-    artifacts = dict(base_built.artifacts)
     common = {"base_commit": started.base, "head_commit": started.head}
-    if base_built.wheel is None:
-        why = {"not-packaged": "base is not a packaged project: nothing to upgrade from"}
-        skipped = why.get(base_built.fields["status"], "base's wheel could not be built")
-        upgraded = distributions.Upgraded(dict(common, skipped=skipped))
-    elif head_built.wheel is None:
-        skipped = "head's wheel could not be built again for the upgrade"
-        upgraded = distributions.Upgraded(dict(common, skipped=skipped))
-    else:
-        upgraded = distributions.upgrade(
-            base_built.wheel, head_built.wheel, started.base, started.head, cache, python=python
+    events: list[ev.Event] = []
+    artifacts: dict[str, bytes] = {}
+    try:
+        head_built = distributions.build(repo, started.head, "head", cache, python=python)
+        base_built = distributions.build(
+            repo, started.base, "base", cache, python=python, check_readme=False
         )
+        events.append(ledger.make(ev.DistributionsBuilt, run_id, **base_built.fields))
+        artifacts |= base_built.artifacts
+        if base_built.wheel is None:
+            why = {"not-packaged": "base is not a packaged project: nothing to upgrade from"}
+            skipped = why.get(base_built.fields["status"], "base's wheel could not be built")
+            upgraded = distributions.Upgraded(dict(common, skipped=skipped))
+        elif head_built.wheel is None:
+            skipped = "head's wheel could not be built again for the upgrade"
+            upgraded = distributions.Upgraded(dict(common, skipped=skipped))
+        else:
+            upgraded = distributions.upgrade(
+                base_built.wheel, head_built.wheel, started.base, started.head, cache,
+                python=python,
+            )  # fmt: skip
+    except Exception as error:  # the gate's own fault: recorded, never a crashed run
+        skipped = f"the gate could not try it: {type(error).__name__}: {error}"
+        upgraded = distributions.Upgraded(dict(common, skipped=skipped))
     artifacts |= upgraded.artifacts
     events.append(ledger.make(ev.UpgradeChecked, run_id, **upgraded.fields))
     ledger.append(run_id, events, artifacts=artifacts)

@@ -623,6 +623,10 @@ def distributions_check(evidence: Evidence) -> Metric:
         why = f"head is not a packaged Python project ({built.error}): there is nothing to build"
         return Metric(DISTRIBUTIONS, "not packaged", "unmeasured",
                       tuple(evidence.index.at(position)), why)  # fmt: skip
+    if built.status == "error":
+        why = f"the gate could not build head's distributions (its own failure): {built.error}"
+        return Metric(DISTRIBUTIONS, "not built (gate error)", "unmeasured",
+                      tuple(evidence.index.at(position, built.error)), why)  # fmt: skip
     if built.status == "failed":
         log = (
             f"; the build log's end is artifact {built.log_tail_hash}"
@@ -683,7 +687,7 @@ def upgrade_check(evidence: Evidence) -> Metric:
         if built.status == "not-packaged":
             why = "head is not a packaged Python project: there is no wheel to upgrade to"
             return Metric(UPGRADE, "not packaged", "unmeasured", decided, why)
-        if built.status == "failed":
+        if built.status in ("failed", "error"):
             why = "head's distributions did not build: there is no wheel to upgrade to"
             return Metric(UPGRADE, "no head wheel", "unmeasured", decided, why)
         return Metric(UPGRADE, "not tried", "unmeasured", decided, _not_built_why(evidence))

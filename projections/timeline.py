@@ -233,6 +233,8 @@ def _distributions(e: ev.DistributionsBuilt, _: Mapping[str, bytes]) -> str:
     at = f"{e.revision} distributions"
     if e.status == "not-packaged":
         return f"{at}: not a packaged Python project ({e.error})"
+    if e.status == "error":
+        return f"{at}: the gate could not build them: {e.error}"
     if e.status == "failed":
         log = f"; log tail {e.log_tail_hash[:12]}" if e.log_tail_hash else ""
         return f"{at}: build failed with {e.how or 'the PEP 517 backend'}: {e.error}{log}"

@@ -150,9 +150,11 @@ def test_distributions_pass_names_both_files_and_hashes() -> None:
         ({"status": "not-packaged", "error": "no pyproject"}, "unmeasured", "not a packaged"),
         ({"status": "failed", "error": "uv build failed (exit 1)", "log_tail_hash": "f" * 64},
          "fail", "the build log's end is artifact " + "f" * 64),
+        ({"status": "error", "error": "OSError: disk full"}, "unmeasured",
+         "the gate could not build head's distributions (its own failure): OSError: disk full"),
     ],
     ids=["version-mismatch", "name-mismatch", "readme-broken", "readme-unchecked",
-         "not-packaged", "build-failed"],
+         "not-packaged", "build-failed", "gate-error"],
 )  # fmt: skip
 def test_distributions_problems(built: dict[str, Any], verdict: str, words: str) -> None:
     m = metric(gated().built("head", **built), "distributions")
