@@ -67,6 +67,9 @@ from ledger.settings import EXECUTORS, gate_options
               help="Questions the gate may put to the owner per run [default: 3].")  # fmt: skip
 @click.option("--max-report-mb", type=float, default=None,
               help="A larger JUnit report makes its attempt unmeasured [default: 64].")  # fmt: skip
+@click.option("--release-builds/--no-release-builds", "release_builds", default=None,
+              help="Once the tests are done, build head's sdist and wheel and try the upgrade "
+              "from base's wheel, for the approval report [default: on].")  # fmt: skip
 @click.option("--junit-out", "junit_out", default=None, metavar="FILE",
               help="Also write the head's results as one JUnit XML file.")  # fmt: skip
 @common

@@ -405,6 +405,86 @@ class ReleaseInspected(Event):
         return [f.sha256 for f in self.changelog_files]
 
 
+class DistributionFile(BaseModel):
+    """One built distribution (sdist or wheel) as its own metadata describes it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: Literal["sdist", "wheel"]
+    filename: str
+    sha256: str  # of the file's bytes (the file itself is not kept in the ledger)
+    size: int
+    name: str = ""  # metadata Name
+    version: str = ""  # metadata Version
+    metadata_version: str = ""
+    description_content_type: str = ""
+    description: bool = False  # a long description (the README) is in the metadata
+    readme: str = ""  # twine check's word for it: passed, warned, failed; empty: not checked
+
+
+class DistributionsBuilt(Event):
+    """A revision's sdist and wheel built with its PEP 517 backend from a clean checkout of
+    the commit (or why not), their metadata and hashes, and `twine check`'s output. Made at
+    gate time by `adapters/distributions.py`; the `distributions` check is a pure function of
+    it (and `upgrade` reads base's and head's)."""
+
+    kind: Literal["DistributionsBuilt"] = "DistributionsBuilt"
+    revision: Revision
+    commit: str
+    # error: the gate itself could not build (its own fault, not the project's)
+    status: Literal["built", "failed", "not-packaged", "error"]
+    how: str = ""  # "uv build", "python -m build"
+    python_version: str = ""
+    files: list[DistributionFile] = Field(default_factory=list)
+    top_level: list[str] = Field(default_factory=list)  # the wheel's importable packages
+    readme_check: str = ""  # how the README was checked ("twine check"); empty: not checked
+    readme_error: str = ""  # why the README could not be checked (twine not installable, ...)
+    check_output_hash: str | None = None  # twine check's output, as an artifact
+    error: str = ""
+    log_tail_hash: str | None = None  # the build log's end, as an artifact
+    seconds: float = 0.0
+    reused: bool = False  # taken from the build cache (same commit, same interpreter)
+
+    def artifact_hashes(self) -> list[str]:
+        return [h for h in (self.check_output_hash, self.log_tail_hash) if h]
+
+
+class UpgradeStep(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    step: str  # "install base", "upgrade to head", "pip check"
+    exit_code: int | None = None
+    error: str = ""
+
+
+class UpgradeChecked(Event):
+    """Base's wheel installed, then head's over it, in a fresh environment: what each step
+    did, the version installed after each, and what importing head's packages gave."""
+
+    kind: Literal["UpgradeChecked"] = "UpgradeChecked"
+    base_commit: str
+    head_commit: str
+    project: str = ""  # the distribution name installed
+    base_wheel: str = ""  # file name
+    base_wheel_sha256: str = ""
+    head_wheel: str = ""
+    head_wheel_sha256: str = ""
+    how: str = ""  # uv, pip
+    python_version: str = ""
+    steps: list[UpgradeStep] = Field(default_factory=list)
+    version_before: str | None = None  # importlib.metadata after installing base
+    version_after: str | None = None  # after installing head over it
+    imports: dict[str, str] = Field(default_factory=dict)  # module -> "ok" or the error
+    skipped: str = ""  # why it was not attempted (no base wheel, ...)
+    packages_hash: str | None = None  # the environment's frozen list after the upgrade
+    log_tail_hash: str | None = None
+    seconds: float = 0.0
+    reused: bool = False
+
+    def artifact_hashes(self) -> list[str]:
+        return [h for h in (self.packages_hash, self.log_tail_hash) if h]
+
+
 class ApprovalIssued(Event):
     kind: Literal["ApprovalIssued"] = "ApprovalIssued"
     outcome: str
@@ -413,7 +493,8 @@ class ApprovalIssued(Event):
     report_sha256: str
     required: list[str] = Field(default_factory=list)
     # 1: the first report (gate, checks, runtime pin); 2: titled by version, built-in release
-    # checks, rollback commands from the recorded `ReleaseInspected`. Audit derives by it.
+    # checks, rollback commands from the recorded `ReleaseInspected`; 3: also dependencies,
+    # distributions and upgrade, and only the required metrics decide. Audit derives by it.
     report_format: int = 1
 
 
@@ -443,6 +524,8 @@ AnyEvent = Annotated[
     | QuestionParked
     | CheckRecorded
     | ReleaseInspected
+    | DistributionsBuilt
+    | UpgradeChecked
     | ApprovalIssued,
     Field(discriminator="kind"),
 ]
@@ -475,6 +558,8 @@ EVENT_TYPES: dict[str, type[Event]] = {
         QuestionParked,
         CheckRecorded,
         ReleaseInspected,
+        DistributionsBuilt,
+        UpgradeChecked,
         ApprovalIssued,
     )
 }

@@ -121,6 +121,9 @@ class RunState:
     environments: dict[tuple[str, str], ev.EnvironmentPrepared] = field(default_factory=dict)
     questions: dict[str, QuestionView] = field(default_factory=dict)
     checks: dict[str, tuple[int, ev.CheckRecorded]] = field(default_factory=dict)
+    # The release's built distributions per revision and the upgrade check (latest of each).
+    distributions: dict[str, tuple[int, ev.DistributionsBuilt]] = field(default_factory=dict)
+    upgrade: tuple[int, ev.UpgradeChecked] | None = None
     approvals: list[tuple[int, ev.ApprovalIssued]] = field(default_factory=list)
     interrupted: bool = False
     completed: bool = False
@@ -326,6 +329,10 @@ def apply(state: RunState, position: int, e: ev.Event, artifacts: Mapping[str, b
         state.pod_failures.append((position, e))
     elif isinstance(e, ev.EnvironmentPrepared):
         state.environments[(e.revision, e.where)] = e
+    elif isinstance(e, ev.DistributionsBuilt):
+        state.distributions[e.revision] = (position, e)
+    elif isinstance(e, ev.UpgradeChecked):
+        state.upgrade = (position, e)
     else:
         _apply_clarification(state, position, e)
 

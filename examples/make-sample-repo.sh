@@ -2,7 +2,8 @@
 # Create a small git repository to try the gate on: release v1.0.0, then a candidate that
 # keeps one preexisting failure, fixes one test and adds a test file (the gate passes:
 # exit 0). With --regression the candidate also breaks one test (the gate fails: exit 1).
-# The candidate is version 1.1.0 with a CHANGES.md naming it, so `ledger approve` approves it.
+# The candidate is version 1.1.0 with a CHANGES.md naming it and a README that renders, so
+# `ledger approve` approves it (its sdist and wheel build, and the upgrade from 1.0.0 works).
 #   examples/make-sample-repo.sh /tmp/sample && ledger gate --repo /tmp/sample --base v1.0.0
 set -euo pipefail
 dir=${1:?usage: make-sample-repo.sh DIR [--regression]}
@@ -44,8 +45,10 @@ cat > pyproject.toml <<'TOML'
 [project]
 name = "sample-calc"
 version = "1.0.0"
+readme = "README.md"
 requires-python = ">=3.11"
 TOML
+printf '# sample-calc\n\nAdds and divides, for trying `ledger gate`.\n' > README.md
 printf '# Changes\n\n## 1.0.0\n\n- first release\n' > CHANGES.md
 git add -A; git commit -qm "release 1.0.0"; git tag v1.0.0
 if [ "$regression" = "--regression" ]; then

@@ -23,7 +23,7 @@ from ledger.clarify import expiry_events, question_events
 from ledger.gate import options_from
 from ledger.projection import project, verdict_of
 from ledger.service import Ledger
-from projections.next_step import next_step
+from projections.next_step import next_step, release_step
 
 ATTEMPTS = 20
 _QUESTION_KINDS = frozenset(
@@ -80,6 +80,8 @@ def expire_run(ledger: Ledger, run_id: str) -> Expired:
             step = next_step(state, rounds=options.rounds, measure=options.measure)
             if step.kind != "complete":
                 note = f"shards still to {step.kind}: continue with `ledger resume {run_id[:12]}`"
+            elif release_step(state) is not None:  # builds are the gate's, not a deadline's
+                note = f"release builds still to do: continue with `ledger resume {run_id[:12]}`"
             else:
                 options = options_from(state.started)
                 events, _ = question_events(

@@ -121,6 +121,9 @@ class GateOptions:
         return EnvironmentRequest.parse(self.environment)
 
     max_report_mb: float = 64.0
+    # Build head's sdist and wheel and try the upgrade from base's once the tests are done
+    # (`ledger.release.release_builds`); they feed the approval report, never the verdict.
+    release_builds: bool = True
 
     @property
     def shard_count(self) -> int:
@@ -156,6 +159,7 @@ class GateOptions:
             "question_budget": self.question_budget,
             "env": self.environment,
             "max_report_mb": self.max_report_mb,
+            "release_builds": self.release_builds,
         }
 
 
@@ -286,6 +290,8 @@ def options_from(started: ev.RunStarted) -> GateOptions:
         # Runs recorded before per-revision environments ran with the gate's interpreter.
         environment=str(recorded.get("env", "none")),
         max_report_mb=float(recorded.get("max_report_mb", 64.0)),
+        # Runs recorded before release builds existed are not built on resume.
+        release_builds=bool(recorded.get("release_builds", False)),
     )
 
 

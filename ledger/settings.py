@@ -52,6 +52,7 @@ class RepositorySettings(BaseModel):
     deadline: str | None = None
     questions: int | None = None
     max_report_mb: float | None = Field(default=None, alias="max-report-mb")
+    release_builds: bool | None = Field(default=None, alias="release-builds")
     # Read by other commands (approval): known here so they are not refused as unknown.
     rollback: Any = None
     required_checks: Any = Field(default=None, alias="required-checks")
@@ -180,6 +181,7 @@ def gate_options(flags: dict[str, Any]) -> GateOptions:
         question_budget=int(_number(pick("question_budget", "questions"), 3)),
         environment=pick("env") or "auto",
         max_report_mb=_number(pick("max_report_mb"), 64.0),
+        release_builds=bool(pick("release_builds") if pick("release_builds") is not None else True),
     )
 
 

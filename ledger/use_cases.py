@@ -13,6 +13,7 @@ from domain.rules import get_rule
 from ledger.clarify import clarify
 from ledger.gate import GateOptions, GateProcess, Observer, options_from, start, validate
 from ledger.projection import project
+from ledger.release import release_builds
 from ledger.replay import verdict_for
 from ledger.service import Ledger
 from ledger.views import catch_up_after_gate
@@ -62,7 +63,9 @@ def _drive(ledger: Ledger, run_id: str, executor: Executor, observer: Observer) 
         # Pool members run shards only; files are measured (and isolated) on this machine.
         measuring = LocalExecutor(options.repo, environment_request=options.environment_request)
     try:
-        process = GateProcess(ledger, run_id, executor, observer, measuring, hooks=[clarify])
+        process = GateProcess(
+            ledger, run_id, executor, observer, measuring, hooks=[release_builds, clarify]
+        )
         process.drive()
     finally:
         executor.close()

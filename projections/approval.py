@@ -5,10 +5,15 @@ reference), a rule, the required check names and — for the first format — th
 rollback template, so the same inputs always give the same bytes — which is what
 `ledger audit` checks by sha256.
 
-Two formats, both kept so every issued report still derives: format 1 (the gate, recorded
-checks, the runtime pin; rollback text read from the repository) and format 2 (titled by the
-release's version, one-line `approved: n/n` summary, the built-in release checks of
-`projections.checks`, rollback commands from the recorded `ReleaseInspected`).
+Three formats, all kept so every issued report still derives: format 1 (the gate, recorded
+checks, the runtime pin; rollback text read from the repository), format 2 (titled by the
+release's version, one-line `approved: n/n` summary, the built-in checks gate, runtime-pin and
+changelog, rollback commands from the recorded `ReleaseInspected`; every metric shown decides)
+and format 3 (also dependencies, distributions and upgrade; only the *required* metrics decide
+the outcome and are counted in the summary, the others are shown, marked not required).
+
+Which metrics are required (format 3): `[tool.release-ledger] required-checks` at head, or
+every built-in check when the list is absent or empty; `gate` always; plus `--require`.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from domain.text import markdown_code, markdown_text
 from domain.verdict import Verdict
 from projections.checks import (
     BUILTIN_CHECKS,
+    CHECKS_OF_FORMAT,
+    GATE,
     Evidence,
     Index,
     Metric,
@@ -40,7 +47,7 @@ __all__ = ["ApprovalReport", "approval_report", "outcome_of", "pin_satisfied", "
 RESERVED = tuple(BUILTIN_CHECKS)
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 OUTCOME_EXIT = {"ok": 0, "failed": 1, "unmeasured": 3}
-CURRENT_FORMAT = 2
+CURRENT_FORMAT = 3
 
 # The default rollback of a Python project's release, one command a line ({placeholders}
 # without a recorded value are left for the reader to fill).
@@ -276,8 +283,8 @@ def approval_report(
     `rollback_template` is read by format 1 only; format 2 reads the recorded evidence."""
     if report_format == 1:
         return _report_v1(events, artifacts, decide, required, rollback_template)
-    if report_format == 2:
-        return _report_v2(events, artifacts, decide, required)
+    if report_format in CHECKS_OF_FORMAT:
+        return _report_v2(events, artifacts, decide, required, report_format)
     raise ValueError(f"unknown report format {report_format}")
 
 
@@ -357,9 +364,14 @@ def _report_v1(
 
 
 def _recorded_metrics(
-    state: RunState, index: Index, facts: Sequence[tuple[int, ev.Event]], required: Sequence[str]
+    state: RunState,
+    index: Index,
+    facts: Sequence[tuple[int, ev.Event]],
+    required: Sequence[str],
+    builtin: Sequence[str],
 ) -> list[Metric]:
-    """Recorded checks by key (a later one supersedes), then required ones never recorded."""
+    """Recorded checks by key (a later one supersedes), then required ones never recorded;
+    `builtin`: the built-in checks' keys of the report's format."""
     metrics = []
     latest: dict[str, tuple[int, ev.CheckRecorded]] = {}
     earlier: dict[str, list[int]] = {}
@@ -373,7 +385,7 @@ def _recorded_metrics(
         position, check = latest[key]
         name = check.display_name or check.name
         shown_key = key
-        if key in BUILTIN_CHECKS:  # recorded before the name became a built-in check
+        if key in builtin:  # recorded before the name became a built-in check
             name, shown_key = f"{name} (recorded)", f"{key}-recorded"
         why = f"recorded {check.verdict}" + (f" by {check.by}" if check.by else "")
         if earlier.get(key):
@@ -383,20 +395,42 @@ def _recorded_metrics(
             Metric(name, check.value or check.verdict, check.verdict,
                    tuple(index.at(position, note)), why, key=shown_key)
         )  # fmt: skip
-    for key in sorted(set(required) - set(latest) - set(BUILTIN_CHECKS)):
+    for key in sorted(set(required) - set(latest) - set(builtin)):
         why = "required, but no check of this name was recorded"
         metrics.append(Metric(key, "missing", "unmeasured", (), why, key=key))
     return metrics
 
 
 def summary_line(outcome: str, metrics: Sequence[Metric]) -> str:
-    """`approved: 6/6` or `blocked: 5/6 (changelog unmeasured)`."""
+    """`approved: 6/6` or `blocked: 5/6 (changelog unmeasured)` (format 2: every metric)."""
     passing = sum(1 for m in metrics if m.verdict == "pass")
     counted = f"{passing}/{len(metrics)}"
     if outcome == "ok":
         return f"approved: {counted}"
     others = [f"{m.name} {m.verdict}" for m in metrics if m.verdict != "pass"]
     return f"blocked: {counted} ({', '.join(others)})"
+
+
+def required_summary(outcome: str, metrics: Sequence[Metric], required: Iterable[str]) -> str:
+    """Format 3: the required metrics counted and named (`approved: 6/6`, `blocked: 5/6
+    (distributions unmeasured)`); a metric shown but not required that does not pass is
+    named after them (`approved: 4/4; not required: upgrade fail`)."""
+    wanted = set(required)
+    deciding = [m for m in metrics if (m.key or m.name) in wanted]
+    others = [m for m in metrics if (m.key or m.name) not in wanted and m.verdict != "pass"]
+    text = summary_line(outcome, deciding)
+    if others:
+        text += "; not required: " + ", ".join(f"{m.name} {m.verdict}" for m in others)
+    return text
+
+
+def required_checks(release: ev.ReleaseInspected | None, required: Iterable[str]) -> list[str]:
+    """The keys of the metrics that decide a format-3 report: `[tool.release-ledger]
+    required-checks` at head (every built-in check when absent or empty), `gate` always,
+    and `--require`."""
+    configured = {check_key(n) for n in (release.required_checks if release else ())}
+    wanted = configured or set(BUILTIN_CHECKS)
+    return sorted(wanted | {GATE} | {check_key(n) for n in required})
 
 
 def _fence(lines: Sequence[str]) -> list[str]:
@@ -429,12 +463,26 @@ def _markdown_v2(
         lines[-1] += f" Version {release.version} from {release.version_source}{tag}."
     for problem in release.problems if release is not None else ():
         lines += ["", f"> {' '.join(problem.split())}"]
-    lines += ["", "| # | metric | value | verdict |", "| --- | --- | --- | --- |"]
+    marked = report.report_format >= 3  # a `required` column; not-required metrics say so
+    required = set(report.required)
+
+    def is_required(m: Metric) -> bool:
+        return (m.key or m.name) in required
+
+    if marked:
+        lines += ["", "| # | metric | value | verdict | required |"]
+        lines += ["| --- | --- | --- | --- | --- |"]
+    else:
+        lines += ["", "| # | metric | value | verdict |", "| --- | --- | --- | --- |"]
     for number, m in enumerate(report.metrics, start=1):
-        lines.append(f"| {number} | {_cell(m.name)} | {_cell(m.value)} | {m.verdict} |")
+        row = f"| {number} | {_cell(m.name)} | {_cell(m.value)} | {m.verdict} |"
+        if marked:
+            row += " yes |" if is_required(m) else " no |"
+        lines.append(row)
     lines += ["", "## Why", ""]
     for number, m in enumerate(report.metrics, start=1):
-        lines.append(f"{number}. **{_cell(m.name)}** — {m.verdict}: {_cell(m.why)}.")
+        shown = m.verdict if not marked or is_required(m) else f"{m.verdict} (not required)"
+        lines.append(f"{number}. **{_cell(m.name)}** — {shown}: {_cell(m.why)}.")
         if not m.events:
             lines.append("   - no event in the ledger decides it")
         for d in m.events:
@@ -456,7 +504,9 @@ def _report_v2(
     artifacts: Mapping[str, bytes],
     decide: Callable[[RunState], Verdict],
     required: Sequence[str],
+    report_format: int,
 ) -> ApprovalReport:
+    """Formats 2 and 3 (format 3: more built-in checks, and only the required ones decide)."""
     facts, state, started, verdict = judged(events, artifacts, decide)
     index = Index(facts)
     release_position, release = None, None
@@ -464,11 +514,20 @@ def _report_v2(
         if isinstance(e, ev.ReleaseInspected):
             release_position, release = position, e
     evidence = Evidence(state, verdict, index, release, release_position, artifacts)
-    wanted = {check_key(n) for n in required}
-    wanted |= {check_key(n) for n in (release.required_checks if release else ())}
-    metrics = [check(evidence) for check in BUILTIN_CHECKS.values()]
-    metrics += _recorded_metrics(state, index, facts, sorted(wanted))
-    outcome = outcome_of(m.verdict for m in metrics)
+    builtin = CHECKS_OF_FORMAT[report_format]
+    if report_format == 2:
+        wanted = {check_key(n) for n in required}
+        wanted |= {check_key(n) for n in (release.required_checks if release else ())}
+    else:
+        wanted = set(required_checks(release, required))
+    metrics = [BUILTIN_CHECKS[name](evidence) for name in builtin]
+    metrics += _recorded_metrics(state, index, facts, sorted(wanted), builtin)
+    if report_format == 2:  # every metric shown decides
+        outcome = outcome_of(m.verdict for m in metrics)
+        summary = summary_line(outcome, metrics)
+    else:
+        outcome = outcome_of(m.verdict for m in metrics if (m.key or m.name) in wanted)
+        summary = required_summary(outcome, metrics, wanted)
     waivers, without, still_open = _story(state)
     through = max((p for p, _ in events), default=0)
     values = {"run": state.run_id, **_rollback_values(state, verdict, outcome)}
@@ -499,9 +558,9 @@ def _report_v2(
         open_questions=tuple(still_open),
         rollback=rollback,
         markdown="",
-        report_format=2,
+        report_format=report_format,
         title=title,
-        summary=summary_line(outcome, metrics),
+        summary=summary,
         version=version,
         tag=tag,
     )

@@ -3,9 +3,11 @@
 A metric is `pass` / `fail` / `unmeasured` with its value, why, and the ledger events that
 decided it. The built-in release checks are registered in `BUILTIN_CHECKS` (one entry each, in
 report order); each reads only an `Evidence` — the run's folded state, its verdict, its
-`ReleaseInspected` event and the artifacts those reference — never the clock, disk or network.
-To add one (e.g. `dependencies` from the per-revision environments): write
-`def my_check(evidence: Evidence) -> Metric` here and add one line to `BUILTIN_CHECKS`.
+`ReleaseInspected`, `EnvironmentPrepared`, `DistributionsBuilt` and `UpgradeChecked` events
+and the artifacts those reference — never the clock, disk or network. To add one: write
+`def my_check(evidence: Evidence) -> Metric` here and add one line to `BUILTIN_CHECKS` (a new
+check changes the report's table, so it comes with a new report format: see
+`projections.approval`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from domain import events as ev
 from domain.run_state import RunState
@@ -22,6 +24,7 @@ from domain.verdict import Verdict
 GATE = "gate"
 RUNTIME_PIN = "runtime-pin"
 GATE_VERDICTS = {"passed": "pass", "failed": "fail"}  # unmeasured, awaiting, parked: unmeasured
+E = TypeVar("E", bound=ev.Event)
 
 
 @dataclass(frozen=True)
@@ -260,6 +263,10 @@ class Evidence:
     def release_events(self, note: str = "") -> tuple[Deciding, ...]:
         return tuple(self.index.at(self.release_position, note))
 
+    def of_kind(self, kind: type[E]) -> list[tuple[int, E]]:
+        """Every recorded event of one kind, with its ledger position, in ledger order."""
+        return [(p, e) for p, e in sorted(self.index.by_position.items()) if isinstance(e, kind)]
+
 
 def _some(items: Sequence[str], limit: int = 3) -> str:
     shown = ", ".join(items[:limit])
@@ -352,11 +359,414 @@ def changelog_check(evidence: Evidence) -> Metric:
     return Metric(CHANGELOG, "no changelog file", "unmeasured", evidence.release_events(), why)
 
 
+# --- dependencies: the set head's tests ran in, against base's ----------------------------------
+
+DEPENDENCIES = "dependencies"
+DISTRIBUTIONS = "distributions"
+UPGRADE = "upgrade"
+LISTED = 20  # changes named one by one in a metric's why
+
+
+def _normal_name(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+_PINNED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*===?\s*([^\s;#]+)")
+_DIRECT = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*@\s*(\S+)")
+
+
+def packages_of(frozen: str) -> dict[str, str]:
+    """A frozen package list (`pip freeze` / `uv pip freeze`) as normalised name -> version
+    (a direct reference keeps its URL as `@ URL`); options and comments are left out."""
+    found: dict[str, str] = {}
+    for raw in frozen.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", "-")):
+            continue
+        pinned = _PINNED.match(line)
+        if pinned:
+            found[_normal_name(pinned.group(1))] = pinned.group(2)
+            continue
+        direct = _DIRECT.match(line)
+        if direct:
+            found[_normal_name(direct.group(1))] = f"@ {direct.group(2)}"
+    return found
+
+
+def _older(a: str, b: str) -> bool:
+    """Is version `b` a lower release than `a` (release numbers only; unknown: no)?"""
+    left, right = _release(a), _release(b)
+    if left is None or right is None:
+        return False
+    n = max(len(left), len(right))
+    return _pad(right, n) < _pad(left, n)
+
+
+@dataclass(frozen=True)
+class DependencyChanges:
+    added: tuple[str, ...]  # "name version"
+    removed: tuple[str, ...]
+    changed: tuple[str, ...]  # "name old -> new", downgrades marked
+    downgraded: int
+
+    @property
+    def none(self) -> bool:
+        return not (self.added or self.removed or self.changed)
+
+
+def dependency_changes(base: Mapping[str, str], head: Mapping[str, str]) -> DependencyChanges:
+    """What changed from base's package set to head's: added, removed, version changed."""
+    added = tuple(f"{n} {head[n]}" for n in sorted(set(head) - set(base)))
+    removed = tuple(f"{n} {base[n]}" for n in sorted(set(base) - set(head)))
+    changed, downgraded = [], 0
+    for name in sorted(set(base) & set(head)):
+        if base[name] != head[name]:
+            down = _older(base[name], head[name])
+            downgraded += down
+            changed.append(
+                f"{name} {base[name]} -> {head[name]}" + (" (downgrade)" if down else "")
+            )
+    return DependencyChanges(added, removed, tuple(changed), downgraded)
+
+
+def _latest_environments(
+    evidence: Evidence, revision: str
+) -> dict[str, tuple[int, ev.EnvironmentPrepared]]:
+    """The latest `EnvironmentPrepared` of a revision on each machine."""
+    latest: dict[str, tuple[int, ev.EnvironmentPrepared]] = {}
+    for position, e in evidence.of_kind(ev.EnvironmentPrepared):
+        if e.revision == revision:
+            latest[e.where] = (position, e)
+    return latest
+
+
+def _package_set(
+    evidence: Evidence, revision: str
+) -> tuple[dict[str, str] | None, list[tuple[int, ev.EnvironmentPrepared]], str]:
+    """A revision's recorded package set (None when there is none), the events it comes from,
+    and why there is none."""
+    envs = sorted(_latest_environments(evidence, revision).values(), key=lambda pe: pe[0])
+    if not envs:
+        return None, [], f"no EnvironmentPrepared event at {revision}: no shard prepared one"
+    ready = [(p, e) for p, e in envs if e.status == "ready"]
+    if not ready:
+        errors = "; ".join(f"{e.where}: {e.error or 'see its log'}" for _, e in envs)
+        return None, envs, f"{revision}'s environment failed ({errors})"
+    listed = [(p, e) for p, e in ready if e.packages_hash]
+    if not listed:
+        how = ready[-1][1].how
+        if how == "none":
+            why = (f"the run used --env none: {revision}'s tests ran with the interpreter given "
+                   "and no package list was recorded")  # fmt: skip
+        elif how == "gate-interpreter":
+            why = (f"{revision} is not an installable Python project: its tests ran with the "
+                   "gate's interpreter and no package list was recorded")  # fmt: skip
+        else:
+            why = f"{revision}'s environment ({how}) recorded no package list"
+        return None, ready, why
+    sets: list[dict[str, str]] = []
+    for _, e in listed:
+        data = evidence.artifacts.get(e.packages_hash or "")
+        if data is None:
+            return None, listed, f"{revision}'s package list {e.packages_hash} is not in the ledger"
+        sets.append(packages_of(data.decode("utf-8", "replace")))
+    merged: dict[str, str] = {}
+    for one in sets:
+        for name, version in one.items():
+            merged[name] = version if name not in merged or merged[name] == version else (
+                f"{merged[name]} | {version}")  # fmt: skip
+    return merged, listed, ""
+
+
+def dependencies_check(evidence: Evidence) -> Metric:
+    """The dependency set head's tests ran in (from its `EnvironmentPrepared` package lists)
+    and what changed against base's: added, removed, version changed.
+
+    `pass` when head's environment was prepared and its package list recorded; `unmeasured`
+    when none was (`--env none`, not an installable project, a failed setup). A change is
+    never `fail` by itself: the gate's tests at head already ran against exactly this set, so
+    they decided whether it breaks anything; the value names every kind of change (and
+    downgrades) so the owner sees them at a glance, the why lists them."""
+    head, head_events, why_not = _package_set(evidence, "head")
+    if head is None:
+        decided = tuple(d for p, _ in head_events for d in evidence.index.at(p))
+        value = "not recorded" if not head_events else "no package list at head"
+        return Metric(DEPENDENCIES, value, "unmeasured", decided, why_not)
+    base, base_events, base_why = _package_set(evidence, "base")
+    notes = {p: f"{e.where}: {e.packages} packages, {e.how}" for p, e in head_events}
+    notes |= {p: f"{e.where} at base: {e.packages} packages" for p, e in base_events}
+    decided = tuple(d for p in sorted(notes) for d in evidence.index.at(p, notes[p]))
+    machines = {e.where for _, e in head_events}
+    differs = sorted(n for n, v in head.items() if " | " in v)
+    value = f"{len(head)} packages at head"
+    why = f"head's tests ran with {len(head)} packages"
+    if len(machines) > 1:
+        why += f" on {len(machines)} machines ({', '.join(sorted(machines))})"
+    if differs:
+        value += f"; {len(differs)} differ between machines"
+        why += f"; versions differ between machines: {_some(differs, LISTED)}"
+    if base is None:
+        value += "; base not recorded"
+        why += f"; no comparison with base: {base_why}"
+        return Metric(DEPENDENCIES, value, "pass", decided, why)
+    changes = dependency_changes(base, head)
+    if changes.none:
+        value += "; same as base"
+        why += ", the same set as base's"
+    else:
+        parts = []
+        for label, items in (("added", changes.added), ("removed", changes.removed),
+                             ("changed", changes.changed)):  # fmt: skip
+            if items:
+                parts.append(f"{len(items)} {label} ({_some(list(items), 2)})")
+                why += f"; {label}: {_some(list(items), LISTED)}"
+        value += "; against base: " + ", ".join(parts)
+        if changes.downgraded:
+            value += f"; {changes.downgraded} downgraded"
+    why += "; a change never fails by itself: the gate's tests at head ran against this set"
+    return Metric(DEPENDENCIES, value, "pass", decided, why)
+
+
+# --- distributions: head's sdist and wheel ------------------------------------------------------
+
+
+def normal_version(text: str) -> str:
+    """A version in a comparable form: `v1.2` = `1.2.0`, `1.2.0-RC1` = `1.2.0rc1`,
+    `1.0-1` = `1.0.post1` (PEP 440 normalisation of the common spellings)."""
+    v = text.strip().lower()
+    v = v[1:] if v.startswith("v") else v
+    v = re.sub(r"[-_.]?(alpha|a)[-_.]?(?=\d|$)", "a", v)
+    v = re.sub(r"[-_.]?(beta|b)[-_.]?(?=\d|$)", "b", v)
+    v = re.sub(r"[-_.]?(rc|c|pre|preview)[-_.]?(?=\d|$)", "rc", v)
+    v = re.sub(r"[-_.]?(post|rev|r)[-_.]?(?=\d|$)", ".post", v)
+    v = re.sub(r"-(\d+)$", r".post\1", v)
+    v = re.sub(r"[-_.]?dev[-_.]?(?=\d|$)", ".dev", v)
+    match = re.match(r"^(\d+(?:\.\d+)*)(.*)$", v)
+    if match is None:
+        return v
+    release = [int(x) for x in match.group(1).split(".")]
+    while len(release) > 1 and release[-1] == 0:
+        release.pop()
+    return ".".join(map(str, release)) + match.group(2)
+
+
+def _not_built_why(evidence: Evidence) -> str:
+    started = evidence.state.started
+    assert started is not None
+    builds = started.options.get("release_builds")
+    if builds is None:
+        return ("the run was recorded before the gate built release files (no "
+                "DistributionsBuilt event)")  # fmt: skip
+    if builds is False:
+        return "the gate ran with --no-release-builds"
+    if not evidence.state.completed:
+        return "not built yet: they are built once the tests are done"
+    return "no DistributionsBuilt event at head: the run completed without release builds"
+
+
+def _head_build(evidence: Evidence) -> tuple[int, ev.DistributionsBuilt] | None:
+    builds = [(p, e) for p, e in evidence.of_kind(ev.DistributionsBuilt) if e.revision == "head"]
+    return builds[-1] if builds else None
+
+
+def _build_problems(
+    built: ev.DistributionsBuilt, release: ev.ReleaseInspected | None
+) -> tuple[list[str], list[str], list[str]]:
+    """(what fails, what is unmeasured, notes) about head's built files."""
+    fails: list[str] = []
+    unknown: list[str] = []
+    notes: list[str] = []
+    sdists = [f for f in built.files if f.type == "sdist"]
+    wheels = [f for f in built.files if f.type == "wheel"]
+    if len(sdists) != 1 or len(wheels) != 1:
+        fails.append(f"{len(sdists)} sdists and {len(wheels)} wheels, not one of each")
+    for f in built.files:
+        if not f.name or not f.version:
+            fails.append(f"{f.filename} has no name or version in its metadata")
+    names = sorted({_normal_name(f.name) for f in built.files if f.name})
+    versions = sorted({f.version for f in built.files if f.version})
+    if len(names) > 1:
+        fails.append(f"the files name different projects ({', '.join(names)})")
+    if len({normal_version(v) for v in versions}) > 1:
+        fails.append(f"the files carry different versions ({', '.join(versions)})")
+    project = release.project if release is not None else None
+    if project and names and any(n != _normal_name(project) for n in names):
+        fails.append(f"the files are named {names[0]}, the project {project}")
+    wanted = release.version if release is not None else None
+    if not wanted:
+        unknown.append("the version being released is unknown (no [project] version, no "
+                       "version tag), so the files' version could not be compared")  # fmt: skip
+    elif versions and any(normal_version(v) != normal_version(wanted) for v in versions):
+        fails.append(f"version mismatch: the files say {', '.join(versions)}, the release is "
+                     f"{wanted}")  # fmt: skip
+    for f in built.files:
+        if f.name and not f.description:
+            fails.append(f"{f.filename} has no README (long description) in its metadata")
+        elif f.readme == "failed":
+            fails.append(f"{f.filename}: the README does not render ({built.readme_check})")
+        elif f.readme == "warned":
+            notes.append(f"{f.filename}: {built.readme_check} warned")
+        elif not f.readme and f.description:
+            why = built.readme_error or "not checked"
+            unknown.append(f"{f.filename}: the README was not checked ({why})")
+    return fails, unknown, notes
+
+
+def distributions_check(evidence: Evidence) -> Metric:
+    """Head's sdist and wheel built from a clean checkout, with one name, the version being
+    released, and a README that renders (`twine check`); both files' sha256 in the why."""
+    found = _head_build(evidence)
+    if found is None:
+        return Metric(DISTRIBUTIONS, "not built", "unmeasured", (), _not_built_why(evidence))
+    position, built = found
+    if built.status == "not-packaged":
+        why = f"head is not a packaged Python project ({built.error}): there is nothing to build"
+        return Metric(DISTRIBUTIONS, "not packaged", "unmeasured",
+                      tuple(evidence.index.at(position)), why)  # fmt: skip
+    if built.status == "error":
+        why = f"the gate could not build head's distributions (its own failure): {built.error}"
+        return Metric(DISTRIBUTIONS, "not built (gate error)", "unmeasured",
+                      tuple(evidence.index.at(position, built.error)), why)  # fmt: skip
+    if built.status == "failed":
+        log = (
+            f"; the build log's end is artifact {built.log_tail_hash}"
+            if built.log_tail_hash
+            else ""
+        )
+        return Metric(
+            DISTRIBUTIONS,
+            f"build failed: {built.error}",
+            "fail",
+            tuple(evidence.index.at(position, built.error)),
+            f"head's sdist and wheel did not build ({built.how or 'PEP 517'}){log}",
+        )
+    fails, unknown, notes = _build_problems(built, evidence.release)
+    names = ", ".join(f.filename for f in built.files)
+    hashes = "; ".join(f"{f.filename} sha256 {f.sha256}" for f in built.files)
+    made = "reused from the build cache" if built.reused else f"built in {built.seconds:.1f}s"
+    how = f"{built.how}, Python {built.python_version}, {made}"
+    decided = tuple(evidence.index.at(position, names))
+    if fails:
+        value = "; ".join(fails[:2]) + (f" (+{len(fails) - 2} more)" if len(fails) > 2 else "")
+        why = "; ".join(fails + unknown) + f" — {names} ({how}); {hashes}"
+        if built.check_output_hash:
+            why += f"; {built.readme_check} output is artifact {built.check_output_hash}"
+        return Metric(DISTRIBUTIONS, value, "fail", decided, why)
+    version = next((f.version for f in built.files if f.version), "")
+    project = next((f.name for f in built.files if f.name), "")
+    readme = f"README renders ({built.readme_check})" if built.readme_check else "README"
+    if unknown:
+        return Metric(
+            DISTRIBUTIONS,
+            f"{project} {version}: {names}; {'; '.join(unknown)}",
+            "unmeasured",
+            decided,
+            "; ".join(unknown) + f" — {how}; {hashes}",
+        )
+    value = f"{project} {version}: {names}; {readme}" + "".join(f"; {n}" for n in notes)
+    why = (f"one sdist and one wheel of {project} {version}, the version being released, "
+           f"whose {readme} ({how}); {hashes}")  # fmt: skip
+    if built.check_output_hash:
+        why += f"; {built.readme_check} output is artifact {built.check_output_hash}"
+    return Metric(DISTRIBUTIONS, value, "pass", decided, why)
+
+
+# --- upgrade: base's wheel, then head's ---------------------------------------------------------
+
+
+def upgrade_check(evidence: Evidence) -> Metric:
+    """Base's wheel installed, then head's over it, in a fresh environment: head's packages
+    import and the installed version is head's."""
+    head = _head_build(evidence)
+    upgrades = evidence.of_kind(ev.UpgradeChecked)
+    if not upgrades:
+        if head is None:
+            return Metric(UPGRADE, "not tried", "unmeasured", (), _not_built_why(evidence))
+        position, built = head
+        decided = tuple(evidence.index.at(position))
+        if built.status == "not-packaged":
+            why = "head is not a packaged Python project: there is no wheel to upgrade to"
+            return Metric(UPGRADE, "not packaged", "unmeasured", decided, why)
+        if built.status in ("failed", "error"):
+            why = "head's distributions did not build: there is no wheel to upgrade to"
+            return Metric(UPGRADE, "no head wheel", "unmeasured", decided, why)
+        return Metric(UPGRADE, "not tried", "unmeasured", decided, _not_built_why(evidence))
+    position, u = upgrades[-1]
+    base_builds = [(p, e) for p, e in evidence.of_kind(ev.DistributionsBuilt)
+                   if e.revision == "base"]  # fmt: skip
+    positions = [position] + ([base_builds[-1][0]] if base_builds else [])
+    positions += [head[0]] if head is not None else []
+    decided = tuple(d for p in sorted(positions) for d in evidence.index.at(p))
+    if u.skipped:
+        return Metric(UPGRADE, "not tried", "unmeasured", decided, u.skipped)
+    steps = {s.step: s for s in u.steps}
+    log = f"; the log's end is artifact {u.log_tail_hash}" if u.log_tail_hash else ""
+    base_step = steps.get("install base")
+    if base_step is None or base_step.exit_code != 0:
+        error = base_step.error if base_step else "not run"
+        why = f"base's wheel {u.base_wheel} did not install ({error}): nothing to upgrade{log}"
+        return Metric(UPGRADE, "base did not install", "unmeasured", decided, why)
+    wanted = ""
+    if head is not None:
+        wanted = next((f.version for f in head[1].files if f.type == "wheel"), "")
+    before = u.version_before or "?"
+    after = u.version_after or "?"
+    project = u.project or "the project"
+    fails: list[str] = []
+    up = steps.get("upgrade to head")
+    if up is None or up.exit_code != 0:
+        fails.append(
+            f"installing head's wheel over base's failed ({up.error if up else 'not run'})"
+        )
+    else:
+        if u.version_after is None:
+            fails.append(f"{project} is not installed after the upgrade")
+        elif wanted and normal_version(u.version_after) != normal_version(wanted):
+            fails.append(f"{project} {u.version_after} installed, not head's {wanted}")
+        broken = sorted(f"{m}: {r}" for m, r in u.imports.items() if r != "ok")
+        if broken:
+            fails.append("import failed: " + _some(broken, 3))
+        check = steps.get("pip check")
+        if check is not None and check.exit_code != 0:
+            fails.append(f"pip check reports broken requirements ({check.error})")
+    how = f"{u.how}, Python {u.python_version}" + (", reused" if u.reused else "")
+    if head is not None:
+        recorded = next((f.sha256 for f in head[1].files if f.type == "wheel"), "")
+        if recorded and u.head_wheel_sha256 and recorded != u.head_wheel_sha256:
+            how += "; head's wheel was rebuilt for it (its sha256 differs from the one recorded)"
+    if fails:
+        value = f"{project} {before} -> {after}: " + "; ".join(fails)
+        return Metric(
+            UPGRADE,
+            value,
+            "fail",
+            decided,
+            "; ".join(fails) + f" ({u.base_wheel} then {u.head_wheel}; {how}){log}",
+        )
+    imported = ", ".join(sorted(u.imports)) or "no top-level package"
+    value = f"{project} {before} -> {after}; imports {imported}"
+    why = (
+        f"{u.base_wheel} installed, then {u.head_wheel} over it, in a fresh environment "
+        f"({how}): {project} {after} installed, {imported} imported, pip check clean"
+    )
+    return Metric(UPGRADE, value, "pass", decided, why)
+
+
 Check = Callable[[Evidence], Metric]
 
-# The built-in checks, in report order. Adding one is one function above and one line here.
+# The built-in checks, in report order (format 3). Adding one is one function above, one line
+# here, and a new report format in `projections.approval` (issued reports keep theirs).
 BUILTIN_CHECKS: dict[str, Check] = {
     GATE: gate_check,
     RUNTIME_PIN: runtime_pin_check,
+    DEPENDENCIES: dependencies_check,
+    DISTRIBUTIONS: distributions_check,
+    UPGRADE: upgrade_check,
     CHANGELOG: changelog_check,
+}
+
+# The checks of each report format that has built-in checks (issued reports re-derive by it).
+CHECKS_OF_FORMAT: dict[int, tuple[str, ...]] = {
+    2: (GATE, RUNTIME_PIN, CHANGELOG),
+    3: tuple(BUILTIN_CHECKS),
 }

@@ -185,3 +185,22 @@ def next_step(state: RunState, *, rounds: int, measure: str = "inplace") -> Step
     if not state.completed:
         return Step("complete")
     return Step("done")
+
+
+ReleaseStep = Literal["distributions", "upgrade"]
+
+
+def release_step(state: RunState) -> ReleaseStep | None:
+    """What of the release's own evidence is still to be recorded once the tests are done
+    (runs with release builds on): head's distributions, then — when head's built — the
+    upgrade from base's wheel. Work recorded is never redone, so a resumed run picks up
+    exactly what is missing."""
+    started = state.started
+    if started is None or not started.options.get("release_builds", False):
+        return None
+    head = state.distributions.get(HEAD)
+    if head is None:
+        return "distributions"
+    if head[1].status == "built" and state.upgrade is None:
+        return "upgrade"
+    return None

@@ -233,6 +233,42 @@ def _release(e: ev.ReleaseInspected, _: Mapping[str, bytes]) -> str:
     return text
 
 
+def _distributions(e: ev.DistributionsBuilt, _: Mapping[str, bytes]) -> str:
+    at = f"{e.revision} distributions"
+    if e.status == "not-packaged":
+        return f"{at}: not a packaged Python project ({e.error})"
+    if e.status == "error":
+        return f"{at}: the gate could not build them: {e.error}"
+    if e.status == "failed":
+        log = f"; log tail {e.log_tail_hash[:12]}" if e.log_tail_hash else ""
+        return f"{at}: build failed with {e.how or 'the PEP 517 backend'}: {e.error}{log}"
+    made = "reused from the build cache" if e.reused else f"built with {e.how} in {e.seconds:.1f}s"
+    files = ", ".join(
+        f"{f.filename} ({f.sha256[:12]}" + (f", README {f.readme}" if f.readme else "") + ")"
+        for f in e.files
+    )
+    text = f"{at}: {made}, Python {e.python_version}: {files}"
+    if e.readme_error:
+        text += f"; README not checked: {e.readme_error}"
+    return text
+
+
+def _upgrade(e: ev.UpgradeChecked, _: Mapping[str, bytes]) -> str:
+    if e.skipped:
+        return f"upgrade not tried: {e.skipped}"
+    steps = ", ".join(
+        f"{s.step}: " + ("ok" if s.exit_code == 0 else s.error or "failed") for s in e.steps
+    )
+    text = (
+        f"upgrade {e.project} {e.version_before or '?'} -> {e.version_after or '?'} "
+        f"({e.base_wheel} then {e.head_wheel}, {e.how}" + (", reused" if e.reused else "") + ")"
+    )
+    text += f": {steps}" if steps else ""
+    if e.imports:
+        text += "; imports " + ", ".join(f"{m} {r}" for m, r in sorted(e.imports.items()))
+    return text
+
+
 def _approval(e: ev.ApprovalIssued, _: Mapping[str, bytes]) -> str:
     required = f", required checks: {', '.join(e.required)}" if e.required else ""
     return (
@@ -276,6 +312,8 @@ DESCRIBERS: dict[type[ev.Event], Describer] = {
     ev.QuestionParked: _parked,
     ev.CheckRecorded: _check,
     ev.ReleaseInspected: _release,
+    ev.DistributionsBuilt: _distributions,
+    ev.UpgradeChecked: _upgrade,
     ev.ApprovalIssued: _approval,
     ev.RunInterrupted: _interrupted,
     ev.RunResumed: _resumed,

@@ -146,3 +146,83 @@ class RunBuilder:
             reason=reason,
         )
         return self
+
+    def environment(
+        self,
+        revision: str,
+        packages: str | None = "pytest==8.3.0\niniconfig==2.0.0\n",
+        **fields: Any,
+    ) -> RunBuilder:
+        """An `EnvironmentPrepared` of a revision with its frozen package list (None: none)."""
+        digest = None
+        if packages is not None:
+            digest = sha256_hex(packages.encode())
+            self.artifacts[digest] = packages.encode()
+        fields.setdefault("status", "ready")
+        fields.setdefault("how", "uv")
+        self.add(
+            ev.EnvironmentPrepared,
+            revision=revision,
+            commit=("1" if revision == "head" else "2") * 40,
+            where=fields.pop("where", "local"),
+            packages_hash=digest,
+            packages=len((packages or "").split()),
+            **fields,
+        )
+        return self
+
+    def built(
+        self,
+        revision: str = "head",
+        version: str = "1.2.0",
+        project: str = "demo",
+        readme: str = "passed",
+        **fields: Any,
+    ) -> RunBuilder:
+        """A `DistributionsBuilt` of a revision: one sdist and one wheel of `project` `version`."""
+        stem = project.replace("-", "_")
+        files = [
+            ev.DistributionFile(type="sdist", filename=f"{stem}-{version}.tar.gz",
+                                sha256=("5" if revision == "head" else "6") * 64, size=1000,
+                                name=project, version=version, description=True, readme=readme),
+            ev.DistributionFile(type="wheel", filename=f"{stem}-{version}-py3-none-any.whl",
+                                sha256=("7" if revision == "head" else "8") * 64, size=1200,
+                                name=project, version=version, description=True, readme=readme),
+        ]  # fmt: skip
+        fields.setdefault("status", "built")
+        fields.setdefault("files", files if fields["status"] == "built" else [])
+        fields.setdefault("how", "uv build")
+        fields.setdefault("readme_check", "twine check" if readme else "")
+        commit = ("1" if revision == "head" else "2") * 40
+        self.add(ev.DistributionsBuilt, revision=revision, commit=commit, **fields)
+        return self
+
+    def upgraded(self, before: str = "1.1.0", after: str = "1.2.0", **fields: Any) -> RunBuilder:
+        """An `UpgradeChecked`: base's wheel, then head's, every step clean unless told."""
+        fields.setdefault("steps", [
+            ev.UpgradeStep(step="install base", exit_code=0),
+            ev.UpgradeStep(step="upgrade to head", exit_code=0),
+            ev.UpgradeStep(step="pip check", exit_code=0),
+        ])  # fmt: skip
+        fields.setdefault("imports", {"demo": "ok"})
+        fields.setdefault("version_before", before)
+        fields.setdefault("version_after", after)
+        self.add(
+            ev.UpgradeChecked,
+            base_commit="2" * 40,
+            head_commit="1" * 40,
+            project="demo",
+            base_wheel=f"demo-{before}-py3-none-any.whl",
+            head_wheel=f"demo-{after}-py3-none-any.whl",
+            head_wheel_sha256="7" * 64,
+            how="uv",
+            **fields,
+        )
+        return self
+
+    def release_files(self, version: str = "1.2.0") -> RunBuilder:
+        """Every release check's evidence, passing: both environments, head's and base's
+        distributions, a clean upgrade (as a gate with release builds records them)."""
+        self.environment("head").environment("base")
+        self.built("head", version).built("base", "1.1.0", readme="")
+        return self.upgraded("1.1.0", version)

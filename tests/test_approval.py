@@ -26,7 +26,7 @@ NOW = datetime(2026, 1, 2, tzinfo=UTC)
 
 def gate_run(kind: str) -> RunBuilder:
     """A run whose gate metric is pass, fail or unmeasured."""
-    run = RunBuilder().release().discover([A]).plan({"s01": [A]})
+    run = RunBuilder().release().release_files().discover([A]).plan({"s01": [A]})
     if kind == "pass":
         run.attempt("s01", "head", [A], {f"{A}::t": "passed"})
     elif kind == "fail":
@@ -93,6 +93,9 @@ def test_outcome_for_every_mix_of_metric_verdicts(gate: str, pin: str, check: st
     assert verdicts == {
         "gate": gate,
         "runtime-pin": pin,
+        "dependencies": "pass",
+        "distributions": "pass",
+        "upgrade": "pass",
         "changelog": "pass",
         "docs": "unmeasured" if check == "missing" else check,
     }
@@ -353,7 +356,9 @@ def test_questions_lists_open_and_parked_newest_first(ledger: Ledger) -> None:
 
 def test_check_names_are_validated(ledger: Ledger) -> None:
     run_id = stored(ledger, gate_run("pass"))
-    for bad in ("gate", "runtime-pin", "changelog", "Changelog ", "", "  ", "---", "a\nb"):
+    builtin = ("gate", "runtime-pin", "changelog", "Changelog ", "dependencies", "distributions",
+               "upgrade")  # fmt: skip
+    for bad in (*builtin, "", "  ", "---", "a\nb"):
         with pytest.raises(BadInput):
             owner.record_check(ledger, run_id, bad, "pass", "", "ci")
     first = owner.record_check(ledger, run_id, "docs", "fail", "x", "ci")
@@ -388,7 +393,8 @@ def test_audit_catches_a_report_issued_under_a_rule_whose_result_changed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     led = Ledger.open(ledger_url(tmp_path), clock=FixedClock(NOW))
-    run = pinned(RunBuilder().release().discover([A]).plan({"s01": [A]}), "3.11.7", "3.11")
+    run = RunBuilder().release().release_files().discover([A]).plan({"s01": [A]})
+    run = pinned(run, "3.11.7", "3.11")
     run.attempt("s01", "head", [A], {f"{A}::t": "failed"})
     run.attempt("s01", "base", [A], {f"{A}::t": "passed"})
     run.isolation(A, "head", {f"{A}::t": "passed"})  # flaky: does not fail alone
@@ -446,8 +452,12 @@ def test_cli_approve_writes_markdown_and_exits_by_outcome(tmp_path: Path) -> Non
         "gate": "pass",
         "docs": "pass",
         "runtime-pin": "pass",
+        "dependencies": "pass",
+        "distributions": "pass",
+        "upgrade": "pass",
         "changelog": "pass",
     }
+    assert ok.document["summary"] == "approved: 7/7"
     assert run_ledger(tmp_path, "check", run_id, "docs", "--verdict", "fail").code == 0
     assert run_ledger(tmp_path, "approve", run_id, "--require", "docs").code == 1
     bad = run_ledger(tmp_path, "approve", run_id, "--out", str(tmp_path / "no" / "x.md"))

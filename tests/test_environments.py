@@ -14,10 +14,18 @@ from typing import Any
 import pytest
 
 from adapters.executors import environment
-from tests.gatekit import events, gate, run_ledger
+from tests import gatekit
+from tests.gatekit import Result, events, run_ledger
 from tests.gitrepo import commit, make_repo, tag
 
 pytestmark = pytest.mark.slow
+
+
+def gate(workdir: Path, repo: Path, *args: str) -> Result:
+    """The gate without release builds: these tests are about the test environments (the
+    sdist/wheel builds and the upgrade have their own tests in test_release_builds.py)."""
+    return gatekit.gate(workdir, repo, "--no-release-builds", *args)
+
 
 SETUPTOOLS = (
     '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'

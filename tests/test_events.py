@@ -211,6 +211,68 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "required_checks": ["docs"],
         "problems": [],
     },
+    "DistributionsBuilt": {
+        "revision": "head",
+        "commit": "d" * 40,
+        "status": "built",
+        "how": "uv build",
+        "python_version": "3.11.7",
+        "files": [
+            {
+                "type": "sdist",
+                "filename": "demo-1.2.0.tar.gz",
+                "sha256": SHA,
+                "size": 900,
+                "name": "demo",
+                "version": "1.2.0",
+                "metadata_version": "2.4",
+                "description_content_type": "text/markdown",
+                "description": True,
+                "readme": "passed",
+            },
+            {
+                "type": "wheel",
+                "filename": "demo-1.2.0-py3-none-any.whl",
+                "sha256": "c" * 64,
+                "size": 1100,
+                "name": "demo",
+                "version": "1.2.0",
+                "description": True,
+                "readme": "warned",
+            },
+        ],
+        "top_level": ["demo"],
+        "readme_check": "twine check",
+        "readme_error": "",
+        "check_output_hash": "c" * 64,
+        "error": "",
+        "log_tail_hash": None,
+        "seconds": 4.2,
+        "reused": True,
+    },
+    "UpgradeChecked": {
+        "base_commit": "e" * 40,
+        "head_commit": "d" * 40,
+        "project": "demo",
+        "base_wheel": "demo-1.1.0-py3-none-any.whl",
+        "base_wheel_sha256": "c" * 64,
+        "head_wheel": "demo-1.2.0-py3-none-any.whl",
+        "head_wheel_sha256": SHA,
+        "how": "uv",
+        "python_version": "3.11.7",
+        "steps": [
+            {"step": "install base", "exit_code": 0},
+            {"step": "upgrade to head", "exit_code": 1, "error": "exit 1"},
+        ],
+        "version_before": "1.1.0",
+        "version_after": None,
+        "imports": {"demo": "ok", "démo_ext": "ImportError: «no»"},
+        "skipped": "",
+        "packages_hash": SHA,
+        "log_tail_hash": "c" * 64,
+        "seconds": 0.5,
+        "reused": False,
+    },
 }
 
 
@@ -220,7 +282,7 @@ def sample(kind: str) -> Event:
 
 def test_every_event_type_has_a_sample() -> None:
     assert set(SAMPLES) == set(EVENT_TYPES)
-    assert len(EVENT_TYPES) == 26
+    assert len(EVENT_TYPES) == 28
 
 
 @pytest.mark.parametrize("kind", sorted(EVENT_TYPES))

@@ -34,7 +34,9 @@ def repo_with(tmp_path: Path, head_files: dict[str, str | None]) -> Path:
     )
     tag(repo, "v1")
     release = {
-        "pyproject.toml": '[project]\nname = "demo"\nversion = "1.1.0"\n',
+        # Not a project that publishes distributions: these checks are what its release needs.
+        "pyproject.toml": '[project]\nname = "demo"\nversion = "1.1.0"\n\n'
+        '[tool.release-ledger]\nrequired-checks = ["gate", "runtime-pin", "changelog"]\n',
         "CHANGES.md": "# Changes\n\n## 1.1.0\n\n- the candidate\n",
     }
     commit(repo, {**release, **head_files}, "candidate")
@@ -45,7 +47,7 @@ def gate(tmp_path: Path, repo: Path, *args: str) -> tuple[int, dict[str, Any], f
     started = time.monotonic()
     result = run_ledger(
         tmp_path, "gate", "--base", "v1", "--repo", str(repo), "--jobs", "2", "--shards", "1",
-        "--json", *args,
+        "--no-release-builds", "--json", *args,
     )  # fmt: skip
     return result.code, result.document, time.monotonic() - started
 
@@ -104,10 +106,14 @@ def test_critical_question_parks_then_the_owners_waiver_unparks(tmp_path: Path) 
     approve = run_ledger(tmp_path, "approve", run_id, "--require", "docs")
     assert approve.code == 0, approve.stdout
     assert f"`{KILL}` waived by alice" in approve.stdout
-    assert approve.stdout.startswith("# v1.1.0 approval\n\n**approved: 4/4**")
-    assert "| 1 | gate | passed: 2 tests at head | pass |" in approve.stdout
-    assert "| 3 | changelog | CHANGES.md names 1.1.0 | pass |" in approve.stdout
-    assert "| 4 | docs | pass | pass |" in approve.stdout
+    assert approve.stdout.startswith(
+        "# v1.1.0 approval\n\n**approved: 4/4; not required: distributions unmeasured, "
+        "upgrade unmeasured**"
+    )
+    assert "| 1 | gate | passed: 2 tests at head | pass | yes |" in approve.stdout
+    assert "| 4 | distributions | not built | unmeasured | no |" in approve.stdout
+    assert "| 6 | changelog | CHANGES.md names 1.1.0 | pass | yes |" in approve.stdout
+    assert "| 7 | docs | pass | pass | yes |" in approve.stdout
     assert "git push --delete origin v1.1.0 && git tag --delete v1.1.0" in approve.stdout
     assert "QuestionAnswered at" in approve.stdout
     assert run_ledger(tmp_path, "audit", run_id).code == 0
@@ -166,7 +172,7 @@ def test_an_answer_from_another_process_ends_the_wait(tmp_path: Path) -> None:
     repo = repo_with(tmp_path, {KILL: KILLS_ITSELF})
     gate_process = start_process(
         tmp_path, "gate", "--base", "v1", "--repo", str(repo), "--jobs", "2", "--shards", "1",
-        "--wait", "--deadline", "120s", "--json",
+        "--no-release-builds", "--wait", "--deadline", "120s", "--json",
     )  # fmt: skip
     try:
         run_id = None

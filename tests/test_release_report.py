@@ -25,7 +25,8 @@ NOW = datetime(2026, 1, 2, tzinfo=UTC)
 
 
 def passing(**release: object) -> RunBuilder:
-    run = RunBuilder().release(**release).discover([A]).plan({"s01": [A]})  # type: ignore[arg-type]
+    run = RunBuilder().release(**release).release_files()  # type: ignore[arg-type]
+    run.discover([A]).plan({"s01": [A]})
     run.attempt("s01", "head", [A], {f"{A}::t": "passed"})
     run.attempt("s01", "base", [A], {f"{A}::t": "passed"})
     first = run.events[0]
@@ -48,17 +49,45 @@ def test_title_summary_and_table() -> None:
     r = report(passing())
     lines = r.markdown.splitlines()
     assert lines[0] == "# v1.2.0 approval"
-    assert lines[2].startswith("**approved: 3/3** — run `")
-    assert "| 3 | changelog | CHANGES.md names 1.2.0 | pass |" in r.markdown
-    assert (r.title, r.summary, r.version, r.tag) == ("v1.2.0 approval", "approved: 3/3",
+    assert lines[2].startswith("**approved: 6/6** — run `")
+    assert "| # | metric | value | verdict | required |" in r.markdown
+    assert "| 6 | changelog | CHANGES.md names 1.2.0 | pass | yes |" in r.markdown
+    assert (r.title, r.summary, r.version, r.tag) == ("v1.2.0 approval", "approved: 6/6",
                                                       "1.2.0", "v1.2.0")  # fmt: skip
-    assert r.as_dict()["report_format"] == 2
+    assert [m.name for m in r.metrics] == ["gate", "runtime-pin", "dependencies",
+                                           "distributions", "upgrade", "changelog"]  # fmt: skip
+    assert r.as_dict()["report_format"] == 3
 
 
 def test_blocked_summary_names_what_is_not_passing() -> None:
     r = report(passing(changelog=None), required=("docs",))
-    assert r.summary == "blocked: 2/4 (changelog unmeasured, docs unmeasured)"
+    assert r.summary == "blocked: 5/7 (changelog unmeasured, docs unmeasured)"
     assert r.outcome == "unmeasured" and r.exit_code == 3
+
+
+def test_only_the_required_checks_decide_the_others_are_shown() -> None:
+    """The stop note: the outcome counted every metric shown. Now the required ones decide
+    (`required-checks` at head, `gate` always, `--require`); the rest are shown, marked."""
+    run = passing(changelog=None, required_checks=["runtime-pin"])
+    run.add(ev.CheckRecorded, name="docs", verdict="fail", value="broken link")
+    r = report(run)
+    assert r.required == ("gate", "runtime-pin")
+    assert (r.outcome, r.summary) == ("ok", "approved: 2/2; not required: changelog "
+                                      "unmeasured, docs fail")  # fmt: skip
+    assert "| 6 | changelog | no changelog file | unmeasured | no |" in r.markdown
+    assert "**changelog** — unmeasured (not required):" in r.markdown
+    required = report(run, required=("changelog",))
+    assert (required.outcome, required.summary) == (
+        "unmeasured", "blocked: 2/3 (changelog unmeasured); not required: docs fail")  # fmt: skip
+    # The gate is always required, whatever the list says.
+    failing = RunBuilder().release(required_checks=["changelog"]).release_files()
+    failing.discover([A]).plan({"s01": [A]})
+    failing.attempt("s01", "head", [A], {f"{A}::t": "failed"})
+    failing.attempt("s01", "base", [A], {f"{A}::t": "passed"})
+    failing.isolation(A, "head", {f"{A}::t": "failed"})
+    failing.isolation(A, "base", {f"{A}::t": "passed"})
+    assert report(failing).outcome == "failed"
+    assert report(failing).summary.startswith("blocked: 1/2 (gate fail)")
 
 
 @pytest.mark.parametrize(
@@ -118,13 +147,16 @@ def test_display_names_keys_and_required_checks_from_settings() -> None:
             verdict="pass", value="wheel and sdist listed")  # fmt: skip
     r = report(run, required=("security scan",))
     names = [(m.key, m.name, m.verdict) for m in r.metrics]
-    assert names[3:] == [
+    assert names[6:] == [
         ("installation-files", "Installation files", "pass"),
         ("docs", "docs", "unmeasured"),
         ("security-scan", "security-scan", "unmeasured"),
     ]
-    assert r.required == ("docs", "installation-files", "security-scan")
-    assert "| 4 | Installation files | wheel and sdist listed | pass |" in r.markdown
+    # The list at head names what the release requires (the gate always; --require adds).
+    assert r.required == ("docs", "gate", "installation-files", "security-scan")
+    assert "| 7 | Installation files | wheel and sdist listed | pass | yes |" in r.markdown
+    assert "| 2 | runtime-pin | python 3.11.7 against 3.11 | pass | no |" in r.markdown
+    assert r.summary == "blocked: 2/4 (docs unmeasured, security-scan unmeasured)"
 
 
 def test_check_key() -> None:
@@ -152,7 +184,7 @@ def test_cells_escape_pipes_and_newlines() -> None:
     run.add(ev.CheckRecorded, name="docs", verdict="fail", value="a | b\nc")
     # A newline is shown as the two characters `\n` (domain.text.one_line), its backslash
     # escaped for Markdown: no value can start a row of its own.
-    assert "| 4 | docs | a \\| b\\\\nc | fail |" in report(run).markdown
+    assert "| 7 | docs | a \\| b\\\\nc | fail | no |" in report(run).markdown
 
 
 @pytest.fixture
@@ -162,22 +194,34 @@ def ledger(sqlite_url: str) -> Ledger:
     led.close()
 
 
-def test_a_format_1_report_still_derives_and_format_2_is_issued_now(ledger: Ledger) -> None:
+def test_format_1_and_2_reports_still_derive_and_format_3_is_issued_now(ledger: Ledger) -> None:
     run = passing()
+    # A check recorded before `upgrade` became a built-in one (owner.record_check refuses the
+    # name now): format 2 shows it as any recorded check, format 3 beside the built-in one.
+    run.add(ev.CheckRecorded, name="upgrade", verdict="pass", value="tried by hand")
     ledger.append(run.run_id, run.events, artifacts=run.artifacts)
-    positioned = [(r.position, r.event) for r in ledger.read(run.run_id)]
-    old = approval_report(positioned, run.artifacts, get_rule("default").decide, report_format=1)
-    issued = ledger.make(ev.ApprovalIssued, run.run_id, outcome=old.outcome, rule="default",
-                         report_sha256=old.sha256)  # fmt: skip
-    ledger.append(run.run_id, [issued], artifacts={old.sha256: old.markdown.encode()})
+    for report_format in (1, 2):
+        positioned = [(r.position, r.event) for r in ledger.read(run.run_id)]
+        old = approval_report(positioned, run.artifacts, get_rule("default").decide,
+                              report_format=report_format)  # fmt: skip
+        issued = ledger.make(ev.ApprovalIssued, run.run_id, outcome=old.outcome, rule="default",
+                             report_sha256=old.sha256, report_format=report_format)  # fmt: skip
+        ledger.append(run.run_id, [issued], artifacts={old.sha256: old.markdown.encode()})
+        if report_format == 2:
+            assert old.summary == "approved: 4/4"
+            assert "| 4 | upgrade | tried by hand | pass |" in old.markdown
     owner.record_check(ledger, run.run_id, "Installation files", "pass", "ok", "ci")
     new = owner.approve(ledger, run.run_id, ["installation files"])
-    assert new.report_format == 2 and new.outcome == "ok"
+    assert new.report_format == 3 and new.outcome == "ok"
+    assert new.summary == "approved: 7/7"
+    assert [m.name for m in new.metrics][5:] == [
+        "changelog", "Installation files", "upgrade (recorded)"
+    ]  # fmt: skip
     audited = owner.audit(ledger, run.run_id)
     assert audited["ok"] is True
-    assert [a["derives"] for a in audited["approvals"]] == [True, True]
+    assert [a["derives"] for a in audited["approvals"]] == [True, True, True]
     last = ledger.read(run.run_id)[-1].event
-    assert isinstance(last, ev.ApprovalIssued) and last.report_format == 2
+    assert isinstance(last, ev.ApprovalIssued) and last.report_format == 3
 
 
 def test_record_check_with_spaces(ledger: Ledger) -> None:
