@@ -14,7 +14,8 @@ another on the same machine:
   reference design's behaviour) on another fresh ledger.
 
 Every gate runs `--env none` (this interpreter, the projects need nothing beyond pytest), so
-environments cost nothing on either side ("environments cached"). It prints wall seconds and
+environments cost nothing on either side ("environments cached"), and `--no-release-builds`
+(the approval's distribution and upgrade builds are not the suite's cost). It prints wall seconds and
 the ratio of each gate to plain pytest at head plus base, then, for every measured shard
 attempt of the gates planned from measurements, observed peak / planned memory as a
 distribution, the shards over their plan by more than 10 %, and the planned total against
@@ -63,7 +64,8 @@ def _gate(work: Path, repo: Path, base: str, ledger: str, tag: str, *extra: str)
     env = dict(os.environ, LEDGER_WORKTREES_DIR=str(work / f"worktrees-{tag}"))
     env.pop("LEDGER_URL", None)
     argv = [sys.executable, "-m", "cli", "gate", "--repo", str(repo), "--base", f"v{base}",
-            "--env", "none", "--questions", "0", "--json", "--ledger", ledger, *extra]  # fmt: skip
+            "--env", "none", "--questions", "0", "--no-release-builds", "--json",
+            "--ledger", ledger, *extra]  # fmt: skip
     seconds, out = _timed(argv, ROOT, env)
     document = json.loads(out)
     exported = subprocess.run(
