@@ -131,12 +131,18 @@ def test_validators_0_35_0_to_0_36_0_passes(tmp_path: Path) -> None:
     Ground truth, by hand at head (validators 0.36.0 with its tox environment: extra
     crypto-eth-addresses; pytest 9.2.0, Python 3.11): `python -m pytest` -> 1069 passed in 1 s
     (1071 collected ids, 0 duplicates).
+    One test is honestly lost coverage: 0.36.0 dropped `JP000K0VF054` from the valid ISINs of
+    `test_returns_true_on_valid_isin` (its file is still there), so the id that passed at base
+    is no longer collected at head: `skipped-at-head`, reported by the default rule, not failed.
     """
     repo = release_pair(tmp_path, "validators", "0.35.0", "0.36.0")
     result = gate(tmp_path, repo, "--shards", "2", "--env", _validators_env(), base="v0.35.0")
     document = result.document
     assert document["status"] == "passed", (document["reasons"], document["unmeasured"])
-    assert document["introduced"] == [] and document["skipped_at_head"] == []
+    assert document["introduced"] == []
+    assert document["skipped_at_head"] == [
+        "tests/test_finance.py::test_returns_true_on_valid_isin[JP000K0VF054]"
+    ]
     assert document["tests"]["head"] == 1069
     assert result.code == 0
 
