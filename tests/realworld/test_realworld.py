@@ -181,12 +181,19 @@ def test_typeguard_4_6_0_to_4_6_1_passes(tmp_path: Path) -> None:
     Ground truth, by hand at head (typeguard 4.6.1, its `test` group: coverage, pytest, mypy;
     pytest 9.2.0, Python 3.11): `python -m pytest` with the environment's `bin` on PATH ->
     517 passed, 25 skipped, 9 xfailed in 5.4 s.
+    Two tests are honestly lost coverage: 4.6.1 deleted `test_non_type_checked_decorated_func`
+    (a copy of `test_non_type_checked_func`) from `tests/test_instrumentation.py`, which is
+    still there, so both its parametrisations are `skipped-at-head` (reported, not failed).
     """
     repo = release_pair(tmp_path, "typeguard", "4.6.0", "4.6.1")
     result = gate(tmp_path, repo, "--shards", "2", base="v4.6.0")
     document = result.document
     assert document["status"] == "passed", (document["reasons"], document["unmeasured"])
-    assert document["introduced"] == [] and document["skipped_at_head"] == []
+    assert document["introduced"] == []
+    assert document["skipped_at_head"] == [
+        f"tests/test_instrumentation.py::test_non_type_checked_decorated_func[{how}]"
+        for how in ("importhook", "typechecked")
+    ]
     assert document["tests"]["head"] == 517 + 25 + 9
     assert result.code == 0
 
