@@ -277,6 +277,11 @@ class ReleaseLedgerReport:
     def _say(self, line: str) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
+            # A marker starts its own line: `write_line` breaks only a line pytest's per-file
+            # progress opened, not xdist's progress dots.
+            writer = getattr(reporter, "_tw", None)
+            if getattr(writer, "width_of_current_line", 0):
+                reporter.write("\n")
             reporter.write_line(line)
             reporter.flush()
         else:
@@ -393,8 +398,8 @@ class ReleaseLedgerReport:
                 attrs = {"type": "pytest.skip", "message": _clean(reason, MAX_MESSAGE)}
                 case.results.append(("skipped", attrs, _clean(reason)))
             return
-        if when == "call":
-            attrs = {"message": _clean(_message(report), MAX_MESSAGE)}
+        if when in ("call", "???"):  # "???": xdist's report of a test whose worker crashed,
+            attrs = {"message": _clean(_message(report), MAX_MESSAGE)}  # "failed" in its summary
             case.results.append(("failure", attrs, _clean(report.longreprtext)))
         else:
             attrs = {"message": _clean(f"failed on {when}: {_message(report)}", MAX_MESSAGE)}
