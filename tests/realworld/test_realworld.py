@@ -8,6 +8,11 @@ from that revision's own declarations (`--env auto`), unless a test says otherwi
 pytest, the ground truth of a mutation, runs in the project's own environment where it needs
 one (`project_python`). Sdists are cached outside the repository (see
 `tests/realworld/sdists.py`).
+
+Which run where: toolz, more-itertools and typeguard run in CI; validators and parso only with
+`LEDGER_TEST_REALWORLD_ALL=1` (a few minutes each on a loaded 2-core machine), networkx only
+with `LEDGER_TEST_REALWORLD_LARGE=1` (about 13 minutes). `python bench/realworld.py` prints
+every project's figures against plain pytest.
 """
 
 from __future__ import annotations
@@ -23,6 +28,13 @@ from tests.gatekit import gate
 from tests.realworld.sdists import mutate, plain_pytest_failures, project_python, release_pair
 
 pytestmark = [pytest.mark.slow, pytest.mark.realworld]
+
+opt_in = pytest.mark.skipif(
+    not (
+        os.environ.get("LEDGER_TEST_REALWORLD_ALL") or os.environ.get("LEDGER_TEST_REALWORLD_LARGE")
+    ),
+    reason="kept out of CI for time; set LEDGER_TEST_REALWORLD_ALL=1 to run it",
+)
 
 # A subtest id (`PARENT [msg] (k=v)`, `PARENT (k=v) #2`) -> its parent's node id.
 _SUBTEST = re.compile(r"(?: \[[^\]]*\])?(?: \([^()]*\))?(?: #\d+)?$")
@@ -119,6 +131,7 @@ def _validators_env() -> str:
     return f"{uv} pip install -q --python {{python}} .[crypto-eth-addresses] pytest>=9.0.3"
 
 
+@opt_in
 def test_validators_0_35_0_to_0_36_0_passes(tmp_path: Path) -> None:
     """validators: a `src/` layout (`src/validators`, `pythonpath = ["src"]`), `--doctest-modules`
     in addopts, pytest 9's native `[tool.pytest]` table at head (`[tool.pytest.ini_options]`
@@ -147,6 +160,7 @@ def test_validators_0_35_0_to_0_36_0_passes(tmp_path: Path) -> None:
     assert result.code == 0
 
 
+@opt_in
 def test_validators_with_a_bug_at_head_fails_with_exactly_pytests_failures(
     tmp_path: Path,
 ) -> None:
@@ -221,6 +235,7 @@ def test_typeguard_with_a_bug_at_head_fails_with_exactly_pytests_failures(
     assert set(document["introduced"]) == expected
 
 
+@opt_in
 def test_parso_0_8_6_to_0_8_7_passes(tmp_path: Path) -> None:
     """parso: a root `conftest.py` with its own option (`pytest_addoption`: `--logging`),
     fixtures (the session fixture `clean_parso_cache`, applied to every test by `usefixtures`
@@ -246,6 +261,7 @@ def test_parso_0_8_6_to_0_8_7_passes(tmp_path: Path) -> None:
     assert result.code == 0
 
 
+@opt_in
 def test_parso_with_a_bug_at_head_fails_with_exactly_pytests_failures(tmp_path: Path) -> None:
     """Mutation: `dump()` indents twice as far as asked: a doctest in the package
     (`parso/tree.py::parso.tree.NodeOrLeaf.dump`) and two tests of `test/test_dump_tree.py`
