@@ -63,6 +63,7 @@ PROJECTS: tuple[Project, ...] = (
         requirements=(".", "coverage[toml]>=7", "pytest>=7", "mypy>=1.2.0"),
     ),
     Project("parso", "0.8.6", "0.8.7", requirements=(".[testing]",)),
+    Project("markdown-it-py", "4.2.0", "4.3.0", requirements=(".[testing]",)),
     Project("networkx", "3.4.2", "3.5", ("networkx",), large=True),
 )
 

@@ -9,7 +9,7 @@ pytest, the ground truth of a mutation, runs in the project's own environment wh
 one (`project_python`). Sdists are cached outside the repository (see
 `tests/realworld/sdists.py`).
 
-Which run where: toolz, more-itertools and typeguard run in CI; validators and parso only with
+Which run where: toolz, more-itertools and typeguard run in CI; validators, parso and markdown-it-py only with
 `LEDGER_TEST_REALWORLD_ALL=1` (a few minutes each on a loaded 2-core machine), networkx only
 with `LEDGER_TEST_REALWORLD_LARGE=1` (about 13 minutes). `python bench/realworld.py` prints
 every project's figures against plain pytest.
@@ -271,6 +271,49 @@ def test_parso_with_a_bug_at_head_fails_with_exactly_pytests_failures(tmp_path: 
     expected = plain_pytest_failures(repo, python=project_python(tmp_path, repo, ".[testing]"))
     assert "parso/tree.py::parso.tree.NodeOrLeaf.dump" in expected and len(expected) == 3
     result = gate(tmp_path, repo, "--shards", "2", base="v0.8.6")
+    document = result.document
+    assert document["status"] == "failed" and result.code == 1
+    assert set(document["introduced"]) == expected
+
+
+@opt_in
+def test_markdown_it_py_4_2_0_to_4_3_0_passes(tmp_path: Path) -> None:
+    """markdown-it-py: `pytest.importorskip("linkify_it")` of an optional dependency (the extra
+    `linkify`, which the `testing` extra the gate installs does not bring), both module-level
+    (`tests/test_linkify.py` skips itself whole) and inside a parametrised test (31 cases of
+    `tests/test_port/test_fixtures.py::test_linkify`): skipped at base and head alike, so not
+    lost coverage; `xfail_strict = true`; pytest-timeout (`timeout = 10` in the ini) and
+    pytest-regressions from the extra; ids from fixture files with brackets, colons, quotes,
+    escaped newlines and tabs
+    (`test_fixtures.py::test_commonmark_extras[203-Regression test (tabs in lists, #830)-1. asd\\n
+    2. asd\\n\\n---\\n\\n1. asd\\n\\t2. asd\\n-<ol>\\n...]`).
+
+    Ground truth, by hand at head (markdown-it-py 4.3.0, extra `testing`; pytest 9.2.0,
+    Python 3.11): `python -m pytest` -> 1158 passed, 32 skipped in 13 s.
+    """
+    repo = release_pair(tmp_path, "markdown-it-py", "4.2.0", "4.3.0")
+    result = gate(tmp_path, repo, "--shards", "2", base="v4.2.0")
+    document = result.document
+    assert document["status"] == "passed", (document["reasons"], document["unmeasured"])
+    assert document["introduced"] == [] and document["skipped_at_head"] == []
+    assert document["tests"]["head"] == 1158 + 32
+    assert result.code == 0
+
+
+@opt_in
+def test_markdown_it_py_with_a_bug_at_head_fails_with_exactly_pytests_failures(
+    tmp_path: Path,
+) -> None:
+    """Mutation: a thematic break needs four markers instead of three: 23 tests fail, among
+    them ids holding brackets, colons, quotes and escaped newlines
+    (`test_commonmark_extras[52-Reference can be interrupted by other rules-[foo]: /url
+    'title\\n - - -\\n'...]`, `test_no_end_newline[----<hr />\\n]`)."""
+    repo = release_pair(tmp_path, "markdown-it-py", "4.2.0", "4.3.0")
+    mutate(repo, "markdown_it/rules_block/hr.py", "if cnt < 3:", "if cnt < 4:")
+    expected = plain_pytest_failures(repo, python=project_python(tmp_path, repo, ".[testing]"))
+    assert len(expected) == 23, sorted(expected)
+    assert any("[foo]: /url" in test for test in expected)
+    result = gate(tmp_path, repo, "--shards", "2", base="v4.2.0")
     document = result.document
     assert document["status"] == "failed" and result.code == 1
     assert set(document["introduced"]) == expected
