@@ -9,9 +9,9 @@ pytest, the ground truth of a mutation, runs in the project's own environment wh
 one (`project_python`). Sdists are cached outside the repository (see
 `tests/realworld/sdists.py`).
 
-Which run where: toolz, more-itertools and typeguard run in CI; validators, parso and markdown-it-py only with
-`LEDGER_TEST_REALWORLD_ALL=1` (a few minutes each on a loaded 2-core machine), networkx only
-with `LEDGER_TEST_REALWORLD_LARGE=1` (about 13 minutes). `python bench/realworld.py` prints
+Which run where: toolz, more-itertools and typeguard run in CI; validators, parso and
+markdown-it-py only with `LEDGER_TEST_REALWORLD_ALL=1` (a few minutes each on a loaded 2-core
+machine), networkx only with `LEDGER_TEST_REALWORLD_LARGE=1` (about 13 minutes). `python bench/realworld.py` prints
 every project's figures against plain pytest.
 """
 
