@@ -4,7 +4,15 @@ With no patterns this applies pytest's own file collection rules statically (con
 precedence, `testpaths`, `python_files`, `norecursedirs`, `--ignore`/`--ignore-glob` in
 `addopts`, literal `collect_ignore` lists in conftest.py, virtualenv skipping), so a test file
 that kills its process at import is still discovered — and later named as a culprit.
-Not modelled: plugins that collect other file types, and conftest hooks computed at run time.
+
+pytest's own doctest plugin is modelled too: a text file matching `--doctest-glob` (default
+`test*.txt`) is a test file, and with `--doctest-modules` in `addopts` so is every `.py` file
+under the start paths (conftest.py and `__init__.py` included; not `__main__.py`, nor a
+`setup.py` that mentions setuptools or distutils) — a package's doctests are tests its own
+pytest runs. A module without a doctest collects nothing and is measured empty, like any test
+file without a test. `-p no:doctest` in `addopts` turns both off.
+Not modelled: other plugins that collect other file types, and conftest hooks computed at run
+time.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from pathlib import Path
 from domain.errors import BadInput
 
 DEFAULT_PYTHON_FILES = ("test_*.py", "*_test.py")
+DEFAULT_DOCTEST_GLOBS = ("test*.txt",)
 DEFAULT_NORECURSEDIRS = (
     "*.egg",
     ".*",
@@ -50,6 +59,8 @@ class PytestConfig:
     ignore: tuple[str, ...] = ()
     ignore_glob: tuple[str, ...] = ()
     collect_in_virtualenv: bool = False
+    doctest_modules: bool = False  # `--doctest-modules`: every module is a test file
+    doctest_globs: tuple[str, ...] = DEFAULT_DOCTEST_GLOBS  # `--doctest-glob`; () when disabled
 
 
 def discover_test_files(checkout: Path, patterns: Sequence[str] | None = None) -> list[str]:
@@ -79,12 +90,13 @@ def discover_test_files(checkout: Path, patterns: Sequence[str] | None = None) -
     python_files = config.python_files
 
     def wanted(rel: str, name: str) -> bool:
+        path = root / rel
+        if not name.endswith(".py"):
+            return any(_fnmatch_ex(p, path, name) for p in config.doctest_globs)
+        if config.doctest_modules and not _doctest_skips(path, name):
+            return True
         # conftest.py is configuration even when a broad python_files pattern matches it.
-        return (
-            name.endswith(".py")
-            and name != "conftest.py"
-            and any(_fnmatch_ex(p, root / rel, name) for p in python_files)
-        )
+        return name != "conftest.py" and any(_fnmatch_ex(p, path, name) for p in python_files)
 
     found = _walk(root, starts, config.norecursedirs, wanted, ignored, config=config)
     # An initial path that is a file is collected whatever its name (pytest's isinitpath).
@@ -164,9 +176,23 @@ def _args(value: object) -> tuple[str, ...] | None:
     return (str(value),)
 
 
+def _doctest_skips(path: Path, name: str) -> bool:
+    """The modules pytest's doctest plugin leaves out under `--doctest-modules`."""
+    if name == "__main__.py":
+        return True
+    if name != "setup.py":
+        return False
+    try:
+        contents = path.read_bytes()
+    except OSError:
+        return False
+    return b"setuptools" in contents or b"distutils" in contents
+
+
 def _config_from(name: str, options: Options) -> PytestConfig:
     addopts = _args(options.get("addopts")) or ()
     ignore, ignore_glob, in_venv = _collection_opts(addopts)
+    doctest_modules, doctest_globs = _doctest_opts(addopts)
     return PytestConfig(
         source=name,
         testpaths=_args(options.get("testpaths")) or (),
@@ -178,7 +204,31 @@ def _config_from(name: str, options: Options) -> PytestConfig:
         ignore=ignore,
         ignore_glob=ignore_glob,
         collect_in_virtualenv=in_venv,
+        doctest_modules=doctest_modules,
+        doctest_globs=doctest_globs,
     )
+
+
+def _doctest_opts(addopts: Sequence[str]) -> tuple[bool, tuple[str, ...]]:
+    """(`--doctest-modules` given, the `--doctest-glob` patterns) from `addopts`; off and none
+    when the doctest plugin is disabled (`-p no:doctest`)."""
+    modules = False
+    globs: list[str] = []
+    disabled = False
+    args = list(addopts)
+    for index, arg in enumerate(args):
+        following = args[index + 1] if index + 1 < len(args) else None
+        if arg == "--doctest-modules":
+            modules = True
+        elif arg == "--doctest-glob" and following is not None:
+            globs.append(following)
+        elif arg.startswith("--doctest-glob="):
+            globs.append(arg.split("=", 1)[1])
+        elif (arg == "-p" and following == "no:doctest") or arg == "-pno:doctest":
+            disabled = True
+    if disabled:
+        return False, ()
+    return modules, tuple(globs) or DEFAULT_DOCTEST_GLOBS
 
 
 def _collection_opts(addopts: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...], bool]:

@@ -102,16 +102,20 @@ _PLUGIN_MARKER = re.compile(r"^release-ledger: (?P<what>start|end) (?P<file>.+?)
 def plugin_running_file(log_tail: str, files: Sequence[str]) -> str | None:
     """The file the gate's pytest plugin said it started and did not say it ended, among the
     files run: the exact file that was running when the shard died (None when the log holds
-    no such marker, e.g. another runner, or the start fell out of the log's tail)."""
-    known = set(files)
-    running = None
+    no such marker, e.g. another runner, or the start fell out of the log's tail; None too
+    when several files were running at once, as under pytest-xdist, where which of them
+    killed the shard is not known)."""
+    running: dict[str, None] = {}  # started and not ended, in order
     for match in _PLUGIN_MARKER.finditer(log_tail):
         file = match.group("file")
         if match.group("what") == "start":
-            running = file if file in known else None
-        elif file == running:
-            running = None
-    return running
+            running[file] = None
+        else:
+            running.pop(file, None)
+    if len(running) != 1:
+        return None
+    [file] = running
+    return file if file in set(files) else None
 
 
 def last_started_file(log_tail: str, files: Sequence[str]) -> str | None:

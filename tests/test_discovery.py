@@ -34,10 +34,44 @@ def test_default_rules_find_test_star_and_star_test_files_anywhere(tmp_path: Pat
             "pkg/conftest.py": "",
             "pkg/__init__.py": "",
             "pkg/tests.py": PASS,
-            "notes/test_data.txt": "",
+            "notes/data.txt": "",
         },
     )
     assert discover_test_files(root) == ["pkg/core_test.py", "pkg/deep/er/test_x.py", "test_top.py"]
+
+
+DOCTEST = 'def f():\n    """\n    >>> f()\n    1\n    """\n    return 1\n'
+
+
+def test_doctest_modules_in_addopts_make_every_module_a_test_file(tmp_path: Path) -> None:
+    """pytest's doctest plugin: with `--doctest-modules` every module under the start paths is
+    collected for doctests (a package's doctests are tests its own run has); `test*.txt` (or
+    `--doctest-glob`) text files always are. Modules without a doctest are candidates, measured
+    empty later like any test file without a test."""
+    files = {
+        "pkg/__init__.py": DOCTEST,
+        "pkg/core.py": DOCTEST,
+        "pkg/plain.py": "",
+        "pkg/__main__.py": DOCTEST,
+        "pkg/conftest.py": DOCTEST,
+        "setup.py": "from setuptools import setup\n",
+        "tests/test_a.py": PASS,
+        "tests/test_notes.txt": ">>> 1 + 1\n2\n",
+        "docs/guide.rst": ">>> 1 + 1\n2\n",
+    }
+    root = tree(tmp_path, {**files, "pytest.ini": "[pytest]\naddopts = --doctest-modules\n"})
+    assert discover_test_files(root) == [
+        "pkg/__init__.py", "pkg/conftest.py", "pkg/core.py", "pkg/plain.py",
+        "tests/test_a.py", "tests/test_notes.txt",
+    ]  # fmt: skip
+    (root / "pytest.ini").write_text(
+        "[pytest]\naddopts = --doctest-modules --doctest-glob=*.rst\ntestpaths = docs tests\n"
+    )
+    assert discover_test_files(root) == ["docs/guide.rst", "tests/test_a.py"]
+    (root / "pytest.ini").write_text("[pytest]\naddopts = --doctest-modules -p no:doctest\n")
+    assert discover_test_files(root) == ["tests/test_a.py"]
+    (root / "pytest.ini").write_text("[pytest]\n")
+    assert discover_test_files(root) == ["tests/test_a.py", "tests/test_notes.txt"]
 
 
 def test_default_norecursedirs_and_virtualenvs_and_pycache_are_skipped(tmp_path: Path) -> None:
@@ -231,6 +265,16 @@ LAYOUTS: dict[str, dict[str, str]] = {
         "build/test_no.py": PASS,
         "env/pyvenv.cfg": "",
         "env/test_no.py": PASS,
+    },
+    "doctest modules": {
+        "pyproject.toml": '[tool.pytest.ini_options]\naddopts = ["--doctest-modules"]\n',
+        "pkg/__init__.py": DOCTEST,
+        "pkg/core.py": DOCTEST,
+        "pkg/sub/deep.py": DOCTEST,
+        "pkg/tests/test_core.py": PASS,
+        "pkg/__main__.py": DOCTEST,
+        "docs/test_guide.txt": ">>> 1 + 1\n2\n",
+        "build/no.py": DOCTEST,
     },
     "no config": {
         "test_root.py": PASS,

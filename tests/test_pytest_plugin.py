@@ -339,3 +339,84 @@ def test_collection_errors_and_module_skips_are_cases_of_their_file(tmp_path: Pa
     assert seen["tests/test_broken.py::tests.test_broken"] == "error"
     assert seen["tests/test_opt.py::tests.test_opt"] == "skipped"
     assert seen["tests/test_ok.py::test_ok"] == "passed"
+
+
+def test_the_running_file_is_named_only_when_exactly_one_file_was_running() -> None:
+    files = ["tests/test_a.py", "tests/test_b.py"]
+    sequential = "release-ledger: start tests/test_a.py\nrelease-ledger: end tests/test_a.py\n"
+    assert plugin_running_file(sequential + "release-ledger: start tests/test_b.py\n", files) == (
+        "tests/test_b.py"
+    )
+    # pytest-xdist: files run at once on several workers; the one still running is named...
+    parallel = "release-ledger: start tests/test_a.py\nrelease-ledger: start tests/test_b.py\n"
+    assert plugin_running_file(parallel + "release-ledger: end tests/test_b.py\n", files) == (
+        "tests/test_a.py"
+    )
+    # ...but of two running when the shard died, neither is known to be the culprit.
+    assert plugin_running_file(parallel, files) is None
+    assert plugin_running_file("release-ledger: start elsewhere.py\n", files) is None
+
+
+XDIST_FILES = {
+    "tests/test_a.py": "import time\n\n\ndef test_a1():\n    time.sleep(0.2)\n\n\n"
+    "def test_a2():\n    pass\n",
+    "tests/test_b.py": "import pytest\n\n\n@pytest.mark.parametrize('n', range(4))\n"
+    "def test_b(n):\n    assert n != 2\n",
+    "tests/test_c.py": "import os\n\n\ndef test_c1():\n    pass\n\n\n"
+    "def test_dies():\n    os._exit(3)\n\n\ndef test_c3():\n    pass\n",
+}
+
+
+# `--dist loadfile` is not given a crashing worker: xdist 3.8's own scheduler fails then
+# (INTERNALERROR, KeyError in loadscope's `_assign_work_unit`), with or without the plugin.
+@pytest.mark.parametrize("dist", ["load", "loadfile"])
+def test_under_xdist_workers_mark_their_files_and_the_report_is_complete(
+    tmp_path: Path, dist: str
+) -> None:
+    """`-n 2` (as a project's own addopts may ask): the controller writes the report from the
+    workers' marks: every file has its start and end markers in the log and in the report
+    (memory from the worker, seconds summed over the workers), outcomes are pytest's, and a
+    test whose worker crashed is a failed case of its file, counted as finished."""
+    xdist = pytest.importorskip("xdist")
+    site = str(Path(xdist.__file__).resolve().parent.parent)  # xdist and execnet live here
+    crash = dist == "load"
+    write(tmp_path, XDIST_FILES)
+    if not crash:
+        quiet = XDIST_FILES["tests/test_c.py"].replace("os._exit(3)", "pass")
+        write(tmp_path, {"tests/test_c.py": quiet})
+    files = sorted(XDIST_FILES)
+    junit = tmp_path / "out" / "junit.xml"
+    argv = expand_command(DEFAULT_PYTEST_COMMAND, python=sys.executable, junit=str(junit),
+                          files=files)  # fmt: skip
+    env = with_plugin_path({k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    env["PYTHONPATH"] += os.pathsep + site
+    proc = subprocess.run(
+        [*argv, "-n", "2", "--dist", dist], cwd=tmp_path, env=env, capture_output=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+    ran = Ran(proc.returncode, None, junit.read_bytes() if junit.is_file() else None,
+              proc.stdout + proc.stderr)  # fmt: skip
+    assert b"gw1" in ran.log or b"gw0" in ran.log, ran.log.decode()  # xdist did run
+    report = read(ran, files)
+    assert outcomes(report) == {
+        "tests/test_a.py::test_a1": "passed",
+        "tests/test_a.py::test_a2": "passed",
+        **{f"tests/test_b.py::test_b[{n}]": "failed" if n == 2 else "passed" for n in range(4)},
+        "tests/test_c.py::test_c1": "passed",
+        "tests/test_c.py::test_dies": "failed" if crash else "passed",
+        "tests/test_c.py::test_c3": "passed",
+    }
+    data = ran.report or b""
+    assert data.count(b'name="release-ledger.file-start" value="rss_kb=') == 3
+    assert data.count(b'name="release-ledger.file-end" value="seconds=') == 3
+    assert b'name="release-ledger.complete" value="9"' in data
+    suite_a = data[data.index(b'<testsuite name="tests/test_a.py"') :]
+    seconds = float(suite_a.split(b'value="seconds=', 1)[1].split(b" ", 1)[0])
+    assert seconds >= 0.2
+    rss = int(suite_a.split(b"rss_kb=", 1)[1].split(b" ", 1)[0])
+    assert rss > 0
+    log = ran.log.decode()
+    for file in files:
+        assert log.index(f"release-ledger: start {file}") < log.index(f"release-ledger: end {file}")
+    assert plugin_running_file(log, files) is None  # every file ended
+    assert measured(ran, files)

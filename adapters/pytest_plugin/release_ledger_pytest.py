@@ -43,6 +43,19 @@ report; captured output is not copied into it (failure and error texts are).
 Independently of the report, the plugin prints `release-ledger: start FILE` before a file's
 first test and `release-ledger: end FILE` after its last teardown, flushed at once, so the log
 of a shard killed mid-file names the file that was running.
+
+Under pytest-xdist (`-n N`, e.g. from a project's own `addopts`) the report is written by the
+controller, which runs no test: each worker (the plugin is loaded there too, by the same `-p`)
+attaches to its reports the test's file (relative to the directory pytest was started in) and,
+for each run of consecutive tests of one file on that worker (a *segment*: one per file and
+worker with `--dist loadfile`, possibly several with `--dist load`), the worker's memory at the
+segment's start and end and its wall seconds. The controller prints `start FILE` when the
+file's first segment starts on any worker and `end FILE` once no segment of it is running and
+every test of it that the workers collected has finished; the file's `file-start` is its first
+segment's start, its `file-end` the last segment's end with the highest peak of all of them,
+its seconds the sum over segments (work done, whatever the parallelism). Completion counts the
+tests the workers collected; a test whose worker crashed (reported failed by xdist) counts as
+finished, as in xdist's own summary.
 """
 
 from __future__ import annotations
@@ -129,7 +142,17 @@ class _Case:
 
 
 class _File:
-    __slots__ = ("cases", "collect_kb", "end", "name", "reset", "seconds", "start", "started")
+    __slots__ = (
+        "cases",
+        "collect_kb",
+        "end",
+        "name",
+        "open",
+        "reset",
+        "seconds",
+        "start",
+        "started",
+    )
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -140,6 +163,59 @@ class _File:
         self.started = 0.0
         self.collect_kb = 0
         self.reset = False
+        self.open = 0  # segments running on xdist workers
+
+
+# The attributes a worker adds to its test reports (xdist sends them to the controller).
+FILE_ATTR = "release_ledger_file"
+MARK_ATTR = "release_ledger_mark"
+
+
+class WorkerMarks:
+    """On an xdist worker: each report names its test's file; the first report of a segment
+    (consecutive tests of one file) carries the worker's memory at its start, the last one
+    (the teardown before a test of another file, or the last) its memory at its end and the
+    segment's wall seconds."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.root = str(config.invocation_params.dir)
+        self.file: str | None = None
+        self.following: str | None = None
+        self.started = 0.0
+        self.pending_start: tuple[int, int] | None = None
+
+    def _file_of(self, item: pytest.Item) -> str:
+        path = getattr(item, "path", None)
+        if path is None:
+            return item.nodeid.split("::", 1)[0]
+        return os.path.relpath(str(path), self.root).replace(os.sep, "/")
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+        name = self._file_of(item)
+        if name != self.file:
+            self.file = name
+            self.started = time.perf_counter()
+            self.pending_start = _memory_kb()
+        self.following = None if nextitem is None else self._file_of(nextitem)
+        yield
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: Any) -> Any:
+        outcome = yield
+        report = outcome.get_result()
+        name = self._file_of(item)
+        setattr(report, FILE_ATTR, name)
+        mark: dict[str, object] = {}
+        if self.pending_start is not None:
+            mark["start"] = list(self.pending_start)
+            self.pending_start = None
+        if call.when == "teardown" and self.following != name:
+            mark["end"] = list(_memory_kb())
+            mark["seconds"] = time.perf_counter() - self.started
+            self.file = None
+        if mark:
+            setattr(report, MARK_ATTR, mark)
 
 
 def _subtest_description(report: Any) -> str | None:
@@ -189,6 +265,8 @@ class ReleaseLedgerReport:
         self.items: list[pytest.Item] = []
         self.shared = False  # collection's unattributed memory shared out (at the first test)
         self.finishing: tuple[str | None, float, int] | None = None  # (stopped, seconds, kB)
+        # xdist: the ids the workers collected, by the file part of the node id, not finished
+        self.pending: dict[str, set[str]] | None = None
 
     # -- paths and ids ---------------------------------------------------------------------
 
@@ -236,6 +314,11 @@ class ReleaseLedgerReport:
     def _say(self, line: str) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
+            # A marker starts its own line: `write_line` breaks only a line pytest's per-file
+            # progress opened, not xdist's progress dots.
+            writer = getattr(reporter, "_tw", None)
+            if getattr(writer, "width_of_current_line", 0):
+                reporter.write("\n")
             reporter.write_line(line)
             reporter.flush()
         else:
@@ -328,10 +411,54 @@ class ReleaseLedgerReport:
         name = self._file_of(getattr(collector, "path", None), collector.nodeid)
         self.collect_kb[name] = self.collect_kb.get(name, 0) + grown
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        if self.pending is not None:  # every worker collects the same ids
+            return
+        self.pending = {}
+        for nodeid in ids:
+            self.pending.setdefault(nodeid.split("::", 1)[0], set()).add(nodeid)
+        self.collected = len(ids)
+
+    def _remote(self, report: Any, name: str, description: str | None) -> None:
+        """A worker's report (xdist): its segment marks, and the file's end once done; or
+        xdist's own report of a test whose worker crashed (the segment ends with it)."""
+        entry = self._file(name)
+        if report.when == "???":
+            entry.open = max(0, entry.open - 1)
+        mark = getattr(report, MARK_ATTR, None) or {}
+        start = mark.get("start")
+        if start:
+            if not entry.open and entry.end is None and not entry.seconds:
+                entry.start = (int(start[0]), int(start[1]))
+                self._say(f"{MARKER} start {name}")
+            entry.open += 1
+        if "end" in mark:
+            entry.open = max(0, entry.open - 1)
+            entry.seconds += float(mark.get("seconds") or 0.0)
+            rss, peak = (int(v) for v in mark["end"])
+            if entry.end is not None:
+                peak = max(peak, entry.end[1])
+            entry.end = (rss, peak)
+        if description is not None or report.when not in ("teardown", "???"):
+            return
+        key = str(report.nodeid).split("::", 1)[0]
+        pending = (self.pending or {}).get(key)
+        if pending is not None and report.nodeid in pending:
+            pending.discard(report.nodeid)
+            self.finished += 1
+        if not entry.open and not pending:
+            self._say(f"{MARKER} end {name}")
+
     @pytest.hookimpl(trylast=True)  # after pytest 9 marked a parent with failed subtests failed
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         path = self._item_path(report)
         description = _subtest_description(report)
+        if hasattr(report, FILE_ATTR):  # from an xdist worker (its subtests' reports follow)
+            path = self.paths[report.nodeid] = os.path.join(self.root, getattr(report, FILE_ATTR))
+            self._remote(report, self._file_of(path, report.nodeid), description)
+        elif self.pending is not None and report.when == "???":  # xdist: the worker crashed
+            self._remote(report, self._file_of(path, report.nodeid), description)
         case = self._case(report.nodeid, path, description)
         case.time += float(getattr(report, "duration", 0.0) or 0.0)
         when = report.when
@@ -356,8 +483,8 @@ class ReleaseLedgerReport:
                 attrs = {"type": "pytest.skip", "message": _clean(reason, MAX_MESSAGE)}
                 case.results.append(("skipped", attrs, _clean(reason)))
             return
-        if when == "call":
-            attrs = {"message": _clean(_message(report), MAX_MESSAGE)}
+        if when in ("call", "???"):  # "???": xdist's report of a test whose worker crashed,
+            attrs = {"message": _clean(_message(report), MAX_MESSAGE)}  # "failed" in its summary
             case.results.append(("failure", attrs, _clean(report.longreprtext)))
         else:
             attrs = {"message": _clean(f"failed on {when}: {_message(report)}", MAX_MESSAGE)}
@@ -424,7 +551,7 @@ class ReleaseLedgerReport:
         ET.SubElement(
             head, "property", name=f"{PREFIX}.baseline", value=f"rss_kb={self.baseline_kb}"
         )
-        for name in self.empty:
+        for name in self.empty if self.pending is None else ():  # xdist: workers collect
             ET.SubElement(head, "property", name=f"{PREFIX}.empty", value=_clean(name))
         totals = [0, 0, 0, 0]
         for entry in self.files.values():
@@ -524,7 +651,10 @@ class ReleaseLedgerReport:
 def _take_over_junitxml(config: pytest.Config) -> str | None:
     """Unregister pytest's own JUnit writer; return the path it would have written."""
     path = getattr(config.option, "xmlpath", None)
-    if not path or hasattr(config, "workerinput"):  # an xdist worker writes no report
+    if not path:
+        return None
+    if hasattr(config, "workerinput"):  # an xdist worker: marks on its reports, no report
+        config.pluginmanager.register(WorkerMarks(config), "release-ledger-worker")
         return None
     try:
         from _pytest.junitxml import xml_key

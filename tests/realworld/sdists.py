@@ -96,15 +96,41 @@ def mutate(repo: Path, path: str, old: str, new: str) -> str:
     return commit(repo, {path: text.replace(old, new)}, f"mutation in {path}")
 
 
-def plain_pytest_failures(repo: Path, *args: str) -> set[str]:
+def project_python(workdir: Path, repo: Path, *requirements: str) -> str:
+    """A virtual environment of the project's own (its checkout installed in editable mode with
+    `requirements`, e.g. `.[testing]`, `pytest`; `.` is the checkout), made with uv: the
+    interpreter plain pytest runs on for the ground truth. Skips the test without uv."""
+    from adapters.executors.environment import find_uv
+
+    uv = find_uv()
+    if uv is None:
+        pytest.skip("uv is needed to build the project's own environment")
+    venv = workdir / "plain-venv"
+    subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    wanted = [f"{repo}{r[1:]}" if r.startswith(".") else r for r in requirements]
+    subprocess.run(
+        [uv, "pip", "install", "-q", "--python", python, "-e", wanted[0], *wanted[1:]],
+        check=True, timeout=1800,
+    )  # fmt: skip
+    return python
+
+
+def plain_pytest_failures(repo: Path, *args: str, python: str = sys.executable) -> set[str]:
     """The ids plain pytest (no gate plugin) reports failing or erroring in the checkout, read
-    from pytest's own JUnit report (`FILE::CLASS::NAME`): the ground truth for a mutation."""
+    from pytest's own JUnit report (`FILE::CLASS::NAME`): the ground truth for a mutation.
+    `python` is the interpreter (default: this one); its `bin` folder goes first on PATH, as
+    in an activated environment."""
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(python).parent), env.get("PATH", "")])
+    if python != sys.executable:  # the project's own environment: nothing of the gate's
+        env.pop("PYTHONPATH", None)
     with tempfile.TemporaryDirectory() as scratch:
         junit = Path(scratch) / "junit.xml"
         subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o",
+            [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o",
              "junit_family=xunit1", f"--junitxml={junit}", *args],
-            cwd=repo, capture_output=True, timeout=1800, check=False,
+            cwd=repo, capture_output=True, timeout=1800, check=False, env=env,
         )  # fmt: skip
         root = ET.parse(junit).getroot()
     failing = set()
