@@ -15,8 +15,8 @@ another on the same machine:
 
 Every gate runs `--env none` (this interpreter, the projects need nothing beyond pytest), so
 environments cost nothing on either side ("environments cached"), and `--no-release-builds`
-(the approval's distribution and upgrade builds are not the suite's cost). It prints wall seconds and
-the ratio of each gate to plain pytest at head plus base, then, for every measured shard
+(the approval's distribution and upgrade builds are not the suite's cost). It prints wall
+seconds and the ratio of each gate to plain pytest at head plus base, then, for every measured shard
 attempt of the gates planned from measurements, observed peak / planned memory as a
 distribution, the shards over their plan by more than 10 %, and the planned total against
 the observed total beside the reference design's figure (the sum of the files' solo peaks).
