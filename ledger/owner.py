@@ -18,8 +18,9 @@ from domain import events as ev
 from domain.errors import BadInput
 from domain.rules import get_rule
 from domain.run_state import QuestionView, RunState, fold
+from ledger import read_side
 from ledger.clarify import expiry_events
-from ledger.gate import project
+from ledger.read_side import project
 from ledger.release import release_event
 from ledger.service import Ledger
 from projections.approval import (
@@ -71,11 +72,14 @@ def _question_dict(run_id: str, q: QuestionView, now: Any) -> dict[str, Any]:
 def pending_questions(ledger: Ledger, run_prefix: str | None = None) -> list[dict[str, Any]]:
     """Open and parked questions, newest first. Reading appends nothing: an open question
     past its deadline is shown `overdue` until someone observes it (resume, answer)."""
-    run_ids = [ledger.resolve(run_prefix)] if run_prefix else [row.run_id for row in ledger.runs()]
+    if run_prefix:
+        run_ids = [ledger.resolve(run_prefix)]
+    else:
+        run_ids = read_side.runs_with_open_questions(ledger)  # the open-question index
     now = ledger.clock.now()
     found = []
     for run_id in run_ids:
-        records = [(r.position, r.event) for r in ledger.read(run_id)]
+        records = ledger.store.read_events(run_id)
         state = fold([(p, e) for p, e in records if e.kind in _QUESTION_KINDS], {})
         for q in state.questions.values():
             if not q.decided and q.state in ("open", "expired", "parked"):

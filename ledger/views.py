@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from domain.errors import BadInput, BrokenRun
+from ledger import read_side
 from ledger.gc_pause import gc_paused
 from ledger.service import Ledger
 from projections.read_models import TABLES, RunRows, run_rows
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
 
 VIEWS_FILE = "views.db"
 RUNS_PER_TRANSACTION = 100
-NOTIFICATION_PAGE = 10_000
 
 
 def views_path(ledger: Ledger, views: str | Path | None) -> Path:
@@ -57,18 +57,7 @@ def project_run(ledger: Ledger, run_id: str) -> tuple[RunRows, int]:
 
 def touched_runs(ledger: Ledger, after: int, until: int) -> list[str]:
     """Run ids with events in (after, until], read without parsing the events."""
-    recorder = ledger.store.recorder
-    runs: set[str] = set()
-    position = after
-    while position < until:
-        page = recorder.select_notifications(
-            start=position, limit=NOTIFICATION_PAGE, stop=until, inclusive_of_start=False
-        )
-        if not page:
-            break
-        runs.update(str(n.originator_id).replace("-", "") for n in page)
-        position = int(page[-1].id)
-    return sorted(runs)
+    return read_side.touched_runs(ledger, after, until)
 
 
 def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
@@ -81,7 +70,7 @@ def catch_up(ledger: Ledger, views: ReadModelStore) -> dict[str, Any]:
     re-projected. Idempotent: a second call with nothing new changes nothing."""
     started = time.perf_counter()
     after = views.position()
-    until = ledger.store.max_notification_id()
+    until = read_side.last_notification(ledger)
     if after > until or views.ledger_id() != ledger.store.ledger_id():
         return rebuild_into(ledger, views)  # the views of another (or a replaced) ledger
     runs = touched_runs(ledger, after, until) if until > after else []
@@ -122,8 +111,8 @@ def _project_chunk(ledger: Ledger, run_ids: Sequence[str]) -> tuple[dict[str, Ru
 def rebuild_into(ledger: Ledger, views: ReadModelStore) -> dict[str, Any]:
     """Drop every table and project every run again, in one transaction."""
     started = time.perf_counter()
-    until = ledger.store.max_notification_id()  # before reading: later events are caught up
-    run_ids = sorted(row.run_id for row in ledger.runs())
+    until = read_side.last_notification(ledger)  # before reading: later events are caught up
+    run_ids = list(read_side.run_ids(ledger))
     events = 0
     with views.transaction():
         views.reset()
