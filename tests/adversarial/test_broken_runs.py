@@ -120,7 +120,8 @@ def test_reuse_skips_a_broken_earlier_run(tmp_path: Path, ledger: Ledger) -> Non
                   **keyed)  # fmt: skip
         ledger.append(run, b.events, artifacts=b.artifacts)
     assert {h.run_id for h in cached_results(ledger, {"tests/test_a.py": key}).values()} <= {
-        "d" * 32, "e" * 32
+        "d" * 32,
+        "e" * 32,
     }
     for run in ("d" * 32, "e" * 32):  # break the newest source: the other one is taken
         found = cached_results(ledger, {"tests/test_a.py": key})["tests/test_a.py"].run_id
