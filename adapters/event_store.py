@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import os
 import sqlite3
 import stat
@@ -137,7 +138,9 @@ INDEX_TABLES = (
     "asked INTEGER NOT NULL DEFAULT 0, rule TEXT, verdict TEXT, verdict_length INTEGER, "
     "verdict_code TEXT)",
     "CREATE TABLE IF NOT EXISTS ledger_questions (run_id TEXT NOT NULL, "
-    "question_id TEXT NOT NULL, asked_at TEXT, PRIMARY KEY (run_id, question_id))",
+    "question_id TEXT NOT NULL, asked_at TEXT NOT NULL, position INTEGER NOT NULL, "
+    "state TEXT NOT NULL, data TEXT NOT NULL, PRIMARY KEY (run_id, question_id))",
+    "CREATE INDEX IF NOT EXISTS ledger_questions_newest ON ledger_questions (asked_at)",
     "CREATE TABLE IF NOT EXISTS ledger_index (kind TEXT NOT NULL, key TEXT NOT NULL, "
     "run_id TEXT NOT NULL, position INTEGER NOT NULL, item TEXT NOT NULL, data TEXT NOT NULL, "
     "PRIMARY KEY (kind, key, run_id, position, item))",
@@ -152,7 +155,8 @@ class IndexWrite:
     """What one append changes in the ledger's indexes (derived by the caller, pure)."""
 
     content: Sequence[ContentRowTuple] = ()
-    questions: Sequence[tuple[str, str, str]] = ()  # ("open"|"close", question id, asked at)
+    # (open | expire | park | close, question id, offset in the batch, data as JSON)
+    questions: Sequence[tuple[str, str, int, str]] = ()
     lifecycle: tuple[str | None, bool, str | None] | None = None  # status, asked, rule
 
 
@@ -334,13 +338,17 @@ class EventStore:
             "INSERT INTO ledger_index (kind, key, run_id, position, item, data) "
             f"VALUES ({', '.join([ph] * 6)}) ON CONFLICT DO NOTHING"
         )
-        self._sql_open_question = (
-            "INSERT INTO ledger_questions (run_id, question_id, asked_at) "
-            f"VALUES ({ph}, {ph}, {ph}) ON CONFLICT DO NOTHING"
-        )
-        self._sql_close_question = (
-            f"DELETE FROM ledger_questions WHERE run_id = {ph} AND question_id = {ph}"
-        )
+        self._sql_question = {
+            "open": "INSERT INTO ledger_questions (run_id, question_id, asked_at, position, "
+            f"state, data) VALUES ({ph}, {ph}, {ph}, {ph}, 'open', {ph}) ON CONFLICT "
+            "(run_id, question_id) DO UPDATE SET asked_at = excluded.asked_at, "
+            "position = excluded.position, state = 'open', data = excluded.data",
+            "expire": "UPDATE ledger_questions SET state = 'expired' "
+            f"WHERE run_id = {ph} AND question_id = {ph} AND state = 'open'",
+            "park": "UPDATE ledger_questions SET state = 'parked' "
+            f"WHERE run_id = {ph} AND question_id = {ph}",
+            "close": f"DELETE FROM ledger_questions WHERE run_id = {ph} AND question_id = {ph}",
+        }
         self._sql_lifecycle = (
             "INSERT INTO ledger_status (run_id, lifecycle, asked, rule) "
             f"VALUES ({ph}, {ph}, {ph}, {ph}) ON CONFLICT (run_id) DO UPDATE SET "
@@ -427,11 +435,15 @@ class EventStore:
                     for kind, key, offset, item, data in index.content
                 ],
             )
-        for change, question_id, asked_at in index.questions:
+        for change, question_id, offset, data in index.questions:
             if change == "open":
-                c.execute(self._sql_open_question, (run_id, question_id, asked_at))
+                asked_at = str(json.loads(data)["asked_at"])
+                c.execute(
+                    self._sql_question[change],
+                    (run_id, question_id, asked_at, length + 1 + offset, data),
+                )
             else:
-                c.execute(self._sql_close_question, (run_id, question_id))
+                c.execute(self._sql_question[change], (run_id, question_id))
         if index.lifecycle is not None:
             status, asked, rule = index.lifecycle
             c.execute(self._sql_lifecycle, (run_id, status, int(asked), rule))
@@ -513,12 +525,14 @@ class EventStore:
     def run_count(self) -> int:
         return int(self._query("SELECT count(*) FROM ledger_runs")[0][0])
 
-    def open_question_runs(self) -> list[str]:
-        """Runs with a question not yet decided (open, expired or parked)."""
-        return [
-            str(r[0])
-            for r in self._query("SELECT DISTINCT run_id FROM ledger_questions ORDER BY run_id")
-        ]
+    def open_questions(self) -> list[tuple[str, str, int, str, str]]:
+        """(run id, question id, position, state, data) of every question not yet decided
+        (open, expired or parked), newest first."""
+        rows = self._query(
+            "SELECT run_id, question_id, position, state, data FROM ledger_questions "
+            "ORDER BY asked_at DESC, run_id DESC, position DESC"
+        )
+        return [(str(r[0]), str(r[1]), int(r[2]), str(r[3]), str(r[4])) for r in rows]
 
     def content(self, kind: str, keys: Iterable[str]) -> list[ContentHit]:
         """Every content row of `kind` under any of `keys` (one indexed lookup per 500)."""

@@ -18,17 +18,21 @@ from projections.timeline import TimelineGroup, TimelineLine
 
 
 @click.command("runs")
+@click.option("--limit", type=click.IntRange(min=0), default=100, show_default=True,
+              help="Runs per page (0: all).")  # fmt: skip
+@click.option("--offset", type=click.IntRange(min=0), default=0, help="Skip this many runs.")
 @common
-def runs(ledger_url: str | None, as_json: bool) -> None:
-    """Runs in the ledger, newest first.
+def runs(limit: int, offset: int, ledger_url: str | None, as_json: bool) -> None:
+    """Runs in the ledger, newest first (a page of --limit runs from --offset).
 
     \b
     Examples:
       ledger runs
-      ledger runs --json --ledger sqlite:///ci/ledger.db
+      ledger runs --limit 0 --json --ledger sqlite:///ci/ledger.db
     """
     with opened(ledger_url, create=False) as ledger:
-        rows = queries.list_runs(ledger)
+        rows = queries.list_runs(ledger, limit or None, offset)
+        more = queries.run_count(ledger) - offset - len(rows) if limit else 0
     if as_json:
         emit_json(rows)
         return
@@ -48,6 +52,8 @@ def runs(ledger_url: str | None, as_json: bool) -> None:
             cell(str(row["events"])),
         )
     Console().print(table)
+    if more > 0:
+        click.echo(f"{more} older runs not shown (--offset {offset + len(rows)}, --limit 0: all)")
 
 
 @click.command("show")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import tomllib
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -69,16 +70,37 @@ def _question_dict(run_id: str, q: QuestionView, now: Any) -> dict[str, Any]:
     }
 
 
+def _indexed_question_dict(q: read_side.OpenQuestion, now: Any) -> dict[str, Any]:
+    """`_question_dict` from the open-question index (the same fields, no fold)."""
+    deadline = datetime.fromisoformat(q.deadline) if q.deadline else None
+    return {
+        "id": q.id,
+        "run_id": q.run_id,
+        "text": q.text,
+        "options": [{"name": o, "recommended": o == q.recommended} for o in q.options],
+        "recommended": q.recommended,
+        "impact": q.impact,
+        "topic": q.topic,
+        "subject": list(q.subject),
+        "asked_at": q.asked_at,
+        "deadline": q.deadline,
+        "overdue": bool(q.state == "open" and deadline is not None and now >= deadline),
+        "seconds_left": (
+            round((deadline - now).total_seconds(), 3) if deadline is not None else None
+        ),
+        "state": q.state,
+        "position": q.position,
+    }
+
+
 def pending_questions(ledger: Ledger, run_prefix: str | None = None) -> list[dict[str, Any]]:
     """Open and parked questions, newest first. Reading appends nothing: an open question
     past its deadline is shown `overdue` until someone observes it (resume, answer)."""
-    if run_prefix:
-        run_ids = [ledger.resolve(run_prefix)]
-    else:
-        run_ids = read_side.runs_with_open_questions(ledger)  # the open-question index
     now = ledger.clock.now()
+    if not run_prefix:
+        return [_indexed_question_dict(q, now) for q in read_side.open_questions(ledger)]
     found = []
-    for run_id in run_ids:
+    for run_id in [ledger.resolve(run_prefix)]:
         records = ledger.store.read_events(run_id)
         state = fold([(p, e) for p, e in records if e.kind in _QUESTION_KINDS], {})
         for q in state.questions.values():

@@ -18,6 +18,10 @@ def list_runs(
     return read_side.list_runs(ledger, limit, offset)
 
 
+def run_count(ledger: Ledger) -> int:
+    return read_side.run_count(ledger)
+
+
 def run_timeline(ledger: Ledger, run_id: str) -> list[TimelineLine]:
     records = ledger.read(run_id)
     events = [r.event for r in records]

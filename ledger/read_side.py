@@ -123,9 +123,37 @@ def run_count(ledger: Ledger) -> int:
 # --- questions --------------------------------------------------------------------------------
 
 
-def runs_with_open_questions(ledger: Ledger) -> list[str]:
-    """The runs whose questions are not all decided (the open-question index)."""
-    return ledger.store.open_question_runs()
+@dataclass(frozen=True)
+class OpenQuestion:
+    """A question not yet decided, as the open-question index holds it."""
+
+    run_id: str
+    id: str
+    position: int
+    state: str  # open, expired, parked
+    text: str
+    options: tuple[str, ...]
+    recommended: str
+    impact: str
+    topic: str
+    subject: tuple[str, ...]
+    asked_at: str
+    deadline: str | None
+
+
+def open_questions(ledger: Ledger) -> list[OpenQuestion]:
+    """Every question not yet decided, newest first: one read of the open-question index."""
+    found = []
+    for run_id, question_id, position, state, data in ledger.store.open_questions():
+        d = json.loads(data)
+        found.append(
+            OpenQuestion(
+                run_id, question_id, position, state, d["text"], tuple(d["options"]),
+                d["recommended"], d["impact"], d["topic"], tuple(d["subject"]), d["asked_at"],
+                d["deadline"],
+            )
+        )  # fmt: skip
+    return found
 
 
 # --- content lookups (the generic per-item index) ---------------------------------------------

@@ -128,16 +128,31 @@ def needs_artifacts(events: Sequence[ev.Event]) -> list[str]:
     ]
 
 
-def question_changes(events: Sequence[ev.Event]) -> list[tuple[str, str, str]]:
-    """("open" | "close", question id, asked at) in order: a question is open from
-    `QuestionAsked` until an answer or a taken recommendation decides it (expired and parked
-    questions stay listed)."""
+def question_changes(events: Sequence[ev.Event]) -> list[tuple[str, str, int, str]]:
+    """(change, question id, offset in the batch, data) in order, mirroring the fold: a question
+    is listed from `QuestionAsked` ("open", with what `ledger questions` shows) until an
+    answer or a taken recommendation decides it ("close"); an unobserved deadline makes an
+    open one "expire", a critical one is "park"ed (both stay listed)."""
     changes = []
-    for e in events:
+    for offset, e in enumerate(events):
         if isinstance(e, ev.QuestionAsked):
-            changes.append(("open", e.question_id, e.at.isoformat()))
+            data = {
+                "text": e.text,
+                "options": list(e.options),
+                "recommended": e.recommended,
+                "impact": e.impact,
+                "topic": e.topic,
+                "subject": list(e.subject),
+                "asked_at": e.at.isoformat(),
+                "deadline": e.deadline.isoformat() if e.deadline else None,
+            }
+            changes.append(("open", e.question_id, offset, _json(data)))
+        elif isinstance(e, ev.QuestionExpired):
+            changes.append(("expire", e.question_id, offset, ""))
+        elif isinstance(e, ev.QuestionParked):
+            changes.append(("park", e.question_id, offset, ""))
         elif isinstance(e, ev.QuestionAnswered | ev.RecommendationTaken):
-            changes.append(("close", e.question_id, ""))
+            changes.append(("close", e.question_id, offset, ""))
     return changes
 
 
