@@ -277,7 +277,6 @@ def _pg_recorder_class() -> type:
                         "CREATE TABLE IF NOT EXISTS ledger_leases (run_id text PRIMARY KEY, "
                         "holder text NOT NULL, expires double precision NOT NULL)"
                     ).format(),
-                    *(SQL(statement).format() for statement in INDEX_TABLES),  # type: ignore[arg-type]
                     SQL(
                         "INSERT INTO ledger_meta (key, value) VALUES ('format', '"
                         + FORMAT
@@ -295,6 +294,14 @@ def _pg_recorder_class() -> type:
             # from several processes otherwise fails ("tuple concurrently updated").
             curs.execute("SELECT pg_advisory_xact_lock(7239016482731)", prepare=False)
             super()._create_table(curs)
+            # The ledger's indexes only when missing: `CREATE INDEX IF NOT EXISTS` locks its
+            # table before it looks, and would deadlock with appends (row lock on the run
+            # index, then the events table lock) while the library's DDL holds the latter.
+            curs.execute("SELECT to_regclass('ledger_index_run') IS NULL AS missing", prepare=False)
+            row = curs.fetchone()
+            if row is None or (row["missing"] if isinstance(row, dict) else row[0]):
+                for statement in INDEX_TABLES:
+                    curs.execute(statement, prepare=False)
 
     return _PostgresRecorder
 
@@ -305,8 +312,17 @@ def _pg_recorder_class() -> type:
 class EventStore:
     """Append-only, hash-chained run streams over an `eventsourcing` recorder."""
 
-    def __init__(self, recorder: Any, *, dialect: str, description: str, datastore: Any) -> None:
+    def __init__(
+        self,
+        recorder: Any,
+        *,
+        dialect: str,
+        description: str,
+        datastore: Any,
+        url: str | None = None,
+    ) -> None:
         self.recorder = recorder
+        self.url = url  # how to reach this database again (PostgreSQL read models use it)
         self.dialect = dialect
         self.description = description
         self._datastore = datastore
@@ -552,16 +568,17 @@ class EventStore:
                 )  # fmt: skip
         return hits
 
-    def index_rows(self) -> Iterator[tuple[Any, ...]]:
-        """Every index row in key order (for comparing the maintained index with a rebuild)."""
-        for table, order in (
-            ("ledger_index", "kind, key, run_id, position, item"),
-            ("ledger_questions", "run_id, question_id"),
-            ("ledger_status", "run_id"),
+    def index_rows(self) -> list[tuple[Any, ...]]:
+        """Every index row, sorted (for comparing the maintained index with a rebuild)."""
+        rows: list[tuple[Any, ...]] = []
+        for table, columns in (
+            ("ledger_index", "kind, key, run_id, position, item, data"),
+            ("ledger_questions", "run_id, question_id, asked_at, position, state, data"),
+            ("ledger_status", "run_id, lifecycle, asked, rule"),
         ):
-            columns = "*" if table != "ledger_status" else "run_id, lifecycle, asked, rule"
-            for row in self._query(f"SELECT {columns} FROM {table} ORDER BY {order}"):
-                yield (table, *row)
+            found = [(table, *row) for row in self._query(f"SELECT {columns} FROM {table}")]
+            rows += sorted(found, key=lambda r: tuple("" if v is None else v for v in r))
+        return rows
 
     def touched_runs(self, after: int, until: int, page: int = 10_000) -> list[str]:
         """Run ids with events in (after, until], read without parsing the events."""
@@ -1165,4 +1182,6 @@ def _open_postgres(url: str) -> EventStore:
     except Exception as error:
         reason = " ".join(str(error).split()) or type(error).__name__
         raise BadInput(f"cannot reach PostgreSQL at {where}: {reason}") from error
-    return EventStore(recorder, dialect="postgresql", description=where, datastore=datastore)
+    return EventStore(
+        recorder, dialect="postgresql", description=where, datastore=datastore, url=url
+    )

@@ -178,6 +178,50 @@ class Ledger:
                     break
         return len(ids)
 
+    def rebuilt_index_rows(self) -> list[tuple[Any, ...]]:
+        """The index rows a re-index from the events would write, in `index_rows()` order,
+        computed without writing (for `ledger rebuild --check`)."""
+        import json as _json
+
+        from domain.errors import BrokenRun
+
+        content: list[tuple[Any, ...]] = []
+        questions: list[tuple[Any, ...]] = []
+        status: list[tuple[Any, ...]] = []
+        for row in self.store.runs():
+            run_id = row.run_id
+            try:
+                events = [r.event for r in self.store.read(run_id)]
+            except BrokenRun:
+                continue
+            index = self.index_for(events, None)
+            if index is None:
+                continue
+            content += [
+                ("ledger_index", kind, key, run_id, 1 + offset, item, data)
+                for kind, key, offset, item, data in index.content
+            ]
+            listed: dict[str, list[Any]] = {}
+            for change, qid, offset, data in index.questions:
+                if change == "open":
+                    asked_at = str(_json.loads(data)["asked_at"])
+                    listed[qid] = [run_id, qid, asked_at, 1 + offset, "open", data]
+                elif change == "expire" and qid in listed and listed[qid][4] == "open":
+                    listed[qid][4] = "expired"
+                elif change == "park" and qid in listed:
+                    listed[qid][4] = "parked"
+                elif change == "close":
+                    listed.pop(qid, None)
+            questions += [("ledger_questions", *q) for q in listed.values()]
+            if index.lifecycle is not None:
+                life, asked, rule = index.lifecycle
+                status.append(("ledger_status", run_id, life, int(asked), rule))
+
+        def key(row: tuple[Any, ...]) -> tuple[Any, ...]:
+            return tuple("" if v is None else v for v in row)
+
+        return [*sorted(content, key=key), *sorted(questions, key=key), *sorted(status, key=key)]
+
     def ensure_indexed(self) -> None:
         """A ledger written before these indexes existed is indexed once, from its events."""
         if self.store.index_format() == INDEX_FORMAT:

@@ -23,22 +23,38 @@ from ledger.service import Ledger
 from projections.read_models import TABLES, RunRows, run_rows
 
 if TYPE_CHECKING:
+    from adapters.pg_read_model_store import PostgresReadModelStore
     from adapters.read_model_store import ReadModelStore
 
+    Views = ReadModelStore | PostgresReadModelStore
+
 VIEWS_FILE = "views.db"
+PG_SCHEMA = "ledger_views"  # a PostgreSQL ledger's read models: a schema of its database
 RUNS_PER_TRANSACTION = 100
 
 
-def views_path(ledger: Ledger, views: str | Path | None) -> Path:
-    """`--views PATH`, else `views.db` beside a SQLite ledger; a PostgreSQL ledger needs one."""
+def views_path(ledger: Ledger, views: str | Path | None) -> Path | str:
+    """`--views PATH`, else `views.db` beside a SQLite ledger; a PostgreSQL ledger keeps its
+    views in its own database, in the schema `ledger_views` (returned as that name)."""
     if views:
         return Path(views)
     store = ledger.store
     if store.dialect != "sqlite":
-        raise BadInput("a PostgreSQL ledger keeps its read models in a local file: --views PATH")
+        return PG_SCHEMA
     if store.description.endswith("(not created yet)"):
         raise BadInput(f"no ledger at {store.description.removesuffix(' (not created yet)')}")
     return Path(store.description).parent / VIEWS_FILE
+
+
+def _open(ledger: Ledger, target: Path | str) -> Views:
+    """A views file, or a schema of the PostgreSQL ledger's own database."""
+    if isinstance(target, Path):
+        return open_views(target)
+    from adapters.pg_read_model_store import PostgresReadModelStore
+
+    if ledger.store.url is None:
+        raise BadInput("the views schema needs a PostgreSQL ledger")
+    return PostgresReadModelStore(ledger.store.url, target, TABLES)
 
 
 def open_views(path: Path) -> ReadModelStore:
@@ -65,7 +81,7 @@ def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
         yield items[start : start + size]
 
 
-def catch_up(ledger: Ledger, views: ReadModelStore) -> dict[str, Any]:
+def catch_up(ledger: Ledger, views: Views) -> dict[str, Any]:
     """Bring the views up to the ledger's last notification; only runs with new events are
     re-projected. Idempotent: a second call with nothing new changes nothing."""
     started = time.perf_counter()
@@ -108,7 +124,7 @@ def _project_chunk(ledger: Ledger, run_ids: Sequence[str]) -> tuple[dict[str, Ru
     return projected, events
 
 
-def rebuild_into(ledger: Ledger, views: ReadModelStore) -> dict[str, Any]:
+def rebuild_into(ledger: Ledger, views: Views) -> dict[str, Any]:
     """Drop every table and project every run again, in one transaction."""
     started = time.perf_counter()
     until = read_side.last_notification(ledger)  # before reading: later events are caught up
@@ -133,10 +149,63 @@ def rebuild_into(ledger: Ledger, views: ReadModelStore) -> dict[str, Any]:
     }
 
 
-def rebuild(ledger: Ledger, path: Path) -> dict[str, Any]:
+def _scratch_schema(ledger: Ledger, schema: str, purpose: str) -> PostgresReadModelStore:
+    from adapters.pg_read_model_store import PostgresReadModelStore
+
+    assert ledger.store.url is not None
+    name = f"{schema}_{purpose}_{os.getpid()}_{int(time.time() * 1000) % 10**9}"
+    return PostgresReadModelStore(ledger.store.url, name, TABLES)
+
+
+def _rebuild_schema(ledger: Ledger, schema: str) -> dict[str, Any]:
+    """Fill a fresh schema, then swap it in for the views schema in one transaction."""
+    fresh = _scratch_schema(ledger, schema, "rebuild")
+    try:
+        result = rebuild_into(ledger, fresh)
+        result["digest"] = fresh.digest()
+        target = _open(ledger, schema)
+        try:
+            target.replace_with(fresh)  # type: ignore[union-attr]
+        finally:
+            target.close()
+    except BaseException:
+        fresh.drop()
+        raise
+    finally:
+        fresh.close()
+    result["path"] = f"schema {schema}"
+    return result
+
+
+def _check_schema(ledger: Ledger, schema: str) -> dict[str, Any]:
+    maintained = _open(ledger, schema)
+    rebuilt = _scratch_schema(ledger, schema, "check")
+    try:
+        caught_up = catch_up(ledger, maintained)
+        result = rebuild_into(ledger, rebuilt)
+        result["path"] = f"schema {schema}"
+        result["digest"] = rebuilt.digest()
+        result["incremental_digest"] = maintained.digest()
+        result["caught_up_runs"] = caught_up["runs"]
+        difference = None
+        if result["digest"] != result["incremental_digest"]:
+            difference = rebuilt.first_difference(maintained) or "the digests differ"  # type: ignore[arg-type]
+        result["identical"] = difference is None
+        result["difference"] = difference
+    finally:
+        maintained.close()
+        rebuilt.drop()
+        rebuilt.close()
+    return result
+
+
+def rebuild(ledger: Ledger, path: Path | str) -> dict[str, Any]:
     """`ledger rebuild`: build the views afresh in a new file beside the old one, then put it
     in its place; whatever the old file was (corrupt, foreign, another layout or ledger), the
-    result is a rebuild. Its digest proves reproducibility."""
+    result is a rebuild. Its digest proves reproducibility. A PostgreSQL ledger's views schema
+    is rebuilt in a fresh schema and swapped in."""
+    if isinstance(path, str):
+        return _rebuild_schema(ledger, path)
     fd, temporary = tempfile.mkstemp(prefix=".views-rebuild-", suffix=".db", dir=_parent(path))
     os.close(fd)
     try:
@@ -168,8 +237,15 @@ def _remove(name: str, suffixes: Sequence[str] = ("", "-wal", "-shm")) -> None:
             os.unlink(name + suffix)
 
 
-def catch_up_file(ledger: Ledger, path: Path) -> dict[str, Any]:
-    """Catch the views file up; a file that turns out corrupt or unreadable is rebuilt."""
+def catch_up_file(ledger: Ledger, path: Path | str) -> dict[str, Any]:
+    """Catch the views file (or schema) up; a file that turns out corrupt or unreadable is
+    rebuilt."""
+    if isinstance(path, str):
+        schema = _open(ledger, path)
+        try:
+            return catch_up(ledger, schema)
+        finally:
+            schema.close()
     try:
         views = open_views(path)
         try:
@@ -182,9 +258,35 @@ def catch_up_file(ledger: Ledger, path: Path) -> dict[str, Any]:
         return rebuild(ledger, path)
 
 
-def check(ledger: Ledger, path: Path) -> dict[str, Any]:
+def check(ledger: Ledger, path: Path | str) -> dict[str, Any]:
     """`ledger rebuild --check`: catch the maintained views up, rebuild into a temporary file
-    beside them, and compare; the maintained views are left as they were otherwise."""
+    beside them, and compare; the maintained views are left as they were otherwise. The
+    ledger's own indexes are rebuilt from the events in memory and compared too."""
+    checked = _check_schema if isinstance(path, str) else _check_file
+    result = checked(ledger, path)  # type: ignore[arg-type]
+    index_difference = check_index(ledger)
+    result["index_identical"] = index_difference is None
+    result["index_difference"] = index_difference
+    if index_difference is not None:
+        result["identical"] = False
+        result["difference"] = result["difference"] or f"ledger index: {index_difference}"
+    return result
+
+
+def check_index(ledger: Ledger) -> str | None:
+    """The ledger's indexes (written with each append) against a re-index from the events,
+    made in a scratch copy of the rows: the first difference, or None."""
+    maintained = list(ledger.store.index_rows())
+    rebuilt = ledger.rebuilt_index_rows()
+    if maintained == rebuilt:
+        return None
+    for a, b in zip(maintained, rebuilt, strict=False):
+        if a != b:
+            return f"maintained {a!r}, rebuilt {b!r}"
+    return f"{len(maintained)} rows maintained, {len(rebuilt)} rebuilt"
+
+
+def _check_file(ledger: Ledger, path: Path) -> dict[str, Any]:
     catch_up_file(ledger, path)  # repairs a views file that cannot be read
     maintained = open_views(path)
     fd, temporary = tempfile.mkstemp(prefix=".views-check-", suffix=".db", dir=path.parent)
@@ -216,8 +318,6 @@ def check(ledger: Ledger, path: Path) -> dict[str, Any]:
 def catch_up_after_gate(ledger: Ledger) -> str | None:
     """After `gate`/`resume`: bring a SQLite ledger's views up to date. Never fails the gate:
     returns a one-line notice when the views could not be updated (`ledger rebuild` can)."""
-    if ledger.store.dialect != "sqlite":
-        return None  # PostgreSQL ledgers name their views file explicitly (`--views`)
     try:
         catch_up_file(ledger, views_path(ledger, None))
     except Exception as error:  # the verdict stands; the views can be rebuilt

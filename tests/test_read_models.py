@@ -11,7 +11,6 @@ from types import SimpleNamespace
 import pytest
 
 from domain import events as ev
-from domain.errors import BadInput
 from domain.rules import REGISTRY
 from ledger import views
 from ledger.service import Ledger
@@ -76,14 +75,13 @@ def test_the_stored_verdict_document_is_the_replayed_verdict_byte_for_byte(
         assert document == canonical_json(replayed)
 
 
-def test_views_live_beside_a_sqlite_ledger_and_a_postgresql_ledger_needs_a_path(
+def test_views_live_beside_a_sqlite_ledger_and_in_a_postgresql_ledgers_own_schema(
     ledger: Ledger, tmp_path: Path
 ) -> None:
     assert views.views_path(ledger, None) == tmp_path / "views.db"
     assert views.views_path(ledger, "/x/v.db") == Path("/x/v.db")
     postgres = SimpleNamespace(store=SimpleNamespace(dialect="postgresql", description="db"))
-    with pytest.raises(BadInput, match="--views PATH"):
-        views.views_path(postgres, None)  # type: ignore[arg-type]
+    assert views.views_path(postgres, None) == views.PG_SCHEMA  # type: ignore[arg-type]
 
 
 def test_catching_up_twice_changes_nothing_and_new_events_reproject_only_their_run(
