@@ -11,8 +11,9 @@ import contextlib
 import os
 import sqlite3
 import tempfile
+import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -323,3 +324,41 @@ def catch_up_after_gate(ledger: Ledger) -> str | None:
     except Exception as error:  # the verdict stands; the views can be rebuilt
         return f"read models not updated ({' '.join(str(error).split())}); run `ledger rebuild`"
     return None
+
+
+def follow(
+    ledger: Ledger,
+    target: Path | str,
+    *,
+    stop: threading.Event | None = None,
+    report: Callable[[dict[str, Any]], None] | None = None,
+) -> None:
+    """Keep a PostgreSQL ledger's views current as events are committed, until `stop` is set:
+    the eventsourcing library's subscription (LISTEN/NOTIFY on the events table) wakes a
+    catch-up, which reads every notification since the tracking position (bursts coalesce)."""
+    if ledger.store.dialect == "sqlite":
+        raise BadInput(
+            "--follow needs a PostgreSQL ledger (SQLite has no subscriptions); a SQLite "
+            "ledger's views are caught up after every gate"
+        )
+    views = _open(ledger, target)
+    stop = stop or threading.Event()
+    try:
+        result = catch_up(ledger, views)
+        if report is not None:
+            report(result)
+        with ledger.store.recorder.subscribe(gt=views.position()) as subscription:
+            watcher = threading.Thread(
+                target=lambda: (stop.wait(), subscription.stop()), daemon=True
+            )
+            watcher.start()
+            for notification in subscription:
+                if stop.is_set():
+                    break
+                if int(notification.id) <= views.position():
+                    continue  # already reflected by an earlier catch-up
+                result = catch_up(ledger, views)
+                if report is not None:
+                    report(result)
+    finally:
+        views.close()
