@@ -46,6 +46,7 @@ TARGET_CLI = 0.3
 TARGET_GATE = 1.0
 TARGET_REBUILD = 50_000
 TARGET_CATCH_UP = 0.2
+GATE_EVENTS = 60  # about what the small gate below appends
 PASS = "def test_ok():\n    pass\n"
 FAIL = "def test_bad():\n    assert 0\n"
 
@@ -152,16 +153,21 @@ def overhead(url: str, fresh_url: str, work: Path, views_file: Path | None) -> N
     print(f"\n  gate on a fresh ledger {fresh_s:6.2f}s, on this ledger {big_s:6.2f}s: overhead "
           f"{extra:+.2f}s (target < {TARGET_GATE} s) {mark}")  # fmt: skip
     if views_file is not None:
+        # The gate caught its views up itself; time the same work again in this process: a
+        # run of the gate's size appended, then one catch-up of the views file.
         ledger = Ledger.open(url)
         try:
+            run = make_run(random.Random(3), 10**7, GATE_EVENTS, 1)
+            ledger.append(run.run_id, run.events, artifacts=run.artifacts)  # type: ignore[attr-defined]
             t = time.perf_counter()
             result = views.catch_up_file(ledger, views_file)
             seconds = time.perf_counter() - t
         finally:
             ledger.close()
         mark = "ok" if seconds < TARGET_CATCH_UP else "MISSED"
-        print(f"  views catch-up after that gate: {seconds:.3f}s for {result['runs']} run(s), "
-              f"{result['events']} events (target < {TARGET_CATCH_UP} s) {mark}")  # fmt: skip
+        print(f"  views catch-up after one gate-sized run: {seconds:.3f}s for "
+              f"{result['runs']} run(s), {result['events']} events "
+              f"(target < {TARGET_CATCH_UP} s) {mark}")  # fmt: skip
 
 
 def rebuild(url: str, work: Path) -> Path:
@@ -276,7 +282,7 @@ def main() -> None:
             floor = [sys.executable, "-c", FLOOR, str(ledger_file), sample]
             commands(url, work, floor, sample)
             views_file = rebuild(url, work)
-            fresh = work / f"fresh-{time.monotonic_ns()}.db"
+            fresh = work / f"fresh-{time.monotonic_ns()}" / "ledger.db"  # its own views.db
             overhead(url, f"sqlite:///{fresh}", work, views_file)
         if args.postgres:
             on_postgres(args.postgres, args.runs, args.events_per_run, work)

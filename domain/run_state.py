@@ -225,6 +225,18 @@ def _assess_stored(
     return assessment
 
 
+def attempt_assessment(e: ev.ShardAttemptRecorded, artifacts: Mapping[str, bytes]) -> Assessment:
+    """A shard attempt's assessment, memoised as the fold's (indexers and the fold that
+    follows an append read each report once)."""
+    return _assess_stored(
+        exit_code=e.exit_code, signal=e.signal, timed_out=e.timed_out, oom=e.oom,
+        infrastructure_failure=e.infrastructure_failure,
+        infrastructure_detail=e.infrastructure_detail, kind=e.failure_kind,
+        report_hash=e.report_hash, log_tail_hash=e.log_tail_hash, files=e.files,
+        artifacts=artifacts, report_too_large=e.report_too_large,
+    )  # fmt: skip
+
+
 def _attempt_view(
     e: ev.ShardAttemptRecorded | ev.BaselineReused,
     position: int,

@@ -97,10 +97,11 @@ def pending_questions(ledger: Ledger, run_prefix: str | None = None) -> list[dic
     """Open and parked questions, newest first. Reading appends nothing: an open question
     past its deadline is shown `overdue` until someone observes it (resume, answer)."""
     now = ledger.clock.now()
-    if not run_prefix:
+    if not run_prefix and ledger.indexed:
         return [_indexed_question_dict(q, now) for q in read_side.open_questions(ledger)]
     found = []
-    for run_id in [ledger.resolve(run_prefix)]:
+    run_ids = [ledger.resolve(run_prefix)] if run_prefix else list(read_side.run_ids(ledger))
+    for run_id in run_ids:
         records = ledger.store.read_events(run_id)
         state = fold([(p, e) for p, e in records if e.kind in _QUESTION_KINDS], {})
         for q in state.questions.values():

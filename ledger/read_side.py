@@ -97,7 +97,7 @@ def list_runs(
         row = run.row
         try:
             ledger.store.check_chain(row.run_id)
-            status = _status(ledger, run)
+            status = _status(ledger, run) if ledger.indexed else _folded_status(ledger, row.run_id)
         except BrokenRun:
             status = "broken"  # `ledger verify` names where
         rows.append(
@@ -114,6 +114,20 @@ def list_runs(
             }
         )
     return rows
+
+
+def _folded_status(ledger: Ledger, run_id: str) -> str:
+    """The status from the run's events (a ledger without its indexes: read-only, old)."""
+    from projections.status import run_status
+
+    records = ledger.store.read_events(run_id)
+    events = [e for _, e in records]
+    status = run_status(events)
+    if status == "completed" or any(e.kind == "QuestionAsked" for e in events):
+        state = fold(records, ledger.artifacts_for(events))
+        if state.started is not None:
+            return verdict_of(state).status
+    return status
 
 
 def run_count(ledger: Ledger) -> int:

@@ -130,6 +130,7 @@ class Ledger:
         self.clock: Clock = clock or SystemClock()
         self._leases: dict[str, Lease] = {}
         self._fence: dict[str, int] = {}  # the stream position the driver last knew
+        self.indexed = True  # the ledger's own indexes are complete (see ensure_indexed)
 
     @classmethod
     def open(cls, url: str | None, *, create: bool = True, clock: Clock | None = None) -> Ledger:
@@ -223,13 +224,18 @@ class Ledger:
         return [*sorted(content, key=key), *sorted(questions, key=key), *sorted(status, key=key)]
 
     def ensure_indexed(self) -> None:
-        """A ledger written before these indexes existed is indexed once, from its events."""
+        """A ledger written before these indexes existed is indexed once, from its events.
+        One that cannot be written (read-only) is read without them (`indexed` False: the
+        read side then folds runs as before)."""
         if self.store.index_format() == INDEX_FORMAT:
             return
         if self.store.description.endswith("(not created yet)"):
             return
-        self.reindex()
-        self.store.set_index_format(INDEX_FORMAT)
+        try:
+            self.reindex()
+            self.store.set_index_format(INDEX_FORMAT)
+        except Exception:
+            self.indexed = False
 
     def close(self) -> None:
         self.store.close()

@@ -21,8 +21,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from domain import events as ev
-from domain.assessment import READER_VERSION, assess
+from domain.assessment import READER_VERSION
 from domain.content import result_key
+from domain.run_state import attempt_assessment
 
 RESULT = "result"
 READER = f"reader-{READER_VERSION}"
@@ -63,19 +64,7 @@ def result_rows(e: ev.Event, artifacts: Mapping[str, bytes]) -> list[tuple[str, 
     report_bytes = artifacts.get(e.report_hash) if e.report_hash else None
     if report_bytes is None:
         return []
-    assessment = assess(
-        exit_code=e.exit_code,
-        signal=e.signal,
-        timed_out=e.timed_out,
-        oom=e.oom,
-        infrastructure_failure=e.infrastructure_failure,
-        report=report_bytes,
-        log_tail=artifacts.get(e.log_tail_hash, b"") if e.log_tail_hash else b"",
-        files=e.files,
-        infrastructure_detail=e.infrastructure_detail,
-        kind=e.failure_kind,
-        report_too_large=e.report_too_large,
-    )
+    assessment = attempt_assessment(e, artifacts)
     if not assessment.measured or assessment.report is None:
         return []
     tests: dict[str, int] = {}

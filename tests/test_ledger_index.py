@@ -120,3 +120,31 @@ def test_run_prefixes_resolve_by_range(sqlite_url: str) -> None:
             ledger.resolve("ef")
     finally:
         ledger.close()
+
+
+def test_a_read_only_ledger_from_before_the_indexes_still_lists_by_folding(
+    sqlite_url: str,
+) -> None:
+    ledger = open_ledger(sqlite_url)
+    try:
+        _fill(ledger)
+        expected = read_side.list_runs(ledger, None)
+        questions = owner.pending_questions(ledger)
+        ledger.store.execute_raw("DELETE FROM ledger_meta WHERE key = 'index_format'")
+    finally:
+        ledger.close()
+    again = open_ledger(sqlite_url)
+    try:
+        again.store.execute_raw("DELETE FROM ledger_meta WHERE key = 'index_format'")
+        again.store.set_index_format = _refuse  # type: ignore[method-assign]
+        again.indexed = True
+        again.ensure_indexed()
+        assert not again.indexed
+        assert read_side.list_runs(again, None) == expected
+        assert owner.pending_questions(again) == questions
+    finally:
+        again.close()
+
+
+def _refuse(value: str) -> None:
+    raise PermissionError("read-only")
