@@ -39,6 +39,9 @@ def verdict_document(run_id: str, state: RunState, verdict: Verdict) -> dict[str
 def base_reuse(state: RunState) -> dict[str, Any]:
     """How much of the base was measured afresh and how much reused from earlier runs (the
     result cache, or a whole shard's reused baseline): files and tests of each."""
+    cached = state.cache.get("base_reuse")
+    if isinstance(cached, dict):
+        return cached
     counts = {"fresh": {"files": 0, "tests": 0}, "reused": {"files": 0, "tests": 0}}
     sources: set[str] = set()
     for shard in state.leaves():
@@ -60,7 +63,9 @@ def base_reuse(state: RunState) -> dict[str, Any]:
             side = counts["reused" if file in reused else "fresh"]
             side["files"] += 1
             side["tests"] += tests.get(file, 0)
-    return {**counts, "from": sorted(sources)}
+    result = {**counts, "from": sorted(sources)}
+    state.cache["base_reuse"] = result
+    return result
 
 
 def exit_code(status: str) -> int:
