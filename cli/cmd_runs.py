@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Column, Table
 
 from cli.options import EXIT_FAILED, common, emit_json
-from cli.render import cell
+from cli.render import base_reuse_line, cell
 from domain.text import one_line
 from ledger import queries
 from ledger.service import opened
@@ -115,6 +115,9 @@ def show_lines(
             )
     if conclusion is not None:
         out.append(f"verdict under rule {conclusion['rule']}: {conclusion['status']}")
+        reuse = conclusion.get("base_reuse")
+        if reuse:
+            out.append(base_reuse_line(reuse))
         for key in ("introduced", "preexisting", "fixed", "flaky"):
             out.extend(f"  {key:<12} {one_line(test)}" for test in conclusion[key])
         for entry in conclusion["unmeasured"]:

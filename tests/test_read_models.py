@@ -212,7 +212,7 @@ def test_catching_up_writes_only_the_rows_an_event_changed(ledger: Ledger, tmp_p
 
 
 @pytest.mark.postgres
-def test_a_postgresql_ledger_keeps_its_views_in_the_file_named_by_views(
+def test_a_postgresql_ledger_keeps_its_views_in_its_schema_or_the_file_named_by_views(
     postgres_url: str, tmp_path: Path
 ) -> None:
     led = Ledger.open(postgres_url)
@@ -222,8 +222,10 @@ def test_a_postgresql_ledger_keeps_its_views_in_the_file_named_by_views(
             led.append(run.run_id, run.events, artifacts=run.artifacts)
     finally:
         led.close()
-    refused = run_cli("rebuild", "--ledger", postgres_url, cwd=tmp_path)
-    assert refused.returncode == 2 and "--views PATH" in refused.stderr
+    in_schema = run_cli("rebuild", "--check", "--json", "--ledger", postgres_url, cwd=tmp_path)
+    assert in_schema.returncode == 0, in_schema.stderr
+    assert json.loads(in_schema.stdout)["path"] == "schema ledger_views"
+    assert json.loads(in_schema.stdout)["identical"] is True
     path = tmp_path / "pg-views.db"
     built = run_cli("rebuild", "--json", "--views", str(path), "--ledger", postgres_url,
                     cwd=tmp_path)  # fmt: skip
