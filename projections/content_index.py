@@ -94,17 +94,19 @@ def result_rows(e: ev.Event, artifacts: Mapping[str, bytes]) -> list[tuple[str, 
     return rows
 
 
-INDEXERS: dict[str, ContentIndexer] = {"ShardAttemptRecorded": result_rows}
+# Event kind -> the indexers deriving its content rows. To add a lookup by content (e.g.
+# measurements by `measurement_key`): write `rows(event, artifacts) -> [(kind, key, item,
+# data)]`, add it here, bump `adapters.event_store.INDEX_FORMAT` (ledgers are then re-indexed
+# from their events once, when opened), and ask `ledger.read_side.content(ledger, kind, keys)`.
+INDEXERS: dict[str, tuple[ContentIndexer, ...]] = {"ShardAttemptRecorded": (result_rows,)}
 
 
 def content_rows(events: Sequence[ev.Event], artifacts: Mapping[str, bytes]) -> list[ContentRow]:
     rows = []
     for offset, e in enumerate(events):
-        indexer = INDEXERS.get(e.kind)
-        if indexer is None:
-            continue
-        for kind, key, item, data in indexer(e, artifacts):
-            rows.append(ContentRow(kind, key, offset, item, data))
+        for indexer in INDEXERS.get(e.kind, ()):
+            for kind, key, item, data in indexer(e, artifacts):
+                rows.append(ContentRow(kind, key, offset, item, data))
     return rows
 
 
