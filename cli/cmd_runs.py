@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.table import Column, Table
 
 from cli.options import EXIT_FAILED, common, emit_json
 from cli.render import base_reuse_line, cell
 from domain.text import one_line
 from ledger import queries
 from ledger.service import opened
-from projections.timeline import TimelineGroup, TimelineLine
+
+if TYPE_CHECKING:
+    from projections.timeline import TimelineGroup, TimelineLine
 
 
 @click.command("runs")
@@ -40,6 +40,9 @@ def runs(limit: int, offset: int, ledger_url: str | None, as_json: bool) -> None
         click.echo("no runs in the ledger")
         return
     # The run id is what people copy into the next command: never squeezed by a narrow terminal.
+    from rich.console import Console
+    from rich.table import Column, Table
+
     run_column = Column("run", no_wrap=True, min_width=12)
     table = Table(run_column, "started", "head", "base", "status", "events")
     for row in rows:
@@ -102,6 +105,8 @@ def show_lines(
 ) -> list[str]:
     """`ledger show` as text: one line per event, then the verdict; names from the suite are
     shown escaped (`domain.text.one_line`), so none can forge a line."""
+    from projections.timeline import TimelineGroup
+
     out = [f"run {run_id}"]
     for line in lines:
         when = line.at[:19].replace("T", " ")

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from domain.rules import get_rule
 from ledger import read_side
 from ledger.service import Ledger
-from projections.timeline import TimelineGroup, TimelineLine, grouped_timeline, timeline
-from projections.verdict_view import base_reuse
+
+if TYPE_CHECKING:
+    from projections.timeline import TimelineGroup, TimelineLine
 
 
 def list_runs(
@@ -23,12 +23,16 @@ def run_count(ledger: Ledger) -> int:
 
 
 def run_timeline(ledger: Ledger, run_id: str) -> list[TimelineLine]:
+    from projections.timeline import timeline
+
     records = ledger.read(run_id)
     events = [r.event for r in records]
     return timeline([(r.position, r.event) for r in records], ledger.artifacts_for(events))
 
 
 def run_timeline_grouped(ledger: Ledger, run_id: str) -> list[TimelineLine | TimelineGroup]:
+    from projections.timeline import grouped_timeline
+
     records = ledger.read(run_id)
     events = [r.event for r in records]
     return grouped_timeline([(r.position, r.event) for r in records], ledger.artifacts_for(events))
@@ -37,6 +41,9 @@ def run_timeline_grouped(ledger: Ledger, run_id: str) -> list[TimelineLine | Tim
 def run_verdict(ledger: Ledger, run_id: str) -> dict[str, Any] | None:
     """The verdict under the run's own rule, once the run has started (for `ledger show`),
     with how much of the base was measured afresh and how much reused."""
+    from domain.rules import get_rule
+    from projections.verdict_view import base_reuse
+
     state = read_side.project(ledger, run_id)
     if state.started is None or not state.discovered:
         return None

@@ -19,21 +19,24 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from adapters.event_store import ContentHit, IndexedRun
 from domain.errors import BrokenRun
-from domain.rules import get_rule
-from domain.run_state import RunState, fold
-from domain.verdict import Verdict
 from ledger.gc_pause import gc_paused
 from ledger.service import Ledger
+
+if TYPE_CHECKING:  # imported where used: `ledger runs` and `ledger questions` need no fold
+    from domain.run_state import RunState
+    from domain.verdict import Verdict
 
 DEFAULT_PAGE = 100
 
 
 def project(ledger: Ledger, run_id: str) -> RunState:
     """The run's state from the ledger: its events and the artifacts they reference."""
+    from domain.run_state import fold
+
     with gc_paused():
         records = ledger.store.read_events(run_id)
         return fold(records, ledger.artifacts_for([event for _, event in records]))
@@ -41,6 +44,8 @@ def project(ledger: Ledger, run_id: str) -> RunState:
 
 def verdict_of(state: RunState, rule: str | None = None) -> Verdict:
     """The verdict under `rule`, or under the rule the run was started with."""
+    from domain.rules import get_rule
+
     name = rule or (state.started.rule if state.started else "default")
     return get_rule(name).decide(state)
 
@@ -52,6 +57,7 @@ def status_code(rule: str) -> str:
     """What a remembered verdict status depends on besides the events: the rule's and the
     reader's versions (a new version computes it again)."""
     from domain.assessment import READER_VERSION
+    from domain.rules import get_rule
 
     try:
         version = get_rule(rule).version
@@ -118,6 +124,7 @@ def list_runs(
 
 def _folded_status(ledger: Ledger, run_id: str) -> str:
     """The status from the run's events (a ledger without its indexes: read-only, old)."""
+    from domain.run_state import fold
     from projections.status import run_status
 
     records = ledger.store.read_events(run_id)
