@@ -80,11 +80,7 @@ def show(run: str, show_all: bool, ledger_url: str | None, as_json: bool) -> Non
     """
     with opened(ledger_url, create=False) as ledger:
         run_id = ledger.resolve(run)
-        if as_json or show_all:
-            lines: list[TimelineLine | TimelineGroup] = list(queries.run_timeline(ledger, run_id))
-        else:
-            lines = queries.run_timeline_grouped(ledger, run_id)
-        conclusion = queries.run_verdict(ledger, run_id)
+        lines, conclusion = queries.run_story(ledger, run_id, grouped=not (as_json or show_all))
     if as_json:
         emit_json(
             {
