@@ -1194,14 +1194,18 @@ def _open_postgres(url: str) -> EventStore:
         import psycopg
 
         # A direct probe first: the pool's own error hides the reason (refused, auth, ...).
-        psycopg.connect(
+        with psycopg.connect(
             dbname=dbname,
             host=parsed.hostname,
             port=port,
             user=user,
             password=password,
             connect_timeout=5,
-        ).close()
+        ) as probe:
+            # A ledger whose tables all exist (the last one made is the index's) is opened
+            # without DDL: no schema locks taken by readers and writers that only open it.
+            made = probe.execute("SELECT to_regclass('ledger_index_run') IS NOT NULL").fetchone()
+            exists = bool(made and made[0])
     except Exception as error:  # every failure to connect is one message
         reason = " ".join(str(error).split()) or type(error).__name__
         raise BadInput(f"cannot reach PostgreSQL at {where}: {reason}") from error
@@ -1220,7 +1224,8 @@ def _open_postgres(url: str) -> EventStore:
             originator_id_type="text",
         )
         recorder = _pg_recorder_class()(datastore, events_table_name=EVENTS_TABLE)
-        recorder.create_table()
+        if not exists:
+            recorder.create_table()
     except Exception as error:
         reason = " ".join(str(error).split()) or type(error).__name__
         raise BadInput(f"cannot reach PostgreSQL at {where}: {reason}") from error
