@@ -317,13 +317,40 @@ def _check_file(ledger: Ledger, path: Path) -> dict[str, Any]:
 
 
 def catch_up_after_gate(ledger: Ledger) -> str | None:
-    """After `gate`/`resume`: bring a SQLite ledger's views up to date. Never fails the gate:
-    returns a one-line notice when the views could not be updated (`ledger rebuild` can)."""
+    """After `gate`/`resume`: bring the views up to date. Never fails the gate: returns a
+    one-line notice when the views could not be updated (`ledger rebuild` can). A PostgreSQL
+    ledger's views schema is only caught up once it exists: building it from a whole shared
+    ledger is `ledger rebuild`'s job, not a gate's."""
     try:
-        catch_up_file(ledger, views_path(ledger, None))
+        target = views_path(ledger, None)
+        if isinstance(target, str) and not _schema_ready(ledger, target):
+            return f"no read models in schema {target} yet; `ledger rebuild` creates them"
+        catch_up_file(ledger, target)
     except Exception as error:  # the verdict stands; the views can be rebuilt
         return f"read models not updated ({' '.join(str(error).split())}); run `ledger rebuild`"
     return None
+
+
+def _schema_ready(ledger: Ledger, schema: str) -> bool:
+    """The views schema exists in this layout and belongs to this ledger."""
+    import psycopg
+
+    from adapters.pg_read_model_store import META
+
+    assert ledger.store.url is not None
+    with psycopg.connect(ledger.store.url, connect_timeout=5) as conn:
+        found = conn.execute("SELECT to_regclass(%s)", (f'"{schema}"."{META}"',)).fetchone()
+        if not found or found[0] is None:
+            return False
+        rows: dict[str, str] = dict(
+            conn.execute(f'SELECT key, value FROM "{schema}"."{META}"').fetchall()
+        )
+    from adapters.read_model_store import _schema_version
+
+    return (
+        rows.get("schema_version") == str(_schema_version(TABLES))
+        and rows.get("ledger_id") == ledger.store.ledger_id()
+    )
 
 
 def follow(
