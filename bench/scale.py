@@ -286,6 +286,11 @@ def main() -> None:
     parser.add_argument("--concurrent-only", action="store_true")
     parser.add_argument("--skip-sqlite", action="store_true")
     parser.add_argument("--commands-only", action="store_true", help="only the command timings")
+    parser.add_argument(
+        "--skip-rebuild",
+        action="store_true",
+        help="keep the views.db already beside the ledger (no rebuild timing)",
+    )
     args = parser.parse_args()
     work = args.dir or Path(tempfile.mkdtemp(prefix="bench-scale-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -308,7 +313,7 @@ def main() -> None:
             commands(url, work, floor, sample)
             if args.commands_only:
                 return
-            views_file = rebuild(url, work)
+            views_file = work / "views.db" if args.skip_rebuild else rebuild(url, work)
             fresh = work / f"fresh-{time.monotonic_ns()}" / "ledger.db"  # its own views.db
             overhead(url, f"sqlite:///{fresh}", work, views_file)
         if args.postgres:
