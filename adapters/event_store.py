@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import os
 import sqlite3
 import stat
@@ -127,6 +128,60 @@ class RunRow:
 
 # --- recorders: the library's event tables plus the ledger's artifact, run and meta tables --
 
+# The ledger's own indexes, written in the same transaction as the events they derive from
+# (`projections/content_index.py` derives them; `Ledger.reindex` rebuilds them from the
+# events): the run list's order and status, open questions, and per-item content lookups.
+INDEX_FORMAT = "1"
+INDEX_TABLES = (
+    "CREATE INDEX IF NOT EXISTS ledger_runs_newest ON ledger_runs (started_at DESC, run_id)",
+    "CREATE TABLE IF NOT EXISTS ledger_status (run_id TEXT PRIMARY KEY, lifecycle TEXT, "
+    "asked INTEGER NOT NULL DEFAULT 0, rule TEXT, verdict TEXT, verdict_length INTEGER, "
+    "verdict_code TEXT)",
+    "CREATE TABLE IF NOT EXISTS ledger_questions (run_id TEXT NOT NULL, "
+    "question_id TEXT NOT NULL, asked_at TEXT NOT NULL, position INTEGER NOT NULL, "
+    "state TEXT NOT NULL, data TEXT NOT NULL, PRIMARY KEY (run_id, question_id))",
+    "CREATE INDEX IF NOT EXISTS ledger_questions_newest ON ledger_questions (asked_at)",
+    "CREATE TABLE IF NOT EXISTS ledger_index (kind TEXT NOT NULL, key TEXT NOT NULL, "
+    "run_id TEXT NOT NULL, position INTEGER NOT NULL, item TEXT NOT NULL, data TEXT NOT NULL, "
+    "PRIMARY KEY (kind, key, run_id, position, item))",
+    "CREATE INDEX IF NOT EXISTS ledger_index_run ON ledger_index (run_id)",
+)
+
+ContentRowTuple = tuple[str, str, int, str, str]  # kind, key, offset in the batch, item, data
+
+
+@dataclass(frozen=True)
+class IndexWrite:
+    """What one append changes in the ledger's indexes (derived by the caller, pure)."""
+
+    content: Sequence[ContentRowTuple] = ()
+    # (open | expire | park | close, question id, offset in the batch, data as JSON)
+    questions: Sequence[tuple[str, str, int, str]] = ()
+    lifecycle: tuple[str | None, bool, str | None] | None = None  # status, asked, rule
+
+
+@dataclass(frozen=True)
+class IndexedRun:
+    """A run as the run list shows it: the run index joined with its status row."""
+
+    row: RunRow
+    lifecycle: str
+    asked: bool
+    rule: str | None
+    verdict: str | None
+    verdict_length: int | None
+    verdict_code: str | None
+
+
+@dataclass(frozen=True)
+class ContentHit:
+    kind: str
+    key: str
+    run_id: str
+    position: int
+    item: str
+    data: str
+
 
 class _SQLiteRecorder(SQLiteApplicationRecorder):
     def create_table(self) -> None:
@@ -155,6 +210,7 @@ class _SQLiteRecorder(SQLiteApplicationRecorder):
             "CREATE TABLE IF NOT EXISTS ledger_meta (key TEXT PRIMARY KEY, value TEXT)",
             "CREATE TABLE IF NOT EXISTS ledger_leases ("
             "run_id TEXT PRIMARY KEY, holder TEXT NOT NULL, expires REAL NOT NULL)",
+            *INDEX_TABLES,
             f"INSERT OR IGNORE INTO ledger_meta (key, value) VALUES ('format', '{FORMAT}')",
             "INSERT OR IGNORE INTO ledger_meta (key, value) "
             "VALUES ('ledger_id', lower(hex(randomblob(16))))",
@@ -238,6 +294,14 @@ def _pg_recorder_class() -> type:
             # from several processes otherwise fails ("tuple concurrently updated").
             curs.execute("SELECT pg_advisory_xact_lock(7239016482731)", prepare=False)
             super()._create_table(curs)
+            # The ledger's indexes only when missing: `CREATE INDEX IF NOT EXISTS` locks its
+            # table before it looks, and would deadlock with appends (row lock on the run
+            # index, then the events table lock) while the library's DDL holds the latter.
+            curs.execute("SELECT to_regclass('ledger_index_run') IS NULL AS missing", prepare=False)
+            row = curs.fetchone()
+            if row is None or (row["missing"] if isinstance(row, dict) else row[0]):
+                for statement in INDEX_TABLES:
+                    curs.execute(statement, prepare=False)
 
     return _PostgresRecorder
 
@@ -248,8 +312,17 @@ def _pg_recorder_class() -> type:
 class EventStore:
     """Append-only, hash-chained run streams over an `eventsourcing` recorder."""
 
-    def __init__(self, recorder: Any, *, dialect: str, description: str, datastore: Any) -> None:
+    def __init__(
+        self,
+        recorder: Any,
+        *,
+        dialect: str,
+        description: str,
+        datastore: Any,
+        url: str | None = None,
+    ) -> None:
         self.recorder = recorder
+        self.url = url  # how to reach this database again (PostgreSQL read models use it)
         self.dialect = dialect
         self.description = description
         self._datastore = datastore
@@ -277,6 +350,28 @@ class EventStore:
             "INSERT INTO ledger_artifacts (sha256, size, data) "
             f"VALUES ({ph}, {ph}, {ph}) ON CONFLICT (sha256) DO NOTHING"
         )
+        self._sql_put_content = (
+            "INSERT INTO ledger_index (kind, key, run_id, position, item, data) "
+            f"VALUES ({', '.join([ph] * 6)}) ON CONFLICT DO NOTHING"
+        )
+        self._sql_question = {
+            "open": "INSERT INTO ledger_questions (run_id, question_id, asked_at, position, "
+            f"state, data) VALUES ({ph}, {ph}, {ph}, {ph}, 'open', {ph}) ON CONFLICT "
+            "(run_id, question_id) DO UPDATE SET asked_at = excluded.asked_at, "
+            "position = excluded.position, state = 'open', data = excluded.data",
+            "expire": "UPDATE ledger_questions SET state = 'expired' "
+            f"WHERE run_id = {ph} AND question_id = {ph} AND state = 'open'",
+            "park": "UPDATE ledger_questions SET state = 'parked' "
+            f"WHERE run_id = {ph} AND question_id = {ph}",
+            "close": f"DELETE FROM ledger_questions WHERE run_id = {ph} AND question_id = {ph}",
+        }
+        self._sql_lifecycle = (
+            "INSERT INTO ledger_status (run_id, lifecycle, asked, rule) "
+            f"VALUES ({ph}, {ph}, {ph}, {ph}) ON CONFLICT (run_id) DO UPDATE SET "
+            "lifecycle = COALESCE(excluded.lifecycle, ledger_status.lifecycle), "
+            "asked = CASE WHEN excluded.asked = 1 THEN 1 ELSE ledger_status.asked END, "
+            "rule = COALESCE(excluded.rule, ledger_status.rule)"
+        )
 
     # -- writing --
 
@@ -288,8 +383,10 @@ class EventStore:
         artifacts: dict[str, bytes] | None = None,
         expected_length: int | None = None,
         lease: Lease | None = None,
+        index: IndexWrite | None = None,
     ) -> list[Recorded]:
-        """Append events atomically at the end of the run's stream.
+        """Append events atomically at the end of the run's stream, with what they change in
+        the ledger's indexes (`index`) in the same transaction.
 
         The run's tip is read under a write lock in the appending transaction (SQLite: the
         database's write lock, PostgreSQL: the run's index row), so concurrent writers queue
@@ -335,12 +432,167 @@ class EventStore:
                     self._sql_upsert_run,
                     self._run_update(run_id, started, length + len(events), prev),
                 )
+                if index is not None:
+                    self._write_index(c, run_id, length, index)
         except (IntegrityError, sqlite3.IntegrityError) as conflict:
             # Only when stored events and the run index disagree (e.g. a tampered index).
             raise ConcurrencyConflict(
                 f"run {run_id}: position {length + 1} is already taken"
             ) from conflict
         return recorded
+
+    def _write_index(self, c: Any, run_id: str, length: int, index: IndexWrite) -> None:
+        """The index rows of events appended after `length` (inside the append's transaction)."""
+        if index.content:
+            c.executemany(
+                self._sql_put_content,
+                [
+                    (kind, key, run_id, length + 1 + offset, item, data)
+                    for kind, key, offset, item, data in index.content
+                ],
+            )
+        for change, question_id, offset, data in index.questions:
+            if change == "open":
+                asked_at = str(json.loads(data)["asked_at"])
+                c.execute(
+                    self._sql_question[change],
+                    (run_id, question_id, asked_at, length + 1 + offset, data),
+                )
+            else:
+                c.execute(self._sql_question[change], (run_id, question_id))
+        if index.lifecycle is not None:
+            status, asked, rule = index.lifecycle
+            c.execute(self._sql_lifecycle, (run_id, status, int(asked), rule))
+
+    def replace_index(self, run_id: str, length: int, index: IndexWrite) -> bool:
+        """Make the run's index rows exactly those of its first `length` events (a re-index
+        from the events); False, writing nothing, when the run has moved on meanwhile."""
+        ph = self._ph
+        with self._write() as c:
+            current, _ = self._lock_tip(c, run_id)
+            if current != length:
+                return False
+            for table in ("ledger_index", "ledger_questions", "ledger_status"):
+                c.execute(f"DELETE FROM {table} WHERE run_id = {ph}", (run_id,))
+            self._write_index(c, run_id, 0, index)
+        return True
+
+    def index_format(self) -> str:
+        rows = self._query("SELECT value FROM ledger_meta WHERE key = 'index_format'")
+        return str(rows[0][0]) if rows else ""
+
+    def set_index_format(self, value: str) -> None:
+        ph = self._ph
+        with self._write() as c:
+            c.execute(
+                f"INSERT INTO ledger_meta (key, value) VALUES ('index_format', {ph}) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (value,),
+            )
+
+    def set_verdict(self, run_id: str, length: int, code: str, verdict: str) -> None:
+        """Remember the run's verdict status as of `length` events under `code` (rule and
+        reader versions); an older computation never overwrites a newer one."""
+        ph = self._ph
+        with self._transaction(commit=True) as c:
+            c.execute(
+                f"UPDATE ledger_status SET verdict = {ph}, verdict_length = {ph}, "
+                f"verdict_code = {ph} WHERE run_id = {ph} "
+                f"AND (verdict_length IS NULL OR verdict_length <= {ph})",
+                (verdict, length, code, run_id, length),
+            )
+
+    def runs_page(self, limit: int | None = None, offset: int = 0) -> list[IndexedRun]:
+        """Runs newest first (runs without a start last), with their status rows: one
+        indexed range read."""
+        columns = (
+            "r.run_id, r.started_at, r.repo, r.head, r.base, r.head_ref, r.base_ref, r.length, "
+            "r.tip, s.lifecycle, s.asked, s.rule, s.verdict, s.verdict_length, s.verdict_code"
+        )
+        join = "FROM ledger_runs r LEFT JOIN ledger_status s ON s.run_id = r.run_id"
+        page = f" LIMIT {int(limit)} OFFSET {int(offset)}" if limit is not None else ""
+        rows = self._query(
+            f"SELECT {columns} {join} WHERE r.started_at IS NOT NULL "
+            f"ORDER BY r.started_at DESC, r.run_id{page}"
+        )
+        if limit is None or len(rows) < limit:
+            dated = self._query("SELECT count(*) FROM ledger_runs WHERE started_at IS NOT NULL")
+            skip = max(0, offset - int(dated[0][0]))
+            more = "" if limit is None else f" LIMIT {int(limit) - len(rows)} OFFSET {skip}"
+            rows += self._query(
+                f"SELECT {columns} {join} WHERE r.started_at IS NULL ORDER BY r.run_id{more}"
+            )
+        return [
+            IndexedRun(
+                RunRow(
+                    str(r[0]), str(r[1] or ""), str(r[2] or ""), str(r[3] or ""),
+                    str(r[4] or ""), str(r[5] or ""), str(r[6] or ""), int(r[7]), str(r[8]),
+                ),
+                lifecycle=str(r[9] or "running"),
+                asked=bool(r[10]),
+                rule=None if r[11] is None else str(r[11]),
+                verdict=None if r[12] is None else str(r[12]),
+                verdict_length=None if r[13] is None else int(r[13]),
+                verdict_code=None if r[14] is None else str(r[14]),
+            )
+            for r in rows
+        ]  # fmt: skip
+
+    def run_count(self) -> int:
+        return int(self._query("SELECT count(*) FROM ledger_runs")[0][0])
+
+    def open_questions(self) -> list[tuple[str, str, int, str, str]]:
+        """(run id, question id, position, state, data) of every question not yet decided
+        (open, expired or parked), newest first."""
+        rows = self._query(
+            "SELECT run_id, question_id, position, state, data FROM ledger_questions "
+            "ORDER BY asked_at DESC, run_id DESC, position DESC"
+        )
+        return [(str(r[0]), str(r[1]), int(r[2]), str(r[3]), str(r[4])) for r in rows]
+
+    def content(self, kind: str, keys: Iterable[str]) -> list[ContentHit]:
+        """Every content row of `kind` under any of `keys` (one indexed lookup per 500)."""
+        wanted = sorted(set(keys))
+        hits: list[ContentHit] = []
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            marks = ", ".join([self._ph] * len(chunk))
+            for row in self._query(
+                "SELECT kind, key, run_id, position, item, data FROM ledger_index "
+                f"WHERE kind = {self._ph} AND key IN ({marks})",
+                [kind, *chunk],
+            ):
+                hits.append(
+                    ContentHit(str(row[0]), str(row[1]), str(row[2]), int(row[3]),
+                               str(row[4]), str(row[5]))
+                )  # fmt: skip
+        return hits
+
+    def index_rows(self) -> list[tuple[Any, ...]]:
+        """Every index row, sorted (for comparing the maintained index with a rebuild)."""
+        rows: list[tuple[Any, ...]] = []
+        for table, columns in (
+            ("ledger_index", "kind, key, run_id, position, item, data"),
+            ("ledger_questions", "run_id, question_id, asked_at, position, state, data"),
+            ("ledger_status", "run_id, lifecycle, asked, rule"),
+        ):
+            found = [(table, *row) for row in self._query(f"SELECT {columns} FROM {table}")]
+            rows += sorted(found, key=lambda r: tuple("" if v is None else v for v in r))
+        return rows
+
+    def touched_runs(self, after: int, until: int, page: int = 10_000) -> list[str]:
+        """Run ids with events in (after, until], read without parsing the events."""
+        runs: set[str] = set()
+        position = after
+        while position < until:
+            notifications = self.recorder.select_notifications(
+                start=position, limit=page, stop=until, inclusive_of_start=False
+            )
+            if not notifications:
+                break
+            runs.update(str(n.originator_id).replace("-", "") for n in notifications)
+            position = int(notifications[-1].id)
+        return sorted(runs)
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[Any]:
@@ -528,6 +780,53 @@ class EventStore:
                 for (position, _, digest, prev, _), event in zip(links, events, strict=True)
             ]
 
+    def broken_runs(self, runs: Sequence[RunRow]) -> dict[str, BrokenRun]:
+        """Check the hash chains of several runs (as listed, with the index rows read first)
+        in one read of their events: the broken ones, each with where. A run whose stored
+        events disagree with its listed index is checked again on its own (`check_chain`),
+        which tells a concurrent append from a break."""
+        found: dict[str, BrokenRun] = {}
+        if not runs:
+            return found
+        ids = [r.run_id for r in runs]
+        marks = ", ".join([self._ph] * len(ids))
+        stored: dict[str, list[tuple[int, bytes]]] = {run_id: [] for run_id in ids}
+        for run_id, position, state in self._query(
+            "SELECT originator_id, originator_version, state FROM ledger_events "
+            f"WHERE originator_id IN ({marks}) ORDER BY originator_id, originator_version",
+            ids,
+        ):
+            stored[str(run_id).replace("-", "")].append((int(position), bytes(state)))
+        for row in runs:
+            prev, ok = GENESIS, True
+            events = stored.get(row.run_id, [])
+            for expected, (position, state) in enumerate(events, start=1):
+                try:
+                    digest, stored_prev, payload = split_state(state)
+                except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+                    ok = False
+                    break
+                if (
+                    position != expected
+                    or stored_prev != prev
+                    or chain_hash(prev, payload) != digest
+                ):
+                    ok = False
+                    break
+                prev = digest
+            if ok and len(events) == row.length and (not row.length or prev == row.tip):
+                continue
+            try:
+                self.check_chain(row.run_id)
+            except BrokenRun as broken:
+                found[row.run_id] = broken
+        return found
+
+    def check_chain(self, run_id: str) -> int:
+        """The run's length after checking its hash chain against the run index, without
+        parsing its events; `BrokenRun` when broken."""
+        return len(self._verified(run_id))
+
     def read_events(self, run_id: str) -> list[tuple[int, Event]]:
         """(position, event) of a run's stream, verified and validated as `read` does,
         without building the `Recorded` links that projections never use."""
@@ -636,13 +935,17 @@ class EventStore:
             for r in rows
         ]
 
-    def run_ids_matching(self, prefix: str) -> list[str]:
-        like = prefix.replace("%", "").replace("_", "") + "%"
-        rows = self._query(
-            f"SELECT run_id FROM ledger_runs WHERE run_id LIKE {self._ph} ORDER BY run_id",
-            (like,),
+    def run_ids_matching(self, prefix: str, limit: int | None = None) -> list[str]:
+        """Run ids starting with `prefix` (hexadecimal): a range read of the primary key."""
+        clean = "".join(c for c in prefix if c in "0123456789abcdef")
+        ph = self._ph
+        sql = (
+            f"SELECT run_id FROM ledger_runs WHERE run_id >= {ph} AND run_id < {ph} ORDER BY run_id"
         )
-        return [str(r[0]) for r in rows]
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        rows = self._query(sql, (clean, clean + "g"))
+        return [str(r[0]) for r in rows if str(r[0]).startswith(clean)]
 
     def stream_ids(self) -> list[str]:
         """Every run id that has stored events (used by verify to catch unindexed streams)."""
@@ -891,14 +1194,18 @@ def _open_postgres(url: str) -> EventStore:
         import psycopg
 
         # A direct probe first: the pool's own error hides the reason (refused, auth, ...).
-        psycopg.connect(
+        with psycopg.connect(
             dbname=dbname,
             host=parsed.hostname,
             port=port,
             user=user,
             password=password,
             connect_timeout=5,
-        ).close()
+        ) as probe:
+            # A ledger whose tables all exist (the last one made is the index's) is opened
+            # without DDL: no schema locks taken by readers and writers that only open it.
+            made = probe.execute("SELECT to_regclass('ledger_index_run') IS NOT NULL").fetchone()
+            exists = bool(made and made[0])
     except Exception as error:  # every failure to connect is one message
         reason = " ".join(str(error).split()) or type(error).__name__
         raise BadInput(f"cannot reach PostgreSQL at {where}: {reason}") from error
@@ -917,8 +1224,11 @@ def _open_postgres(url: str) -> EventStore:
             originator_id_type="text",
         )
         recorder = _pg_recorder_class()(datastore, events_table_name=EVENTS_TABLE)
-        recorder.create_table()
+        if not exists:
+            recorder.create_table()
     except Exception as error:
         reason = " ".join(str(error).split()) or type(error).__name__
         raise BadInput(f"cannot reach PostgreSQL at {where}: {reason}") from error
-    return EventStore(recorder, dialect="postgresql", description=where, datastore=datastore)
+    return EventStore(
+        recorder, dialect="postgresql", description=where, datastore=datastore, url=url
+    )

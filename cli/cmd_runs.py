@@ -3,32 +3,36 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.table import Column, Table
 
 from cli.options import EXIT_FAILED, common, emit_json
-from cli.render import cell
+from cli.render import base_reuse_line, cell
 from domain.text import one_line
 from ledger import queries
 from ledger.service import opened
-from projections.timeline import TimelineGroup, TimelineLine
+
+if TYPE_CHECKING:
+    from projections.timeline import TimelineGroup, TimelineLine
 
 
 @click.command("runs")
+@click.option("--limit", type=click.IntRange(min=0), default=100, show_default=True,
+              help="Runs per page (0: all).")  # fmt: skip
+@click.option("--offset", type=click.IntRange(min=0), default=0, help="Skip this many runs.")
 @common
-def runs(ledger_url: str | None, as_json: bool) -> None:
-    """Runs in the ledger, newest first.
+def runs(limit: int, offset: int, ledger_url: str | None, as_json: bool) -> None:
+    """Runs in the ledger, newest first (a page of --limit runs from --offset).
 
     \b
     Examples:
       ledger runs
-      ledger runs --json --ledger sqlite:///ci/ledger.db
+      ledger runs --limit 0 --json --ledger sqlite:///ci/ledger.db
     """
     with opened(ledger_url, create=False) as ledger:
-        rows = queries.list_runs(ledger)
+        rows = queries.list_runs(ledger, limit or None, offset)
+        more = queries.run_count(ledger) - offset - len(rows) if limit else 0
     if as_json:
         emit_json(rows)
         return
@@ -36,6 +40,9 @@ def runs(ledger_url: str | None, as_json: bool) -> None:
         click.echo("no runs in the ledger")
         return
     # The run id is what people copy into the next command: never squeezed by a narrow terminal.
+    from rich.console import Console
+    from rich.table import Column, Table
+
     run_column = Column("run", no_wrap=True, min_width=12)
     table = Table(run_column, "started", "head", "base", "status", "events")
     for row in rows:
@@ -48,6 +55,8 @@ def runs(ledger_url: str | None, as_json: bool) -> None:
             cell(str(row["events"])),
         )
     Console().print(table)
+    if more > 0:
+        click.echo(f"{more} older runs not shown (--offset {offset + len(rows)}, --limit 0: all)")
 
 
 @click.command("show")
@@ -71,11 +80,7 @@ def show(run: str, show_all: bool, ledger_url: str | None, as_json: bool) -> Non
     """
     with opened(ledger_url, create=False) as ledger:
         run_id = ledger.resolve(run)
-        if as_json or show_all:
-            lines: list[TimelineLine | TimelineGroup] = list(queries.run_timeline(ledger, run_id))
-        else:
-            lines = queries.run_timeline_grouped(ledger, run_id)
-        conclusion = queries.run_verdict(ledger, run_id)
+        lines, conclusion = queries.run_story(ledger, run_id, grouped=not (as_json or show_all))
     if as_json:
         emit_json(
             {
@@ -96,6 +101,8 @@ def show_lines(
 ) -> list[str]:
     """`ledger show` as text: one line per event, then the verdict; names from the suite are
     shown escaped (`domain.text.one_line`), so none can forge a line."""
+    from projections.timeline import TimelineGroup
+
     out = [f"run {run_id}"]
     for line in lines:
         when = line.at[:19].replace("T", " ")
@@ -109,6 +116,9 @@ def show_lines(
             )
     if conclusion is not None:
         out.append(f"verdict under rule {conclusion['rule']}: {conclusion['status']}")
+        reuse = conclusion.get("base_reuse")
+        if reuse:
+            out.append(base_reuse_line(reuse))
         for key in ("introduced", "preexisting", "fixed", "flaky"):
             out.extend(f"  {key:<12} {one_line(test)}" for test in conclusion[key])
         for entry in conclusion["unmeasured"]:

@@ -73,6 +73,8 @@ def print_verdict(
     if document.get("baseline_reused"):
         reused = ", ".join(r[:12] for r in document["baseline_reused"])
         table.add_row("base reused from", cell(reused))
+    if document.get("base_reuse"):
+        table.add_row("base", cell(base_reuse_line(document["base_reuse"]).strip()))
     for reason in document.get("reasons") or []:
         table.add_row("why", cell(reason))
     console.print(table)
@@ -89,3 +91,15 @@ def finish_verdict(document: dict[str, Any], as_json: bool, replayed: bool = Fal
     else:
         print_verdict(document, replayed=replayed)
     sys.exit(exit_code(str(document["status"])))
+
+
+def base_reuse_line(reuse: dict[str, Any]) -> str:
+    """How much of the base was measured afresh and how much reused, in one line."""
+    fresh, reused = reuse["fresh"], reuse["reused"]
+    line = (
+        f"  base: {fresh['files']} files ({fresh['tests']} tests) run fresh, "
+        f"{reused['files']} files ({reused['tests']} tests) reused"
+    )
+    if reuse.get("from"):
+        line += " from " + ", ".join(r[:12] for r in reuse["from"])
+    return line

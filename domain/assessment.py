@@ -32,6 +32,11 @@ ENV_SETUP = "env-setup"
 
 NO_TESTS_COLLECTED = 5  # pytest's exit code when a run collected no test
 
+# The version of the reading of an attempt (the JUnit reader and this assessment): bump it when
+# the same report could read differently, so that results cached by content under the old
+# reading are never reused (`domain.content.result_key` takes it).
+READER_VERSION = 1
+
 REASONS = (
     SIGNAL, TIMEOUT, OOM, NO_OUTPUT, INCOMPLETE, UNATTRIBUTED, JOB_FAILED, REPORT_TOO_LARGE,
     UNPLACED, ENV_SETUP,

@@ -241,6 +241,13 @@ class ShardAttemptRecorded(Event):
     modified_files: list[str] = Field(default_factory=list)
     # The size of a report over --max-report-mb; `report_hash` is then only its head.
     report_too_large: int | None = None
+    # What the results are valid for (`domain/content.py`), so they can be reused by content:
+    # the commit run, each file's git blob hash, the environment and command keys. Empty in
+    # events recorded before the result cache: those results are never reused.
+    commit: str | None = None
+    blobs: dict[str, str] = Field(default_factory=dict)
+    environment_key: str | None = None
+    command_key: str | None = None
 
     def artifact_hashes(self) -> list[str]:
         return [h for h in (self.report_hash, self.log_tail_hash) if h]
@@ -299,6 +306,22 @@ class BaselineReused(Event):
     log_tail_hash: str | None = None
     rss_mb: float = 0.0
     seconds: float = 0.0
+    # Per-file reuse from the result cache (absent in whole-shard reuses recorded before it):
+    # `files` are the files whose results are taken from the earlier attempt at `from_position`
+    # of `from_run` (shard `from_shard`, attempt `from_attempt`, revision `from_revision`),
+    # which ran `source_files`; its report (`report_hash`) is read with those files, so a
+    # replay needs no other run's events. `result_keys` are the content keys matched.
+    source_files: list[str] = Field(default_factory=list)
+    from_position: int | None = None
+    from_shard: str | None = None
+    from_attempt: int | None = None
+    from_revision: str | None = None
+    result_keys: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def per_file(self) -> bool:
+        """A per-file reuse (the result cache), not a whole-shard one."""
+        return bool(self.source_files)
 
     def artifact_hashes(self) -> list[str]:
         return [h for h in (self.report_hash, self.log_tail_hash) if h]

@@ -8,12 +8,19 @@ verdict on replay without rerunning a test.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from domain import events as ev
-from domain.assessment import Assessment, assess, last_started_file, plugin_running_file
+from domain.assessment import (
+    INCOMPLETE,
+    Assessment,
+    assess,
+    last_started_file,
+    plugin_running_file,
+)
 from domain.failures import blames_executor, excludes_member
+from domain.junit import Report
 from domain.planning import FileCost
 
 HEAD = "head"
@@ -37,6 +44,21 @@ class AttemptView:
     log_tail_hash: str | None = None
     seconds: float = 0.0
     rss_mb: float = 0.0
+    # Files whose base results came from the result cache, and the runs they came from.
+    reused_files: tuple[str, ...] = ()
+    reused_runs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ReusedFile:
+    """One file's base results taken from an earlier attempt (a per-file `BaselineReused`):
+    that attempt's assessment, read from its report with the files it ran."""
+
+    file: str
+    from_run: str
+    position: int  # of the BaselineReused event in this run
+    source: Assessment
+    seconds: float = 0.0
 
 
 @dataclass
@@ -47,6 +69,7 @@ class ShardView:
     children: tuple[str, ...] = ()
     split_reason: str = ""
     attempts: dict[str, list[AttemptView]] = field(default_factory=lambda: {HEAD: [], BASE: []})
+    reused: dict[str, ReusedFile] = field(default_factory=dict)  # base results by file
 
     @property
     def leaf(self) -> bool:
@@ -212,6 +235,18 @@ def _assess_stored(
     return assessment
 
 
+def attempt_assessment(e: ev.ShardAttemptRecorded, artifacts: Mapping[str, bytes]) -> Assessment:
+    """A shard attempt's assessment, memoised as the fold's (indexers and the fold that
+    follows an append read each report once)."""
+    return _assess_stored(
+        exit_code=e.exit_code, signal=e.signal, timed_out=e.timed_out, oom=e.oom,
+        infrastructure_failure=e.infrastructure_failure,
+        infrastructure_detail=e.infrastructure_detail, kind=e.failure_kind,
+        report_hash=e.report_hash, log_tail_hash=e.log_tail_hash, files=e.files,
+        artifacts=artifacts, report_too_large=e.report_too_large,
+    )  # fmt: skip
+
+
 def _attempt_view(
     e: ev.ShardAttemptRecorded | ev.BaselineReused,
     position: int,
@@ -246,6 +281,75 @@ def _attempt_view(
         last_started=last, running=running, report_hash=e.report_hash,
         log_tail_hash=e.log_tail_hash, seconds=e.seconds, rss_mb=e.rss_mb,
     )  # fmt: skip
+
+
+def _apply_reused_files(
+    state: RunState,
+    shard: ShardView,
+    position: int,
+    e: ev.BaselineReused,
+    artifacts: Mapping[str, bytes],
+) -> None:
+    """Record the files' reused base results; once every base file of the shard has one (and
+    no base attempt was made), they are the shard's base attempt."""
+    source = _assess_stored(
+        exit_code=e.exit_code, signal=e.signal, timed_out=False, oom=False,
+        infrastructure_failure=None, infrastructure_detail="",
+        report_hash=e.report_hash, log_tail_hash=e.log_tail_hash, files=e.source_files,
+        artifacts=artifacts,
+    )  # fmt: skip
+    share = e.seconds / len(e.files) if e.files else 0.0
+    for file in e.files:
+        shard.reused[file] = ReusedFile(file, e.from_run, position, source, share)
+    needed = state.base_files_of(shard)
+    if shard.attempts[BASE] or not all(f in shard.reused for f in needed):
+        return
+    empty = AttemptView(
+        shard.id, 0, BASE, (), "reused", Assessment(True, report=Report(())), position
+    )
+    shard.attempts[BASE].append(_with_reused(state, shard, empty))
+
+
+def _with_reused(state: RunState, shard: ShardView, fresh: AttemptView) -> AttemptView:
+    """A base attempt joined with the shard's reused files: measured only when the fresh part
+    and every reused file are; the report holds the reused files' cases, then the fresh ones."""
+    files = state.base_files_of(shard)
+    reused = [shard.reused[f] for f in files if f in shard.reused]
+    runs = tuple(sorted({r.from_run for r in reused}))
+    if not fresh.assessment.measured:
+        return replace(fresh, reused_files=tuple(r.file for r in reused), reused_runs=runs)
+    cases = []
+    assessment: Assessment | None = None
+    for r in reused:
+        if not r.source.measured or r.source.report is None:
+            assessment = Assessment(
+                False,
+                r.source.reason or INCOMPLETE,
+                f"the reused base result of {r.file} (run {r.from_run[:12]}) is not a "
+                f"measurement: {r.source.detail or r.source.reason}",
+            )
+            break
+        own = [case for case in r.source.report.cases if case.file == r.file]
+        if not own:
+            assessment = Assessment(
+                False,
+                INCOMPLETE,
+                f"the reused base report (run {r.from_run[:12]}) holds no result for {r.file}",
+            )
+            break
+        cases.extend(own)
+    if assessment is None:
+        report = fresh.assessment.report
+        assessment = Assessment(True, report=Report([*cases, *(report.cases if report else ())]))
+    return replace(
+        fresh,
+        files=tuple(files),
+        assessment=assessment,
+        seconds=fresh.seconds + sum(r.seconds for r in reused),
+        reused_from=fresh.reused_from or (runs[0] if fresh.attempt == 0 else None),
+        reused_files=tuple(r.file for r in reused),
+        reused_runs=runs,
+    )
 
 
 def _isolation_view(
@@ -314,10 +418,16 @@ def apply(state: RunState, position: int, e: ev.Event, artifacts: Mapping[str, b
             parent.split_reason = e.reason
         for child in e.children:
             state.shards[child.id] = ShardView(child.id, tuple(child.files), parent=e.parent)
+    elif isinstance(e, ev.BaselineReused) and e.per_file:
+        shard = state.shards.get(e.shard)
+        if shard is not None:
+            _apply_reused_files(state, shard, position, e, artifacts)
     elif isinstance(e, ev.ShardAttemptRecorded | ev.BaselineReused):
         shard = state.shards.get(e.shard)
         if shard is not None:
             view = _attempt_view(e, position, artifacts)
+            if view.revision == BASE and shard.reused:
+                view = _with_reused(state, shard, view)
             shard.attempts[view.revision].append(view)
     elif isinstance(e, ev.IsolationRecorded):
         state.isolations[(e.file, e.revision)] = _isolation_view(e, position, artifacts)

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -40,7 +40,8 @@ from domain.planning import DEFAULT_BASELINE_MB, FileCost, nominal_cost, plan_sh
 from domain.rules import get_rule
 from domain.run_state import BASE, HEAD, NO_TESTS_COLLECTED, RunState
 from domain.verdict import Verdict
-from ledger.projection import project, verdict_of
+from ledger.read_side import project, verdict_of
+from ledger.result_cache import ContentKeys, content_keys, find_reuse
 from ledger.service import Ledger
 from projections.memory import reservation_mb
 from projections.next_step import RunRequest, Step, StepKind, next_step
@@ -354,12 +355,13 @@ class GateProcess:
         self.options = options_from(state.started)
         self.repo = Path(state.started.repo)
         self.capabilities: Capabilities = spec_for(state.started.executor).capabilities
-        self._keys: dict[str, tuple[str, str]] | None = None  # file -> (blob, measurement key)
+        self._measure_keys: dict[str, tuple[str, str]] | None = None  # file -> (blob, key)
         self.reserved: dict[str, int] = {}  # shard -> MB a pool could place it with, if less
         # (revision, where, key, status) of environments already recorded in this run.
         self._environments = {
             (e.revision, e.where, e.key, e.status) for e in state.environments.values()
         }
+        self._keys: dict[str, ContentKeys | None] = {}
         self._handlers: dict[StepKind, Callable[[RunState, Step], None]] = {
             "discover": self._discover,
             "measure": self._measure,
@@ -536,18 +538,18 @@ class GateProcess:
 
     def _measurement_keys(self, files: Sequence[str]) -> dict[str, tuple[str, str]]:
         """file -> (its blob at head, its measurement key): what reuse matches on."""
-        if self._keys is None:
+        if self._measure_keys is None:
             blobs = git.blob_hashes(self.repo, self.started.head)
             # Figures depend on the machine as well as the environment: the executor is part
             # of the setting (a pod's memory is not a laptop's).
             setting = f"{self.options.environment} on {self.started.executor}"
             environment = content.environment_key(setting, self.started.python_version, blobs)
             command = content.command_key(self.started.command)
-            self._keys = {
+            self._measure_keys = {
                 file: (blob, content.measurement_key(blob, environment, command))
                 for file, blob in blobs.items()
             }
-        return {file: self._keys[file] for file in files if file in self._keys}
+        return {file: self._measure_keys[file] for file in files if file in self._measure_keys}
 
     def _reuse_measurements(self, files: Sequence[str]) -> list[ev.Event]:
         """The newest measurement from an earlier run of each file whose content, environment
@@ -789,6 +791,7 @@ class GateProcess:
                 failure_kind=o.failure_kind,
                 modified_files=list(o.modified_files),
                 report_too_large=too_large,
+                **self._attempt_keys(run),
             )
         )
         if too_large is None:
@@ -839,21 +842,62 @@ class GateProcess:
             )
         return events
 
-    def _reuse_baselines(self, state: RunState, requests: list[RunRequest]) -> list[RunRequest]:
-        """First base attempts of planned shards: reuse an earlier run's measured base."""
-        candidates = [r for r in requests if r.revision == BASE and r.attempt == 1]
-        if not candidates:
-            return requests
-        from ledger.baseline import find_baselines
+    def _attempt_keys(self, run: ShardRun) -> dict[str, Any]:
+        """The content keys recorded on a shard attempt (its results are then cached)."""
+        keys = self._content_keys(run.revision)
+        if keys is None:
+            return {}
+        return {
+            "commit": run.commit,
+            "blobs": {f: keys.blobs[f] for f in run.files if f in keys.blobs},
+            "environment_key": keys.environment,
+            "command_key": keys.command,
+        }
 
-        reused = find_baselines(self.ledger, self.run_id, self.started, candidates)
-        if not reused:
+    def _content_keys(self, revision: str) -> ContentKeys | None:
+        """What this run's results at a revision are valid for (commit, file blobs,
+        environment, command), for the result cache; None when git cannot say."""
+        if revision not in self._keys:
+            commit = self.started.head if revision == HEAD else self.started.base
+            try:
+                blobs = git.blob_hashes(self.repo, commit)
+            except (BadInput, OSError, RuntimeError):
+                self._keys[revision] = None
+            else:
+                self._keys[revision] = content_keys(
+                    commit,
+                    blobs,
+                    self.options.environment,
+                    self.started.python_version,
+                    self.started.command,
+                )
+        return self._keys[revision]
+
+    def _reuse_baselines(self, state: RunState, requests: list[RunRequest]) -> list[RunRequest]:
+        """First base attempts: each file's results at base from any earlier run with the
+        same content keys (its head sweep included); only the files not cached are run."""
+        candidates = [r for r in requests if r.revision == BASE and r.attempt == 1]
+        keys = self._content_keys(BASE) if candidates else None
+        if not candidates or keys is None:
             return requests
-        self.ledger.append(self.run_id, [e for e, _ in reused.values()], artifacts={})
+        reuse = find_reuse(self.ledger, self.run_id, self.started.base, candidates, keys)
+        if not reuse.events:
+            return requests
+        self.ledger.append(self.run_id, list(reuse.events), artifacts={})
+        tests = sum(len(e.result_keys) for e in reuse.events)
+        whole = sorted(s for s, files in reuse.remaining.items() if not files)
         self.observer.notice(
-            f"base reused from earlier runs for {len(reused)} shards: " + ", ".join(sorted(reused))
+            f"base reused from earlier runs {', '.join(r[:12] for r in reuse.sources)}: "
+            f"{reuse.files} files ({tests} keys) of {len(candidates)} shards; "
+            f"{len(whole)} shards need no base run"
         )
-        return [r for r in requests if not (r.revision == BASE and r.shard in reused)]
+        kept = []
+        for r in requests:
+            if r.revision != BASE or r.attempt != 1 or r.shard not in reuse.remaining:
+                kept.append(r)
+            elif reuse.remaining[r.shard]:
+                kept.append(replace(r, files=reuse.remaining[r.shard]))
+        return kept
 
     def _split(self, state: RunState, step: Step) -> None:
         events: list[ev.Event] = []

@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import tomllib
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,9 @@ from domain import events as ev
 from domain.errors import BadInput
 from domain.rules import get_rule
 from domain.run_state import QuestionView, RunState, fold
+from ledger import read_side
 from ledger.clarify import expiry_events
-from ledger.gate import project
+from ledger.read_side import project
 from ledger.release import release_event
 from ledger.service import Ledger
 from projections.approval import (
@@ -68,14 +70,39 @@ def _question_dict(run_id: str, q: QuestionView, now: Any) -> dict[str, Any]:
     }
 
 
+def _indexed_question_dict(q: read_side.OpenQuestion, now: Any) -> dict[str, Any]:
+    """`_question_dict` from the open-question index (the same fields, no fold)."""
+    deadline = datetime.fromisoformat(q.deadline) if q.deadline else None
+    return {
+        "id": q.id,
+        "run_id": q.run_id,
+        "text": q.text,
+        "options": [{"name": o, "recommended": o == q.recommended} for o in q.options],
+        "recommended": q.recommended,
+        "impact": q.impact,
+        "topic": q.topic,
+        "subject": list(q.subject),
+        "asked_at": q.asked_at,
+        "deadline": q.deadline,
+        "overdue": bool(q.state == "open" and deadline is not None and now >= deadline),
+        "seconds_left": (
+            round((deadline - now).total_seconds(), 3) if deadline is not None else None
+        ),
+        "state": q.state,
+        "position": q.position,
+    }
+
+
 def pending_questions(ledger: Ledger, run_prefix: str | None = None) -> list[dict[str, Any]]:
     """Open and parked questions, newest first. Reading appends nothing: an open question
     past its deadline is shown `overdue` until someone observes it (resume, answer)."""
-    run_ids = [ledger.resolve(run_prefix)] if run_prefix else [row.run_id for row in ledger.runs()]
     now = ledger.clock.now()
+    if not run_prefix and ledger.indexed:
+        return [_indexed_question_dict(q, now) for q in read_side.open_questions(ledger)]
     found = []
+    run_ids = [ledger.resolve(run_prefix)] if run_prefix else list(read_side.run_ids(ledger))
     for run_id in run_ids:
-        records = [(r.position, r.event) for r in ledger.read(run_id)]
+        records = ledger.store.read_events(run_id)
         state = fold([(p, e) for p, e in records if e.kind in _QUESTION_KINDS], {})
         for q in state.questions.values():
             if not q.decided and q.state in ("open", "expired", "parked"):

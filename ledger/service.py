@@ -15,8 +15,10 @@ from typing import Any, Protocol, TypeVar
 
 from adapters.clock import SystemClock
 from adapters.event_store import (
+    INDEX_FORMAT,
     ConcurrencyConflict,
     EventStore,
+    IndexWrite,
     Lease,
     LeaseLost,
     Recorded,
@@ -39,6 +41,20 @@ OWNER_INPUT = frozenset(
         "RecommendationTaken",
         "CheckRecorded",
         "ApprovalIssued",
+    }
+)
+
+
+# Events after which a run's verdict status (shown by `ledger runs`) is computed again.
+VERDICT_EVENTS = frozenset(
+    {
+        "RunCompleted",
+        "QuestionAsked",
+        "QuestionAnswered",
+        "QuestionExpired",
+        "QuestionParked",
+        "RecommendationTaken",
+        "AssumptionMade",
     }
 )
 
@@ -114,10 +130,112 @@ class Ledger:
         self.clock: Clock = clock or SystemClock()
         self._leases: dict[str, Lease] = {}
         self._fence: dict[str, int] = {}  # the stream position the driver last knew
+        self.indexed = True  # the ledger's own indexes are complete (see ensure_indexed)
 
     @classmethod
     def open(cls, url: str | None, *, create: bool = True, clock: Clock | None = None) -> Ledger:
-        return cls(open_store(url, create=create), clock)
+        ledger = cls(open_store(url, create=create), clock)
+        ledger.ensure_indexed()
+        return ledger
+
+    # -- the ledger's own indexes (written with the events) --
+
+    def index_for(
+        self, events: Sequence[Event], artifacts: dict[str, bytes] | None = None
+    ) -> IndexWrite | None:
+        """What appending `events` changes in the ledger's indexes (pure derivation)."""
+        from projections import content_index
+
+        found = dict(artifacts or {})
+        missing = [h for h in content_index.needs_artifacts(events) if h not in found]
+        if missing:
+            found |= self.store.artifacts(missing)
+        content = content_index.content_rows(events, found)
+        questions = content_index.question_changes(events)
+        life = content_index.lifecycle(events)
+        if not content and not questions and life is None:
+            return None
+        return IndexWrite(
+            content=[(r.kind, r.key, r.offset, r.item, r.data) for r in content],
+            questions=questions,
+            lifecycle=(life.status, life.asked, life.rule) if life else None,
+        )
+
+    def reindex(self, run_ids: Sequence[str] | None = None) -> int:
+        """Rebuild the indexes of these runs (all: None) from their events; returns how many
+        runs. A run appended to meanwhile is re-read (its appends wrote their own rows)."""
+        from domain.errors import BrokenRun
+
+        ids = list(run_ids) if run_ids is not None else [r.run_id for r in self.store.runs()]
+        for run_id in ids:
+            for _ in range(20):
+                try:
+                    records = self.store.read(run_id)
+                except BrokenRun:
+                    records = []  # a broken run is in no index: `ledger verify` names it
+                events = [r.event for r in records]
+                index = self.index_for(events, None) or IndexWrite()
+                if self.store.replace_index(run_id, len(records), index):
+                    break
+        return len(ids)
+
+    def rebuilt_index_rows(self) -> list[tuple[Any, ...]]:
+        """The index rows a re-index from the events would write, in `index_rows()` order,
+        computed without writing (for `ledger rebuild --check`)."""
+        import json as _json
+
+        from domain.errors import BrokenRun
+
+        content: list[tuple[Any, ...]] = []
+        questions: list[tuple[Any, ...]] = []
+        status: list[tuple[Any, ...]] = []
+        for row in self.store.runs():
+            run_id = row.run_id
+            try:
+                events = [r.event for r in self.store.read(run_id)]
+            except BrokenRun:
+                continue
+            index = self.index_for(events, None)
+            if index is None:
+                continue
+            content += [
+                ("ledger_index", kind, key, run_id, 1 + offset, item, data)
+                for kind, key, offset, item, data in index.content
+            ]
+            listed: dict[str, list[Any]] = {}
+            for change, qid, offset, data in index.questions:
+                if change == "open":
+                    asked_at = str(_json.loads(data)["asked_at"])
+                    listed[qid] = [run_id, qid, asked_at, 1 + offset, "open", data]
+                elif change == "expire" and qid in listed and listed[qid][4] == "open":
+                    listed[qid][4] = "expired"
+                elif change == "park" and qid in listed:
+                    listed[qid][4] = "parked"
+                elif change == "close":
+                    listed.pop(qid, None)
+            questions += [("ledger_questions", *q) for q in listed.values()]
+            if index.lifecycle is not None:
+                life, asked, rule = index.lifecycle
+                status.append(("ledger_status", run_id, life, int(asked), rule))
+
+        def key(row: tuple[Any, ...]) -> tuple[Any, ...]:
+            return tuple("" if v is None else v for v in row)
+
+        return [*sorted(content, key=key), *sorted(questions, key=key), *sorted(status, key=key)]
+
+    def ensure_indexed(self) -> None:
+        """A ledger written before these indexes existed is indexed once, from its events.
+        One that cannot be written (read-only) is read without them (`indexed` False: the
+        read side then folds runs as before)."""
+        if self.store.index_format() == INDEX_FORMAT:
+            return
+        if self.store.description.endswith("(not created yet)"):
+            return
+        try:
+            self.reindex()
+            self.store.set_index_format(INDEX_FORMAT)
+        except Exception:
+            self.indexed = False
 
     def close(self) -> None:
         self.store.close()
@@ -149,19 +267,30 @@ class Ledger:
         for event in events:
             if event.run_id != run_id:
                 raise ValueError(f"event for run {event.run_id} appended to run {run_id}")
+        index = self.index_for(events, artifacts)
         lease = self._leases.get(run_id)
         if lease is None:
-            return self.store.append(
-                run_id, events, artifacts=artifacts, expected_length=expected_length
-            )
-        if expected_length is not None:  # the caller decided on that state: its conflict
             recorded = self.store.append(
-                run_id, events, artifacts=artifacts, expected_length=expected_length, lease=lease
+                run_id, events, artifacts=artifacts, expected_length=expected_length, index=index
+            )
+        elif expected_length is not None:  # the caller decided on that state: its conflict
+            recorded = self.store.append(
+                run_id,
+                events,
+                artifacts=artifacts,
+                expected_length=expected_length,
+                lease=lease,
+                index=index,
             )
         else:
-            recorded = self._fenced_append(run_id, events, artifacts, lease)
-        if recorded:
+            recorded = self._fenced_append(run_id, events, artifacts, lease, index)
+        if recorded and lease is not None:
             self._fence[run_id] = recorded[-1].position
+        if recorded and any(e.kind in VERDICT_EVENTS for e in events):
+            from ledger.read_side import refresh_status
+
+            with suppress(Exception):  # derived: a reader recomputes a stale status
+                refresh_status(self, run_id)
         return recorded
 
     def _fenced_append(
@@ -170,6 +299,7 @@ class Ledger:
         events: Sequence[Event],
         artifacts: dict[str, bytes] | None,
         lease: Lease,
+        index: IndexWrite | None = None,
     ) -> list[Recorded]:
         """The driver's append: at the position it last knew, under its lease. Owner input
         appended meanwhile (answers, checks) moves the position on; anything else means
@@ -178,7 +308,12 @@ class Ledger:
         for _ in range(100):
             try:
                 return self.store.append(
-                    run_id, events, artifacts=artifacts, expected_length=expected, lease=lease
+                    run_id,
+                    events,
+                    artifacts=artifacts,
+                    expected_length=expected,
+                    lease=lease,
+                    index=index,
                 )
             except ConcurrencyConflict:
                 newer = self.store.read_events(run_id)
@@ -244,11 +379,12 @@ class Ledger:
         cleaned = prefix.strip().lower().replace("-", "")
         if not cleaned or any(c not in "0123456789abcdef" for c in cleaned):
             raise BadInput(f"unknown run {prefix!r}: run ids are hexadecimal")
-        matches = self.store.run_ids_matching(cleaned)
+        matches = self.store.run_ids_matching(cleaned, limit=2)
         if not matches:
             raise BadInput(f"unknown run {prefix!r} in ledger {self.store.description}")
         if len(matches) > 1:
-            raise BadInput(f"run prefix {prefix!r} is ambiguous: {len(matches)} runs match")
+            count = len(self.store.run_ids_matching(cleaned))
+            raise BadInput(f"run prefix {prefix!r} is ambiguous: {count} runs match")
         return matches[0]
 
     def read(self, run_id: str) -> list[Recorded]:

@@ -11,34 +11,51 @@ import contextlib
 import os
 import sqlite3
 import tempfile
+import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from domain.errors import BadInput, BrokenRun
+from ledger import read_side
 from ledger.gc_pause import gc_paused
 from ledger.service import Ledger
 from projections.read_models import TABLES, RunRows, run_rows
 
 if TYPE_CHECKING:
+    from adapters.pg_read_model_store import PostgresReadModelStore
     from adapters.read_model_store import ReadModelStore
 
+    Views = ReadModelStore | PostgresReadModelStore
+
 VIEWS_FILE = "views.db"
+PG_SCHEMA = "ledger_views"  # a PostgreSQL ledger's read models: a schema of its database
 RUNS_PER_TRANSACTION = 100
-NOTIFICATION_PAGE = 10_000
 
 
-def views_path(ledger: Ledger, views: str | Path | None) -> Path:
-    """`--views PATH`, else `views.db` beside a SQLite ledger; a PostgreSQL ledger needs one."""
+def views_path(ledger: Ledger, views: str | Path | None) -> Path | str:
+    """`--views PATH`, else `views.db` beside a SQLite ledger; a PostgreSQL ledger keeps its
+    views in its own database, in the schema `ledger_views` (returned as that name)."""
     if views:
         return Path(views)
     store = ledger.store
     if store.dialect != "sqlite":
-        raise BadInput("a PostgreSQL ledger keeps its read models in a local file: --views PATH")
+        return PG_SCHEMA
     if store.description.endswith("(not created yet)"):
         raise BadInput(f"no ledger at {store.description.removesuffix(' (not created yet)')}")
     return Path(store.description).parent / VIEWS_FILE
+
+
+def _open(ledger: Ledger, target: Path | str) -> Views:
+    """A views file, or a schema of the PostgreSQL ledger's own database."""
+    if isinstance(target, Path):
+        return open_views(target)
+    from adapters.pg_read_model_store import PostgresReadModelStore
+
+    if ledger.store.url is None:
+        raise BadInput("the views schema needs a PostgreSQL ledger")
+    return PostgresReadModelStore(ledger.store.url, target, TABLES)
 
 
 def open_views(path: Path) -> ReadModelStore:
@@ -57,18 +74,7 @@ def project_run(ledger: Ledger, run_id: str) -> tuple[RunRows, int]:
 
 def touched_runs(ledger: Ledger, after: int, until: int) -> list[str]:
     """Run ids with events in (after, until], read without parsing the events."""
-    recorder = ledger.store.recorder
-    runs: set[str] = set()
-    position = after
-    while position < until:
-        page = recorder.select_notifications(
-            start=position, limit=NOTIFICATION_PAGE, stop=until, inclusive_of_start=False
-        )
-        if not page:
-            break
-        runs.update(str(n.originator_id).replace("-", "") for n in page)
-        position = int(page[-1].id)
-    return sorted(runs)
+    return read_side.touched_runs(ledger, after, until)
 
 
 def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
@@ -76,12 +82,12 @@ def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
         yield items[start : start + size]
 
 
-def catch_up(ledger: Ledger, views: ReadModelStore) -> dict[str, Any]:
+def catch_up(ledger: Ledger, views: Views) -> dict[str, Any]:
     """Bring the views up to the ledger's last notification; only runs with new events are
     re-projected. Idempotent: a second call with nothing new changes nothing."""
     started = time.perf_counter()
     after = views.position()
-    until = ledger.store.max_notification_id()
+    until = read_side.last_notification(ledger)
     if after > until or views.ledger_id() != ledger.store.ledger_id():
         return rebuild_into(ledger, views)  # the views of another (or a replaced) ledger
     runs = touched_runs(ledger, after, until) if until > after else []
@@ -119,11 +125,11 @@ def _project_chunk(ledger: Ledger, run_ids: Sequence[str]) -> tuple[dict[str, Ru
     return projected, events
 
 
-def rebuild_into(ledger: Ledger, views: ReadModelStore) -> dict[str, Any]:
+def rebuild_into(ledger: Ledger, views: Views) -> dict[str, Any]:
     """Drop every table and project every run again, in one transaction."""
     started = time.perf_counter()
-    until = ledger.store.max_notification_id()  # before reading: later events are caught up
-    run_ids = sorted(row.run_id for row in ledger.runs())
+    until = read_side.last_notification(ledger)  # before reading: later events are caught up
+    run_ids = list(read_side.run_ids(ledger))
     events = 0
     with views.transaction():
         views.reset()
@@ -144,10 +150,63 @@ def rebuild_into(ledger: Ledger, views: ReadModelStore) -> dict[str, Any]:
     }
 
 
-def rebuild(ledger: Ledger, path: Path) -> dict[str, Any]:
+def _scratch_schema(ledger: Ledger, schema: str, purpose: str) -> PostgresReadModelStore:
+    from adapters.pg_read_model_store import PostgresReadModelStore
+
+    assert ledger.store.url is not None
+    name = f"{schema}_{purpose}_{os.getpid()}_{int(time.time() * 1000) % 10**9}"
+    return PostgresReadModelStore(ledger.store.url, name, TABLES)
+
+
+def _rebuild_schema(ledger: Ledger, schema: str) -> dict[str, Any]:
+    """Fill a fresh schema, then swap it in for the views schema in one transaction."""
+    fresh = _scratch_schema(ledger, schema, "rebuild")
+    try:
+        result = rebuild_into(ledger, fresh)
+        result["digest"] = fresh.digest()
+        target = _open(ledger, schema)
+        try:
+            target.replace_with(fresh)  # type: ignore[union-attr]
+        finally:
+            target.close()
+    except BaseException:
+        fresh.drop()
+        raise
+    finally:
+        fresh.close()
+    result["path"] = f"schema {schema}"
+    return result
+
+
+def _check_schema(ledger: Ledger, schema: str) -> dict[str, Any]:
+    maintained = _open(ledger, schema)
+    rebuilt = _scratch_schema(ledger, schema, "check")
+    try:
+        caught_up = catch_up(ledger, maintained)
+        result = rebuild_into(ledger, rebuilt)
+        result["path"] = f"schema {schema}"
+        result["digest"] = rebuilt.digest()
+        result["incremental_digest"] = maintained.digest()
+        result["caught_up_runs"] = caught_up["runs"]
+        difference = None
+        if result["digest"] != result["incremental_digest"]:
+            difference = rebuilt.first_difference(maintained) or "the digests differ"  # type: ignore[arg-type]
+        result["identical"] = difference is None
+        result["difference"] = difference
+    finally:
+        maintained.close()
+        rebuilt.drop()
+        rebuilt.close()
+    return result
+
+
+def rebuild(ledger: Ledger, path: Path | str) -> dict[str, Any]:
     """`ledger rebuild`: build the views afresh in a new file beside the old one, then put it
     in its place; whatever the old file was (corrupt, foreign, another layout or ledger), the
-    result is a rebuild. Its digest proves reproducibility."""
+    result is a rebuild. Its digest proves reproducibility. A PostgreSQL ledger's views schema
+    is rebuilt in a fresh schema and swapped in."""
+    if isinstance(path, str):
+        return _rebuild_schema(ledger, path)
     fd, temporary = tempfile.mkstemp(prefix=".views-rebuild-", suffix=".db", dir=_parent(path))
     os.close(fd)
     try:
@@ -179,8 +238,15 @@ def _remove(name: str, suffixes: Sequence[str] = ("", "-wal", "-shm")) -> None:
             os.unlink(name + suffix)
 
 
-def catch_up_file(ledger: Ledger, path: Path) -> dict[str, Any]:
-    """Catch the views file up; a file that turns out corrupt or unreadable is rebuilt."""
+def catch_up_file(ledger: Ledger, path: Path | str) -> dict[str, Any]:
+    """Catch the views file (or schema) up; a file that turns out corrupt or unreadable is
+    rebuilt."""
+    if isinstance(path, str):
+        schema = _open(ledger, path)
+        try:
+            return catch_up(ledger, schema)
+        finally:
+            schema.close()
     try:
         views = open_views(path)
         try:
@@ -193,9 +259,35 @@ def catch_up_file(ledger: Ledger, path: Path) -> dict[str, Any]:
         return rebuild(ledger, path)
 
 
-def check(ledger: Ledger, path: Path) -> dict[str, Any]:
+def check(ledger: Ledger, path: Path | str) -> dict[str, Any]:
     """`ledger rebuild --check`: catch the maintained views up, rebuild into a temporary file
-    beside them, and compare; the maintained views are left as they were otherwise."""
+    beside them, and compare; the maintained views are left as they were otherwise. The
+    ledger's own indexes are rebuilt from the events in memory and compared too."""
+    checked = _check_schema if isinstance(path, str) else _check_file
+    result = checked(ledger, path)  # type: ignore[arg-type]
+    index_difference = check_index(ledger)
+    result["index_identical"] = index_difference is None
+    result["index_difference"] = index_difference
+    if index_difference is not None:
+        result["identical"] = False
+        result["difference"] = result["difference"] or f"ledger index: {index_difference}"
+    return result
+
+
+def check_index(ledger: Ledger) -> str | None:
+    """The ledger's indexes (written with each append) against a re-index from the events,
+    made in a scratch copy of the rows: the first difference, or None."""
+    maintained = list(ledger.store.index_rows())
+    rebuilt = ledger.rebuilt_index_rows()
+    if maintained == rebuilt:
+        return None
+    for a, b in zip(maintained, rebuilt, strict=False):
+        if a != b:
+            return f"maintained {a!r}, rebuilt {b!r}"
+    return f"{len(maintained)} rows maintained, {len(rebuilt)} rebuilt"
+
+
+def _check_file(ledger: Ledger, path: Path) -> dict[str, Any]:
     catch_up_file(ledger, path)  # repairs a views file that cannot be read
     maintained = open_views(path)
     fd, temporary = tempfile.mkstemp(prefix=".views-check-", suffix=".db", dir=path.parent)
@@ -225,12 +317,75 @@ def check(ledger: Ledger, path: Path) -> dict[str, Any]:
 
 
 def catch_up_after_gate(ledger: Ledger) -> str | None:
-    """After `gate`/`resume`: bring a SQLite ledger's views up to date. Never fails the gate:
-    returns a one-line notice when the views could not be updated (`ledger rebuild` can)."""
-    if ledger.store.dialect != "sqlite":
-        return None  # PostgreSQL ledgers name their views file explicitly (`--views`)
+    """After `gate`/`resume`: bring the views up to date. Never fails the gate: returns a
+    one-line notice when the views could not be updated (`ledger rebuild` can). A PostgreSQL
+    ledger's views schema is only caught up once it exists: building it from a whole shared
+    ledger is `ledger rebuild`'s job, not a gate's."""
     try:
-        catch_up_file(ledger, views_path(ledger, None))
+        target = views_path(ledger, None)
+        if isinstance(target, str) and not _schema_ready(ledger, target):
+            return f"no read models in schema {target} yet; `ledger rebuild` creates them"
+        catch_up_file(ledger, target)
     except Exception as error:  # the verdict stands; the views can be rebuilt
         return f"read models not updated ({' '.join(str(error).split())}); run `ledger rebuild`"
     return None
+
+
+def _schema_ready(ledger: Ledger, schema: str) -> bool:
+    """The views schema exists in this layout and belongs to this ledger."""
+    import psycopg
+
+    from adapters.pg_read_model_store import META
+
+    assert ledger.store.url is not None
+    with psycopg.connect(ledger.store.url, connect_timeout=5) as conn:
+        found = conn.execute("SELECT to_regclass(%s)", (f'"{schema}"."{META}"',)).fetchone()
+        if not found or found[0] is None:
+            return False
+        rows: dict[str, str] = dict(
+            conn.execute(f'SELECT key, value FROM "{schema}"."{META}"').fetchall()
+        )
+    from adapters.read_model_store import _schema_version
+
+    return (
+        rows.get("schema_version") == str(_schema_version(TABLES))
+        and rows.get("ledger_id") == ledger.store.ledger_id()
+    )
+
+
+def follow(
+    ledger: Ledger,
+    target: Path | str,
+    *,
+    stop: threading.Event | None = None,
+    report: Callable[[dict[str, Any]], None] | None = None,
+) -> None:
+    """Keep a PostgreSQL ledger's views current as events are committed, until `stop` is set:
+    the eventsourcing library's subscription (LISTEN/NOTIFY on the events table) wakes a
+    catch-up, which reads every notification since the tracking position (bursts coalesce)."""
+    if ledger.store.dialect == "sqlite":
+        raise BadInput(
+            "--follow needs a PostgreSQL ledger (SQLite has no subscriptions); a SQLite "
+            "ledger's views are caught up after every gate"
+        )
+    views = _open(ledger, target)
+    stop = stop or threading.Event()
+    try:
+        result = catch_up(ledger, views)
+        if report is not None:
+            report(result)
+        with ledger.store.recorder.subscribe(gt=views.position()) as subscription:
+            watcher = threading.Thread(
+                target=lambda: (stop.wait(), subscription.stop()), daemon=True
+            )
+            watcher.start()
+            for notification in subscription:
+                if stop.is_set():
+                    break
+                if int(notification.id) <= views.position():
+                    continue  # already reflected by an earlier catch-up
+                result = catch_up(ledger, views)
+                if report is not None:
+                    report(result)
+    finally:
+        views.close()

@@ -48,7 +48,10 @@ class Step:
 
 
 def _files_for(state: RunState, shard: ShardView, revision: str) -> tuple[str, ...]:
-    return shard.files if revision == HEAD else state.base_files_of(shard)
+    """The files to run: at base, those whose results were not reused from the cache."""
+    if revision == HEAD:
+        return shard.files
+    return tuple(f for f in state.base_files_of(shard) if f not in shard.reused)
 
 
 def pending_runs(state: RunState, rounds: int) -> list[RunRequest]:

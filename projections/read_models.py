@@ -31,7 +31,7 @@ from domain.rules import REGISTRY
 from domain.run_state import AttemptView, RunState, fold
 from domain.verdict import Verdict
 from projections.rule_comparison import shard_classes, test_classes
-from projections.verdict_view import verdict_document
+from projections.verdict_view import base_reuse, verdict_document
 
 Row = tuple[Any, ...]
 TRACKING_TABLE = "tracking"
@@ -59,6 +59,7 @@ TABLES: tuple[Table, ...] = (
             ("base_ref", str), ("rule", str), ("executor", str), ("tool_version", str),
             ("started_at", str), ("last_at", str), ("events", int), ("files", int),
             ("shards", int), ("completed", int), ("interrupted", int), ("status", str),
+            ("base_files_reused", int), ("base_tests_reused", int),
         ),
         ("run_id",),
         (("repo", "started_at"), ("status",)),
@@ -205,6 +206,7 @@ def run_rows(
 
 def _run_row(run_id: str, state: RunState, events: int, own: Verdict | None) -> Row:
     s = state.started
+    reuse = base_reuse(state)
     return (
         run_id,
         s.repo if s else None,
@@ -223,6 +225,8 @@ def _run_row(run_id: str, state: RunState, events: int, own: Verdict | None) -> 
         int(state.completed),
         int(state.interrupted),
         own.status if own else None,
+        reuse["reused"]["files"],
+        reuse["reused"]["tests"],
     )
 
 
@@ -275,10 +279,22 @@ def _attempt_rows(
         for a in revision
     }
     isolations = {v.position: v.assessment for v in state.isolations.values()}
+    reused_sources = {
+        r.position: r.source for shard in state.shards.values() for r in shard.reused.values()
+    }
     attempts: list[Row] = []
     cases: list[Row] = []
     for position, e in records:
-        if isinstance(e, ev.ShardAttemptRecorded | ev.BaselineReused):
+        if isinstance(e, ev.BaselineReused) and e.per_file and position not in views:
+            source = reused_sources.get(position)
+            if source is None:
+                continue
+            assessment = source
+            kind, shard, file, attempt = "reused", e.shard, None, 0
+            member, revision, last_started = "reused", "base", None
+            rss_mb = e.rss_mb
+            reused_from: str | None = e.from_run
+        elif isinstance(e, ev.ShardAttemptRecorded | ev.BaselineReused):
             view = views.get(position)
             if view is None:
                 continue  # an attempt of a shard the run never planned: the fold ignores it
@@ -306,7 +322,10 @@ def _attempt_rows(
         )  # fmt: skip
         if report is None:
             continue
-        outcomes = {test_id(case): case for case in report.cases}
+        # Each event lists the results of its own files (a base attempt joined with reused
+        # files lists the reused ones under their reuse events).
+        own = {e.file} if isinstance(e, ev.IsolationRecorded) else set(e.files)
+        outcomes = {test_id(case): case for case in report.cases if case.file in own}
         for test in sorted(outcomes):
             case = outcomes[test]
             cases.append(

@@ -182,7 +182,13 @@ def _isolation(e: ev.IsolationRecorded, artifacts: Mapping[str, bytes]) -> str:
 
 
 def _baseline(e: ev.BaselineReused, _: Mapping[str, bytes]) -> str:
-    return f"{e.shard}: base result reused from run {e.from_run[:8]} at {_short(e.base)}"
+    if not e.per_file:
+        return f"{e.shard}: base result reused from run {e.from_run[:8]} at {_short(e.base)}"
+    where = f"{e.from_revision or 'an'} attempt {e.from_attempt} of {e.from_shard}"
+    return (
+        f"{e.shard}: base results of {len(e.files)} file(s) at {_short(e.base)} reused from "
+        f"run {e.from_run[:8]} ({where}, position {e.from_position})"
+    )
 
 
 def _asked(e: ev.QuestionAsked, _: Mapping[str, bytes]) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain.run_state import RunState
+from domain.run_state import BASE, RunState
 from domain.verdict import Verdict
 
 EXIT_CODES = {"passed": 0, "failed": 1, "unmeasured": 3, "awaiting": 4, "parked": 4}
@@ -23,16 +23,49 @@ def verdict_document(run_id: str, state: RunState, verdict: Verdict) -> dict[str
             "base_ref": started.base_ref if started else None,
             "baseline_reused": sorted(
                 {
-                    a.reused_from
+                    run
                     for s in state.shards.values()
                     for a in s.attempts["base"]
-                    if a.reused_from
+                    for run in (*((a.reused_from,) if a.reused_from else ()), *a.reused_runs)
                 }
             ),
             "completed": state.completed,
+            "base_reuse": base_reuse(state),
         }
     )
     return document
+
+
+def base_reuse(state: RunState) -> dict[str, Any]:
+    """How much of the base was measured afresh and how much reused from earlier runs (the
+    result cache, or a whole shard's reused baseline): files and tests of each."""
+    cached = state.cache.get("base_reuse")
+    if isinstance(cached, dict):
+        return cached
+    counts = {"fresh": {"files": 0, "tests": 0}, "reused": {"files": 0, "tests": 0}}
+    sources: set[str] = set()
+    for shard in state.leaves():
+        latest = shard.latest(BASE)
+        if latest is None:
+            continue
+        files = state.base_files_of(shard)
+        if latest.reused_from and not latest.reused_files:
+            reused = set(files)  # a whole shard reused (ledgers from before the result cache)
+            sources.add(latest.reused_from)
+        else:
+            reused = set(latest.reused_files)
+            sources.update(latest.reused_runs)
+        tests: dict[str, int] = {}
+        report = latest.assessment.report if latest.assessment.measured else None
+        for case in report.cases if report is not None else ():
+            tests[case.file] = tests.get(case.file, 0) + 1
+        for file in files:
+            side = counts["reused" if file in reused else "fresh"]
+            side["files"] += 1
+            side["tests"] += tests.get(file, 0)
+    result = {**counts, "from": sorted(sources)}
+    state.cache["base_reuse"] = result
+    return result
 
 
 def exit_code(status: str) -> int:

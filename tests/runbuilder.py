@@ -102,6 +102,7 @@ class RunBuilder:
         exit_code: int | None = None,
         signal: int | None = None,
         timed_out: bool = False,
+        **extra: Any,
     ) -> RunBuilder:
         report_hash = None
         if cases is not None:
@@ -121,6 +122,7 @@ class RunBuilder:
             signal=signal,
             timed_out=timed_out,
             report_hash=report_hash,
+            **extra,
         )
         return self
 

@@ -11,7 +11,6 @@ from types import SimpleNamespace
 import pytest
 
 from domain import events as ev
-from domain.errors import BadInput
 from domain.rules import REGISTRY
 from ledger import views
 from ledger.service import Ledger
@@ -76,14 +75,13 @@ def test_the_stored_verdict_document_is_the_replayed_verdict_byte_for_byte(
         assert document == canonical_json(replayed)
 
 
-def test_views_live_beside_a_sqlite_ledger_and_a_postgresql_ledger_needs_a_path(
+def test_views_live_beside_a_sqlite_ledger_and_in_a_postgresql_ledgers_own_schema(
     ledger: Ledger, tmp_path: Path
 ) -> None:
     assert views.views_path(ledger, None) == tmp_path / "views.db"
     assert views.views_path(ledger, "/x/v.db") == Path("/x/v.db")
     postgres = SimpleNamespace(store=SimpleNamespace(dialect="postgresql", description="db"))
-    with pytest.raises(BadInput, match="--views PATH"):
-        views.views_path(postgres, None)  # type: ignore[arg-type]
+    assert views.views_path(postgres, None) == views.PG_SCHEMA  # type: ignore[arg-type]
 
 
 def test_catching_up_twice_changes_nothing_and_new_events_reproject_only_their_run(
@@ -214,7 +212,7 @@ def test_catching_up_writes_only_the_rows_an_event_changed(ledger: Ledger, tmp_p
 
 
 @pytest.mark.postgres
-def test_a_postgresql_ledger_keeps_its_views_in_the_file_named_by_views(
+def test_a_postgresql_ledger_keeps_its_views_in_its_schema_or_the_file_named_by_views(
     postgres_url: str, tmp_path: Path
 ) -> None:
     led = Ledger.open(postgres_url)
@@ -224,8 +222,10 @@ def test_a_postgresql_ledger_keeps_its_views_in_the_file_named_by_views(
             led.append(run.run_id, run.events, artifacts=run.artifacts)
     finally:
         led.close()
-    refused = run_cli("rebuild", "--ledger", postgres_url, cwd=tmp_path)
-    assert refused.returncode == 2 and "--views PATH" in refused.stderr
+    in_schema = run_cli("rebuild", "--check", "--json", "--ledger", postgres_url, cwd=tmp_path)
+    assert in_schema.returncode == 0, in_schema.stderr
+    assert json.loads(in_schema.stdout)["path"] == "schema ledger_views"
+    assert json.loads(in_schema.stdout)["identical"] is True
     path = tmp_path / "pg-views.db"
     built = run_cli("rebuild", "--json", "--views", str(path), "--ledger", postgres_url,
                     cwd=tmp_path)  # fmt: skip

@@ -99,21 +99,39 @@ def test_the_store_refuses_to_hand_out_a_broken_stream(tmp_path: Path, ledger: L
 
 
 def test_reuse_skips_a_broken_earlier_run(tmp_path: Path, ledger: Ledger) -> None:
-    """Baseline reuse reads earlier runs: a broken one is passed over, never trusted."""
-    from domain import events as ev
-    from ledger.baseline import find_baselines
-    from projections.next_step import RunRequest
+    """The result cache names earlier runs: a broken one is passed over, never trusted."""
+    from ledger.read_side import cached_results
+    from ledger.result_cache import content_keys
+    from tests.runbuilder import RunBuilder
 
-    run = "a" * 32
-    _flip_outcome(ledger, run)
-    started = ledger.store.read_raw(run)[0]
-    fresh = failed_run(ledger, "b" * 32)
-    first = ev.event_from_json(started.payload)
-    assert isinstance(first, ev.RunStarted)
-    found = find_baselines(
-        ledger, "c" * 32, first, [RunRequest("s1", "base", ("tests/test_a.py",), 1)]
-    )
-    assert [origin for _, origin in found.values()] == [fresh]
+    keys = content_keys("2" * 40, {"tests/test_a.py": "b" * 40}, "none", "3.11", ["pytest"])
+    key = keys.result_key("tests/test_a.py")
+    assert key is not None
+    keyed = {
+        "commit": keys.commit,
+        "blobs": dict(keys.blobs),
+        "environment_key": keys.environment,
+        "command_key": keys.command,
+    }
+    for run in ("d" * 32, "e" * 32):
+        b = RunBuilder(run_id=run)
+        b.discover(["tests/test_a.py"]).plan({"s1": ["tests/test_a.py"]})
+        b.attempt("s1", "base", ["tests/test_a.py"], {"tests/test_a.py::test_a": "passed"},
+                  **keyed)  # fmt: skip
+        ledger.append(run, b.events, artifacts=b.artifacts)
+    assert {h.run_id for h in cached_results(ledger, {"tests/test_a.py": key}).values()} <= {
+        "d" * 32,
+        "e" * 32,
+    }
+    for run in ("d" * 32, "e" * 32):  # break the newest source: the other one is taken
+        found = cached_results(ledger, {"tests/test_a.py": key})["tests/test_a.py"].run_id
+        if found != run:
+            continue
+        stored = state_at(ledger, run, 5)
+        set_state(ledger, run, 5, stored.replace(b'"attempt":1', b'"attempt":7'))
+        again = cached_results(ledger, {"tests/test_a.py": key})
+        assert again["tests/test_a.py"].run_id != run
+        break
 
 
 def test_an_event_stored_behind_the_index_is_refused_while_concurrent_appends_are_not(

@@ -1,0 +1,168 @@
+"""The ledger's own indexes, derived from the events of one append: pure, so the store can
+write them in the same transaction as the events, and a re-index from the events gives the
+same rows (`ledger rebuild --check` compares them).
+
+Three kinds of rows:
+
+- content rows `(kind, key, offset, item, data)`: a generic per-item lookup by content key.
+  `INDEXERS` maps an event kind to the function that derives its rows; the store keeps them in
+  one table (`ledger_index`) with the run id and the event's position, so "which earlier
+  observation had this content key" is one indexed query. The result cache is `kind="result"`
+  (key: `domain.content.result_key`, item: the test file); a measurement lookup by
+  `measurement_key` registers its own indexer for `FileMeasured` the same way.
+- question changes: which questions a batch opened or decided (the open-question index).
+- lifecycle: the run's status from its lifecycle events, its rule, whether it asked anything.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from domain import events as ev
+from domain.assessment import READER_VERSION
+from domain.content import result_key
+from domain.run_state import attempt_assessment
+
+RESULT = "result"
+READER = f"reader-{READER_VERSION}"
+
+
+@dataclass(frozen=True)
+class ContentRow:
+    kind: str
+    key: str
+    offset: int  # the event's index in the appended batch (the store makes it a position)
+    item: str
+    data: str  # canonical JSON: what a lookup needs without reading the run
+
+
+@dataclass(frozen=True)
+class Lifecycle:
+    status: str | None  # running, interrupted, completed (None: unchanged)
+    asked: bool  # the batch asked the owner a question
+    rule: str | None  # from RunStarted
+
+
+ContentIndexer = Callable[[ev.Event, Mapping[str, bytes]], list[tuple[str, str, str, str]]]
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def result_rows(e: ev.Event, artifacts: Mapping[str, bytes]) -> list[tuple[str, str, str, str]]:
+    """`(kind, key, item, data)` of each file a measured shard attempt has results for, keyed
+    by (commit, blob, environment, command, reader). Attempts without content keys (recorded
+    before the cache), unmeasured ones, and ones whose tests changed their checkout are not
+    cached."""
+    if not isinstance(e, ev.ShardAttemptRecorded):
+        return []
+    if not (e.commit and e.environment_key and e.command_key and e.blobs) or e.modified_files:
+        return []
+    report_bytes = artifacts.get(e.report_hash) if e.report_hash else None
+    if report_bytes is None:
+        return []
+    assessment = attempt_assessment(e, artifacts)
+    if not assessment.measured or assessment.report is None:
+        return []
+    tests: dict[str, int] = {}
+    for case in assessment.report.cases:
+        tests[case.file] = tests.get(case.file, 0) + 1
+    rows = []
+    for file in e.files:
+        blob = e.blobs.get(file)
+        if blob is None or not tests.get(file):
+            continue
+        key = result_key(e.commit, blob, e.environment_key, e.command_key, READER)
+        data = {
+            "at": e.at.isoformat(),
+            "shard": e.shard,
+            "attempt": e.attempt,
+            "revision": e.revision,
+            "files": list(e.files),
+            "exit_code": e.exit_code,
+            "signal": e.signal,
+            "report_hash": e.report_hash,
+            "log_tail_hash": e.log_tail_hash,
+            "seconds": e.seconds,
+            "rss_mb": e.rss_mb,
+            "tests": tests[file],
+        }
+        rows.append((RESULT, key, file, _json(data)))
+    return rows
+
+
+# Event kind -> the indexers deriving its content rows. To add a lookup by content (e.g.
+# measurements by `measurement_key`): write `rows(event, artifacts) -> [(kind, key, item,
+# data)]`, add it here, bump `adapters.event_store.INDEX_FORMAT` (ledgers are then re-indexed
+# from their events once, when opened), and ask `ledger.read_side.content(ledger, kind, keys)`.
+INDEXERS: dict[str, tuple[ContentIndexer, ...]] = {"ShardAttemptRecorded": (result_rows,)}
+
+
+def content_rows(events: Sequence[ev.Event], artifacts: Mapping[str, bytes]) -> list[ContentRow]:
+    rows = []
+    for offset, e in enumerate(events):
+        for indexer in INDEXERS.get(e.kind, ()):
+            for kind, key, item, data in indexer(e, artifacts):
+                rows.append(ContentRow(kind, key, offset, item, data))
+    return rows
+
+
+def needs_artifacts(events: Sequence[ev.Event]) -> list[str]:
+    """The artifacts the content indexers read (reports of keyed shard attempts)."""
+    return [
+        e.report_hash
+        for e in events
+        if isinstance(e, ev.ShardAttemptRecorded) and e.report_hash and e.blobs
+    ]
+
+
+def question_changes(events: Sequence[ev.Event]) -> list[tuple[str, str, int, str]]:
+    """(change, question id, offset in the batch, data) in order, mirroring the fold: a question
+    is listed from `QuestionAsked` ("open", with what `ledger questions` shows) until an
+    answer or a taken recommendation decides it ("close"); an unobserved deadline makes an
+    open one "expire", a critical one is "park"ed (both stay listed)."""
+    changes = []
+    for offset, e in enumerate(events):
+        if isinstance(e, ev.QuestionAsked):
+            data = {
+                "text": e.text,
+                "options": list(e.options),
+                "recommended": e.recommended,
+                "impact": e.impact,
+                "topic": e.topic,
+                "subject": list(e.subject),
+                "asked_at": e.at.isoformat(),
+                "deadline": e.deadline.isoformat() if e.deadline else None,
+            }
+            changes.append(("open", e.question_id, offset, _json(data)))
+        elif isinstance(e, ev.QuestionExpired):
+            changes.append(("expire", e.question_id, offset, ""))
+        elif isinstance(e, ev.QuestionParked):
+            changes.append(("park", e.question_id, offset, ""))
+        elif isinstance(e, ev.QuestionAnswered | ev.RecommendationTaken):
+            changes.append(("close", e.question_id, offset, ""))
+    return changes
+
+
+def lifecycle(events: Sequence[ev.Event]) -> Lifecycle | None:
+    """What a batch changes in the run's status row (None: nothing)."""
+    status = rule = None
+    asked = False
+    for e in events:
+        if isinstance(e, ev.RunStarted):
+            rule = e.rule
+            status = status or "running"
+        elif isinstance(e, ev.RunInterrupted):
+            status = "interrupted"
+        elif isinstance(e, ev.RunResumed):
+            status = "running"
+        elif isinstance(e, ev.RunCompleted):
+            status = "completed"
+        elif isinstance(e, ev.QuestionAsked):
+            asked = True
+    if status is None and rule is None and not asked:
+        return None
+    return Lifecycle(status, asked, rule)
