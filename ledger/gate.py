@@ -8,6 +8,7 @@ question of the same ledger and does only what is missing.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -28,7 +29,7 @@ from domain import content
 from domain import events as ev
 from domain.assessment import assess_observation
 from domain.chain import sha256_hex
-from domain.errors import BadInput, BrokenRun
+from domain.errors import BadInput
 from domain.execution import (
     DEFAULT_PYTEST_COMMAND,
     EnvironmentRequest,
@@ -553,49 +554,35 @@ class GateProcess:
 
     def _reuse_measurements(self, files: Sequence[str]) -> list[ev.Event]:
         """The newest measurement from an earlier run of each file whose content, environment
-        and command are the same (its measurement key): never by path alone, so a changed
-        file, dependency declaration or command is measured again."""
+        and command are the same (its measurement key, looked up in the ledger's content
+        index): never by path alone, so a changed file, dependency declaration or command is
+        measured again."""
+        from ledger.read_side import content
+        from projections.content_index import MEASUREMENT
+
         wanted: dict[str, list[str]] = {}
         for file, (_, key) in self._measurement_keys(files).items():
             wanted.setdefault(key, []).append(file)
         found: list[ev.Event] = []
-        for row in self.ledger.runs():
-            if not wanted:
-                break
-            if row.run_id == self.run_id or row.repo != str(self.repo):
-                continue
-            try:
-                earlier = self.ledger.events(row.run_id)
-            except BrokenRun as broken:
-                self.observer.notice(f"not reusing measurements of a broken run: {broken}")
-                continue
-            latest: dict[str, ev.FileMeasured | ev.MeasurementReused] = {}
-            for event in earlier:
-                if not isinstance(event, ev.FileMeasured | ev.MeasurementReused):
-                    continue
-                if event.key is None or event.key not in wanted:
-                    continue
-                if isinstance(event, ev.FileMeasured) and event.holds_no_test:
-                    latest.pop(event.key, None)  # measured again: it may hold tests now
-                else:
-                    latest[event.key] = event
-            for key in sorted(latest):
-                measured = latest[key]
-                for file in wanted.pop(key):
-                    found.append(
-                        self.ledger.make(
-                            ev.MeasurementReused,
-                            self.run_id,
-                            file=file,
-                            from_run=row.run_id,
-                            rss_mb=measured.rss_mb,
-                            seconds=measured.seconds,
-                            key=key,
-                            baseline_mb=measured.baseline_mb,
-                            retained_mb=measured.retained_mb,
-                            transient_mb=measured.transient_mb,
-                        )
+        for hit in content(self.ledger, MEASUREMENT, sorted(wanted)):
+            if hit.run_id == self.run_id or hit.key not in wanted:
+                continue  # newest first: a key already taken has its newest measurement
+            measured = json.loads(hit.data)
+            for file in wanted.pop(hit.key):
+                found.append(
+                    self.ledger.make(
+                        ev.MeasurementReused,
+                        self.run_id,
+                        file=file,
+                        from_run=hit.run_id,
+                        rss_mb=measured["rss_mb"],
+                        seconds=measured["seconds"],
+                        key=hit.key,
+                        baseline_mb=measured.get("baseline_mb"),
+                        retained_mb=measured.get("retained_mb"),
+                        transient_mb=measured.get("transient_mb"),
                     )
+                )
         return found
 
     def _plan(self, state: RunState, step: Step) -> None:

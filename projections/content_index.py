@@ -94,11 +94,39 @@ def result_rows(e: ev.Event, artifacts: Mapping[str, bytes]) -> list[tuple[str, 
     return rows
 
 
+MEASUREMENT = "measurement"
+
+
+def measurement_rows(
+    e: ev.Event, artifacts: Mapping[str, bytes]
+) -> list[tuple[str, str, str, str]]:
+    """`(kind, key, item, data)` of a file's measurement (solo, in place or reused), keyed by
+    its measurement key (blob, environment, executor, command): what a later plan reuses.
+    Measurements recorded before keys, and files that held no test, are not indexed."""
+    if not isinstance(e, ev.FileMeasured | ev.MeasurementReused) or e.key is None:
+        return []
+    if isinstance(e, ev.FileMeasured) and e.holds_no_test:
+        return []
+    data = {
+        "at": e.at.isoformat(),
+        "rss_mb": e.rss_mb,
+        "seconds": e.seconds,
+        "baseline_mb": e.baseline_mb,
+        "retained_mb": e.retained_mb,
+        "transient_mb": e.transient_mb,
+    }
+    return [(MEASUREMENT, e.key, e.file, _json(data))]
+
+
 # Event kind -> the indexers deriving its content rows. To add a lookup by content (e.g.
 # measurements by `measurement_key`): write `rows(event, artifacts) -> [(kind, key, item,
 # data)]`, add it here, bump `adapters.event_store.INDEX_FORMAT` (ledgers are then re-indexed
 # from their events once, when opened), and ask `ledger.read_side.content(ledger, kind, keys)`.
-INDEXERS: dict[str, tuple[ContentIndexer, ...]] = {"ShardAttemptRecorded": (result_rows,)}
+INDEXERS: dict[str, tuple[ContentIndexer, ...]] = {
+    "ShardAttemptRecorded": (result_rows,),
+    "FileMeasured": (measurement_rows,),
+    "MeasurementReused": (measurement_rows,),
+}
 
 
 def content_rows(events: Sequence[ev.Event], artifacts: Mapping[str, bytes]) -> list[ContentRow]:
