@@ -56,7 +56,9 @@ def _timed(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> tup
     done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False, env=env)
     seconds = time.perf_counter() - started
     if done.returncode not in (0, 1):
-        raise SystemExit(f"{argv[:4]} exited {done.returncode}: {done.stderr[-500:]}")
+        raise SystemExit(
+            f"{argv[:4]} exited {done.returncode}: {done.stderr[-500:]} {done.stdout[-1500:]}"
+        )
     return seconds, done.stdout
 
 

@@ -188,6 +188,10 @@ def assess(
         # pytest ran no test because every file skipped itself (a module-level skip, such as
         # `importorskip` of a missing dependency): the skips are the measurement.
         return Assessment(True, detail="every case is skipped", report=parsed)
+    if exit_code == NO_TESTS_COLLECTED and parsed.plugin and parsed.tests == parsed.skipped:
+        # The gate's plugin accounted for every file and none collected a test to run (e.g.
+        # modules `--doctest-modules` collects that hold no doctest): measured, and empty.
+        return Assessment(True, detail="no file holds a test to run", report=parsed)
     if exit_code not in (0, 1):
         return Assessment(False, JOB_FAILED, f"exit code {exit_code} is neither 0 nor 1", parsed)
     failing = parsed.failures + parsed.errors

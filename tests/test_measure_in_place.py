@@ -214,3 +214,28 @@ def test_a_file_that_collects_nothing_costs_no_split_of_its_shard(tmp_path: Path
     assert kinds(evs)["ShardSplit"] == 0
     assert len([e for e in evs if e["kind"] == "ShardAttemptRecorded"]) == 2
     assert measured(evs)["tests/test_helpers.py"]["empty"] is True
+
+
+def test_a_shard_of_files_that_collect_nothing_is_measured_empty_not_a_failed_job(
+    tmp_path: Path,
+) -> None:
+    """With `--doctest-modules`, every module is a test file; a shard that draws only modules
+    without doctests exits 5 (no tests collected): the plugin's report accounts for each file
+    as empty, so the shard is measured, not bisected down to "job-failed" culprits."""
+    repo = make_repo(
+        tmp_path,
+        {
+            "pytest.ini": "[pytest]\naddopts = --doctest-modules\n",
+            "pkg/__init__.py": "",
+            "pkg/plain.py": "VALUE = 1\n",
+            "pkg/other.py": "OTHER = 2\n",
+            "tests/test_a.py": "def test_a():\n    pass\n",
+        },
+    )
+    tag(repo, "v1")
+    commit(repo, {"README": "rc\n"})
+    result = gate(tmp_path, repo, "--shards", "4", "--env", "none")
+    assert result.code == 0, (result.stderr, result.document.get("unmeasured"))
+    evs = events(tmp_path, result.document["run_id"])
+    assert kinds(evs)["ShardSplit"] == 0
+    assert result.document["tests"]["head"] == 1
