@@ -16,7 +16,13 @@ import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from adapters.read_model_store import TRACKING, TRACKING_NAME, TableSpec, _describe, _schema_version
+from adapters.read_model_store import (
+    TRACKING,
+    TRACKING_NAME,
+    TableSpec,
+    _schema_version,
+    first_difference,
+)
 from domain.errors import BadInput
 
 _TYPES = {str: "text", int: "bigint", float: "double precision"}
@@ -234,17 +240,7 @@ class PostgresReadModelStore:
         }
 
     def first_difference(self, other: PostgresReadModelStore) -> str | None:
-        for name in self.table_names():
-            columns, _ = self._order(name)
-            keys = self._keys[name]
-            mine, theirs = self.rows(name), other.rows(name)
-            a, b = next(mine, None), next(theirs, None)
-            while a is not None or b is not None:
-                if a == b:
-                    a, b = next(mine, None), next(theirs, None)
-                    continue
-                return _describe(name, columns, keys, a, b)
-        return None
+        return first_difference(self, other)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):

@@ -237,17 +237,7 @@ class ReadModelStore:
 
     def first_difference(self, other: ReadModelStore) -> str | None:
         """The first table and row where two views files differ, in one sentence; or None."""
-        for name in self.table_names():
-            columns, _ = self._order(name)
-            keys = self._keys[name]
-            mine, theirs = self.rows(name), other.rows(name)
-            a, b = next(mine, None), next(theirs, None)
-            while a is not None or b is not None:
-                if a == b:
-                    a, b = next(mine, None), next(theirs, None)
-                    continue
-                return _describe(name, columns, keys, a, b)
-        return None
+        return first_difference(self, other)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -261,6 +251,22 @@ def _schema_version(tables: Sequence[TableSpec]) -> int:
         for t in tables
     ]
     return int(hashlib.sha256(json.dumps(layout).encode()).hexdigest()[:7], 16)
+
+
+def first_difference(store: Any, other: Any) -> str | None:
+    """The first table and row where two read-model stores (SQLite or PostgreSQL) differ, in
+    one sentence; or None. Both list their tables, order and keys, and stream rows alike."""
+    for name in store.table_names():
+        columns, _ = store._order(name)
+        keys = store._keys[name]
+        mine, theirs = store.rows(name), other.rows(name)
+        a, b = next(mine, None), next(theirs, None)
+        while a is not None or b is not None:
+            if a == b:
+                a, b = next(mine, None), next(theirs, None)
+                continue
+            return _describe(name, columns, keys, a, b)
+    return None
 
 
 def _describe(

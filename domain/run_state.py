@@ -264,13 +264,7 @@ def _attempt_view(
             reused_from=e.from_run, report_hash=e.report_hash, log_tail_hash=e.log_tail_hash,
             seconds=e.seconds, rss_mb=e.rss_mb,
         )  # fmt: skip
-    assessment = _assess_stored(
-        exit_code=e.exit_code, signal=e.signal, timed_out=e.timed_out, oom=e.oom,
-        infrastructure_failure=e.infrastructure_failure,
-        infrastructure_detail=e.infrastructure_detail, kind=e.failure_kind,
-        report_hash=e.report_hash, log_tail_hash=e.log_tail_hash, files=e.files,
-        artifacts=artifacts, report_too_large=e.report_too_large,
-    )  # fmt: skip
+    assessment = attempt_assessment(e, artifacts)
     last = running = None
     if not assessment.measured and e.log_tail_hash:
         log_tail = artifacts.get(e.log_tail_hash, b"").decode("utf-8", "replace")

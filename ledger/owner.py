@@ -50,6 +50,23 @@ _QUESTION_KINDS = {
 
 
 def _question_dict(run_id: str, q: QuestionView, now: Any) -> dict[str, Any]:
+    return _question_fields(run_id, q, q.asked_at.isoformat(), q.deadline, now)
+
+
+def _indexed_question_dict(q: read_side.OpenQuestion, now: Any) -> dict[str, Any]:
+    """`_question_dict` from the open-question index (the same fields, no fold)."""
+    deadline = datetime.fromisoformat(q.deadline) if q.deadline else None
+    return _question_fields(q.run_id, q, q.asked_at, deadline, now)
+
+
+def _question_fields(
+    run_id: str,
+    q: QuestionView | read_side.OpenQuestion,
+    asked_at: str,
+    deadline: datetime | None,
+    now: Any,
+) -> dict[str, Any]:
+    """What `ledger questions` shows of a question, folded or indexed alike."""
     return {
         "id": q.id,
         "run_id": run_id,
@@ -59,31 +76,8 @@ def _question_dict(run_id: str, q: QuestionView, now: Any) -> dict[str, Any]:
         "impact": q.impact,
         "topic": q.topic,
         "subject": list(q.subject),
-        "asked_at": q.asked_at.isoformat(),
-        "deadline": q.deadline.isoformat() if q.deadline else None,
-        "overdue": bool(q.state == "open" and q.deadline is not None and now >= q.deadline),
-        "seconds_left": (
-            round((q.deadline - now).total_seconds(), 3) if q.deadline is not None else None
-        ),
-        "state": q.state,
-        "position": q.position,
-    }
-
-
-def _indexed_question_dict(q: read_side.OpenQuestion, now: Any) -> dict[str, Any]:
-    """`_question_dict` from the open-question index (the same fields, no fold)."""
-    deadline = datetime.fromisoformat(q.deadline) if q.deadline else None
-    return {
-        "id": q.id,
-        "run_id": q.run_id,
-        "text": q.text,
-        "options": [{"name": o, "recommended": o == q.recommended} for o in q.options],
-        "recommended": q.recommended,
-        "impact": q.impact,
-        "topic": q.topic,
-        "subject": list(q.subject),
-        "asked_at": q.asked_at,
-        "deadline": q.deadline,
+        "asked_at": asked_at,
+        "deadline": deadline.isoformat() if deadline else None,
         "overdue": bool(q.state == "open" and deadline is not None and now >= deadline),
         "seconds_left": (
             round((deadline - now).total_seconds(), 3) if deadline is not None else None
