@@ -36,10 +36,10 @@ from domain.execution import (
     Observation,
     ShardRun,
 )
-from domain.junit import Report, read_report
+from domain.junit import Report
 from domain.planning import DEFAULT_BASELINE_MB, FileCost, nominal_cost, plan_shards
 from domain.rules import get_rule
-from domain.run_state import BASE, HEAD, NO_TESTS_COLLECTED, RunState
+from domain.run_state import BASE, HEAD, NO_TESTS_COLLECTED, RunState, attempt_assessment
 from domain.verdict import Verdict
 from ledger.read_side import project, verdict_of
 from ledger.result_cache import ContentKeys, content_keys, find_reuse
@@ -540,7 +540,8 @@ class GateProcess:
     def _measurement_keys(self, files: Sequence[str]) -> dict[str, tuple[str, str]]:
         """file -> (its blob at head, its measurement key): what reuse matches on."""
         if self._measure_keys is None:
-            blobs = git.blob_hashes(self.repo, self.started.head)
+            head = self._content_keys(HEAD)  # the head's blobs, read once for both caches
+            blobs = head.blobs if head is not None else {}
             # Figures depend on the machine as well as the environment: the executor is part
             # of the setting (a pod's memory is not a laptop's).
             setting = f"{self.options.environment} on {self.started.executor}"
@@ -756,47 +757,53 @@ class GateProcess:
                     failure_kind=o.failure_kind,
                 )
             )
-        events.append(
-            self.ledger.make(
-                ev.ShardAttemptRecorded,
-                self.run_id,
-                shard=run.shard_id,
-                attempt=run.attempt,
-                revision=run.revision,
-                files=list(run.files),
-                member=member,
-                exit_code=o.exit_code,
-                signal=o.signal,
-                timed_out=o.timed_out,
-                oom=o.oom,
-                report_hash=report_hash,
-                log_tail_hash=log_hash,
-                rss_mb=o.rss_mb,
-                seconds=o.seconds,
-                infrastructure_failure=o.failure_reason,
-                infrastructure_detail=o.failure_detail if o.failure_reason else "",
-                failure_kind=o.failure_kind,
-                modified_files=list(o.modified_files),
-                report_too_large=too_large,
-                **self._attempt_keys(run),
-            )
+        attempt = self.ledger.make(
+            ev.ShardAttemptRecorded,
+            self.run_id,
+            shard=run.shard_id,
+            attempt=run.attempt,
+            revision=run.revision,
+            files=list(run.files),
+            member=member,
+            exit_code=o.exit_code,
+            signal=o.signal,
+            timed_out=o.timed_out,
+            oom=o.oom,
+            report_hash=report_hash,
+            log_tail_hash=log_hash,
+            rss_mb=o.rss_mb,
+            seconds=o.seconds,
+            infrastructure_failure=o.failure_reason,
+            infrastructure_detail=o.failure_detail if o.failure_reason else "",
+            failure_kind=o.failure_kind,
+            modified_files=list(o.modified_files),
+            report_too_large=too_large,
+            **self._attempt_keys(run),
         )
+        events.append(attempt)
         if too_large is None:
-            events += self._measured_in_place(run, o)
+            events += self._measured_in_place(run, attempt, artifacts, o.rss_mb)
         self.ledger.append(self.run_id, events, artifacts=artifacts)
 
-    def _measured_in_place(self, run: ShardRun, o: Observation) -> list[ev.Event]:
+    def _measured_in_place(
+        self,
+        run: ShardRun,
+        attempt: ev.ShardAttemptRecorded,
+        artifacts: dict[str, bytes],
+        peak_mb: float,
+    ) -> list[ev.Event]:
         """Per-file figures of a head attempt, from the gate's pytest plugin (seconds and the
         memory model's split) or, for other runners, the report's `time` attributes (seconds)
-        with the shard's peak shared out: the next plan's measurements, at no extra run."""
-        if run.revision != HEAD or self.options.measure != "inplace" or o.report is None:
+        with the shard's peak shared out: the next plan's measurements, at no extra run. The
+        report is read through the fold's memoised assessment (read once for all three)."""
+        if run.revision != HEAD or self.options.measure != "inplace":
             return []
-        report = read_report(o.report, run.files)
-        if not isinstance(report, Report):
+        report = attempt_assessment(attempt, artifacts).report
+        if report is None:
             return []  # nothing trustworthy to learn from a rejected report
         keys = self._measurement_keys(run.files)
         events: list[ev.Event] = []
-        shared = _shared_split(report, run.files, o.rss_mb)
+        shared = _shared_split(report, run.files, peak_mb)
         for file in run.files:
             blob, key = keys.get(file, (None, None))
             empty = file in report.empty_files
