@@ -10,8 +10,6 @@ the same transaction as the rows. A rebuild fills a fresh schema and swaps it in
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -21,6 +19,7 @@ from adapters.read_model_store import (
     TRACKING_NAME,
     TableSpec,
     _schema_version,
+    digest,
     first_difference,
 )
 from domain.errors import BadInput
@@ -225,13 +224,7 @@ class PostgresReadModelStore:
         yield from self._exec(f"SELECT {select} FROM {self._t(name)} ORDER BY {order}")
 
     def digest(self) -> str:
-        h = hashlib.sha256()
-        for name in self.table_names():
-            columns, _ = self._order(name)
-            h.update(json.dumps([name, columns]).encode() + b"\n")
-            for row in self.rows(name):
-                h.update(json.dumps(list(row), ensure_ascii=False).encode() + b"\n")
-        return h.hexdigest()
+        return digest(self)
 
     def counts(self) -> dict[str, int]:
         return {

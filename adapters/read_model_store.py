@@ -221,13 +221,7 @@ class ReadModelStore:
 
     def digest(self) -> str:
         """sha256 over every table's name, columns and rows in key order."""
-        h = hashlib.sha256()
-        for name in self.table_names():
-            columns, _ = self._order(name)
-            h.update(json.dumps([name, columns]).encode() + b"\n")
-            for row in self.rows(name):
-                h.update(json.dumps(list(row), ensure_ascii=False).encode() + b"\n")
-        return h.hexdigest()
+        return digest(self)
 
     def counts(self) -> dict[str, int]:
         return {
@@ -251,6 +245,18 @@ def _schema_version(tables: Sequence[TableSpec]) -> int:
         for t in tables
     ]
     return int(hashlib.sha256(json.dumps(layout).encode()).hexdigest()[:7], 16)
+
+
+def digest(store: Any) -> str:
+    """sha256 over a read-model store's (SQLite or PostgreSQL) every table's name, columns
+    and rows in key order: equal digests, equal views, wherever they live."""
+    h = hashlib.sha256()
+    for name in store.table_names():
+        columns, _ = store._order(name)
+        h.update(json.dumps([name, columns]).encode() + b"\n")
+        for row in store.rows(name):
+            h.update(json.dumps(list(row), ensure_ascii=False).encode() + b"\n")
+    return h.hexdigest()
 
 
 def first_difference(store: Any, other: Any) -> str | None:
