@@ -40,7 +40,6 @@ from typing import Any
 from adapters import git
 from adapters.executors.environment import (
     LOG_TAIL_BYTES,
-    STEP_TIMEOUT_S,
     Installer,
     SetupFailed,
     _interpreter,
@@ -397,20 +396,7 @@ _PROBE = (
 
 def _run(installer: Installer, argv: list[str], cwd: str) -> tuple[int | None, str, str]:
     """Run one step, logged; (exit code, stdout, error) — never raises."""
-    with open(installer.log, "ab") as log:
-        log.write(("$ " + " ".join(argv) + "\n").encode())
-        log.flush()
-        try:
-            done = subprocess.run(
-                argv, cwd=cwd, env=installer.env, stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=log, timeout=STEP_TIMEOUT_S, check=False,
-            )  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired) as error:
-            log.write(f"{error}\n".encode())
-            return None, "", str(error)
-        log.write(done.stdout)
-    out = done.stdout.decode("utf-8", "replace")
-    return done.returncode, out, "" if done.returncode == 0 else f"exit {done.returncode}"
+    return installer.step(argv, cwd)
 
 
 def _probe(

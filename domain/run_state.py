@@ -247,18 +247,26 @@ def attempt_assessment(e: ev.ShardAttemptRecorded, artifacts: Mapping[str, bytes
     )  # fmt: skip
 
 
+def _reused_assessment(
+    e: ev.BaselineReused, files: Sequence[str], artifacts: Mapping[str, bytes]
+) -> Assessment:
+    """An earlier attempt's report, reused as base results, read for `files` (the reused
+    shard's, or the whole earlier attempt's when only some files are reused)."""
+    return _assess_stored(
+        exit_code=e.exit_code, signal=e.signal, timed_out=False, oom=False,
+        infrastructure_failure=None, infrastructure_detail="",
+        report_hash=e.report_hash, log_tail_hash=e.log_tail_hash, files=files,
+        artifacts=artifacts,
+    )  # fmt: skip
+
+
 def _attempt_view(
     e: ev.ShardAttemptRecorded | ev.BaselineReused,
     position: int,
     artifacts: Mapping[str, bytes],
 ) -> AttemptView:
     if isinstance(e, ev.BaselineReused):
-        assessment = _assess_stored(
-            exit_code=e.exit_code, signal=e.signal, timed_out=False, oom=False,
-            infrastructure_failure=None, infrastructure_detail="",
-            report_hash=e.report_hash, log_tail_hash=e.log_tail_hash, files=e.files,
-            artifacts=artifacts,
-        )  # fmt: skip
+        assessment = _reused_assessment(e, e.files, artifacts)
         return AttemptView(
             e.shard, 0, BASE, tuple(e.files), "reused", assessment, position,
             reused_from=e.from_run, report_hash=e.report_hash, log_tail_hash=e.log_tail_hash,
@@ -286,12 +294,7 @@ def _apply_reused_files(
 ) -> None:
     """Record the files' reused base results; once every base file of the shard has one (and
     no base attempt was made), they are the shard's base attempt."""
-    source = _assess_stored(
-        exit_code=e.exit_code, signal=e.signal, timed_out=False, oom=False,
-        infrastructure_failure=None, infrastructure_detail="",
-        report_hash=e.report_hash, log_tail_hash=e.log_tail_hash, files=e.source_files,
-        artifacts=artifacts,
-    )  # fmt: skip
+    source = _reused_assessment(e, e.source_files, artifacts)
     share = e.seconds / len(e.files) if e.files else 0.0
     for file in e.files:
         shard.reused[file] = ReusedFile(file, e.from_run, position, source, share)

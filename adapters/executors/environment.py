@@ -193,7 +193,9 @@ class Installer:
     def how(self) -> str:
         return "uv" if self.uv else "pip"
 
-    def run(self, argv: list[str], *, cwd: str | None = None, what: str = "") -> str:
+    def step(self, argv: list[str], cwd: str | None = None) -> tuple[int | None, str, str]:
+        """Run one step with its command, stderr and stdout in the log; never raises:
+        (exit code or None when it could not run or timed out, stdout, error)."""
         with open(self.log, "ab") as log:
             log.write(("$ " + " ".join(argv) + "\n").encode())
             log.flush()
@@ -204,11 +206,18 @@ class Installer:
                 )  # fmt: skip
             except (OSError, subprocess.TimeoutExpired) as error:
                 log.write(f"{error}\n".encode())
-                raise SetupFailed(f"{what or argv[0]}: {error}") from None
+                return None, "", str(error)
             log.write(done.stdout)
-        if done.returncode != 0:
-            raise SetupFailed(f"{what or argv[0]} failed (exit {done.returncode})")
-        return done.stdout.decode("utf-8", "replace")
+        out = done.stdout.decode("utf-8", "replace")
+        return done.returncode, out, "" if done.returncode == 0 else f"exit {done.returncode}"
+
+    def run(self, argv: list[str], *, cwd: str | None = None, what: str = "") -> str:
+        code, out, error = self.step(argv, cwd)
+        if code is None:
+            raise SetupFailed(f"{what or argv[0]}: {error}")
+        if code != 0:
+            raise SetupFailed(f"{what or argv[0]} failed (exit {code})")
+        return out
 
     def venv(self, path: str) -> str:
         if self.uv:

@@ -236,6 +236,15 @@ def _subtest_description(report: Any) -> str | None:
     return _ADDRESS.sub("", " ".join(parts)) or "(<subtest>)"
 
 
+def _skipped(report: Any) -> tuple[str, dict[str, str], str]:
+    """The `<skipped>` result of a skipped test or of a module that skipped itself."""
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    reason = str(reason).removeprefix("Skipped: ")
+    return ("skipped", {"type": "pytest.skip", "message": _clean(reason, MAX_MESSAGE)},
+            _clean(reason))  # fmt: skip
+
+
 def _message(report: Any) -> str:
     crash = getattr(report.longrepr, "reprcrash", None)
     if crash is not None:
@@ -477,11 +486,7 @@ class ReleaseLedgerReport:
                 attrs = {"type": "pytest.xfail", "message": _clean(reason, MAX_MESSAGE)}
                 case.results.append(("skipped", attrs, ""))
             else:
-                longrepr = report.longrepr
-                reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
-                reason = str(reason).removeprefix("Skipped: ")
-                attrs = {"type": "pytest.skip", "message": _clean(reason, MAX_MESSAGE)}
-                case.results.append(("skipped", attrs, _clean(reason)))
+                case.results.append(_skipped(report))
             return
         if when in ("call", "???"):  # "???": xdist's report of a test whose worker crashed,
             attrs = {"message": _clean(_message(report), MAX_MESSAGE)}  # "failed" in its summary
@@ -500,11 +505,7 @@ class ReleaseLedgerReport:
                 ("error", {"message": "collection failure"}, _clean(report.longreprtext))
             )
         else:
-            longrepr = report.longrepr
-            reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
-            reason = str(reason).removeprefix("Skipped: ")
-            attrs = {"type": "pytest.skip", "message": _clean(reason, MAX_MESSAGE)}
-            case.results.append(("skipped", attrs, _clean(reason)))
+            case.results.append(_skipped(report))
 
     def _item_path(self, report: Any) -> object:
         return self.paths.get(report.nodeid)
