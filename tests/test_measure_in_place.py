@@ -239,3 +239,30 @@ def test_a_shard_of_files_that_collect_nothing_is_measured_empty_not_a_failed_jo
     evs = events(tmp_path, result.document["run_id"])
     assert kinds(evs)["ShardSplit"] == 0
     assert result.document["tests"]["head"] == 1
+
+
+def test_a_text_file_pytest_collects_as_doctests_but_holds_none_is_declared_empty(
+    tmp_path: Path,
+) -> None:
+    """pytest collects `test*.txt` as doctest text files (its default `--doctest-glob`), so a
+    `requirements/test.txt` is a test file that holds nothing: the plugin names it empty like
+    an empty module, so its shard is measured the first time instead of split and run again."""
+    repo = make_repo(
+        tmp_path,
+        {
+            "requirements/test.txt": "pytest>=7\n",
+            "docs/test_usage.txt": ">>> 1 + 1\n2\n",
+            "tests/test_a.py": "def test_a():\n    pass\n",
+        },
+    )
+    tag(repo, "v1")
+    commit(repo, {"README": "rc\n"})
+    result = gate(tmp_path, repo, "--shards", "1", "--env", "none")
+    assert result.code == 0, (result.stderr, result.document.get("unmeasured"))
+    evs = events(tmp_path, result.document["run_id"])
+    discovered = next(e for e in evs if e["kind"] == "TestFilesDiscovered")["files"]
+    assert "requirements/test.txt" in discovered
+    assert kinds(evs)["ShardSplit"] == 0
+    assert len([e for e in evs if e["kind"] == "ShardAttemptRecorded"]) == 2
+    assert measured(evs)["requirements/test.txt"]["empty"] is True
+    assert result.document["tests"]["head"] == 2

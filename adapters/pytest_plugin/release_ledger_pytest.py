@@ -381,7 +381,9 @@ class ReleaseLedgerReport:
         }
         for arg in self.config.args:
             path = os.path.abspath(os.path.join(self.root, arg))
-            if "::" in arg or not arg.endswith(".py") or not os.path.isfile(path):
+            # Any file given, not only modules: pytest collects `test*.txt` as doctest text
+            # files, and one that holds no example is as empty as a module without tests.
+            if "::" in arg or not os.path.isfile(path):
                 continue
             name = self._file_of(path, arg)
             if name not in with_items and name not in self.cases_by_file():
