@@ -135,6 +135,9 @@ class FileMeasured(Event):
     baseline_mb: float | None = None
     retained_mb: float | None = None
     transient_mb: float | None = None
+    # The file was its process's first: what collecting it took (the imports its shard's
+    # files share, and its own), kept out of `retained_mb`. None: not first, or recorded before.
+    shared_mb: float | None = None
 
     @property
     def holds_no_test(self) -> bool:
@@ -171,6 +174,7 @@ class MeasurementReused(Event):
     baseline_mb: float | None = None
     retained_mb: float | None = None
     transient_mb: float | None = None
+    shared_mb: float | None = None
 
 
 class PlannedShard(BaseModel):

@@ -518,7 +518,7 @@ class GateProcess:
         blob, key = self._measurement_keys([file]).get(file, (None, None))
         split: dict[str, float | None] = {}
         if report is not None and report.plugin and file in report.figures:
-            split = _model_split(report, file)
+            split = _model_split(report, file, first=True)  # alone: its process's first
         measured = self.ledger.make(
             ev.FileMeasured,
             self.run_id,
@@ -534,6 +534,7 @@ class GateProcess:
             baseline_mb=split.get("baseline_mb"),
             retained_mb=split.get("retained_mb"),
             transient_mb=split.get("transient_mb"),
+            shared_mb=split.get("shared_mb"),
         )
         self.ledger.append(self.run_id, [*environment, measured], artifacts=artifacts)
 
@@ -582,6 +583,7 @@ class GateProcess:
                         baseline_mb=measured.get("baseline_mb"),
                         retained_mb=measured.get("retained_mb"),
                         transient_mb=measured.get("transient_mb"),
+                        shared_mb=measured.get("shared_mb"),
                     )
                 )
         return found
@@ -601,7 +603,7 @@ class GateProcess:
         for event in reused:
             assert isinstance(event, ev.MeasurementReused)
             known[event.file] = FileCost(
-                event.rss_mb, event.seconds, event.retained_mb, event.transient_mb
+                event.rss_mb, event.seconds, event.retained_mb, event.transient_mb, event.shared_mb
             )
             if event.baseline_mb is not None:
                 baselines.append(event.baseline_mb)
@@ -804,11 +806,12 @@ class GateProcess:
         keys = self._measurement_keys(run.files)
         events: list[ev.Event] = []
         shared = _shared_split(report, run.files, peak_mb)
+        first = _first_module(report, run.files) if report.plugin else None
         for file in run.files:
             blob, key = keys.get(file, (None, None))
             empty = file in report.empty_files
             if report.plugin and file in report.figures:
-                split = _model_split(report, file)
+                split = _model_split(report, file, first=file == first)
                 seconds = report.figures[file].seconds
             elif empty or file not in shared:
                 split = {"baseline_mb": _baseline_mb(report), "retained_mb": 0.0,
@@ -1017,12 +1020,20 @@ def _baseline_mb(report: Report) -> float:
     return report.baseline_kb / KB_PER_MB if report.baseline_kb else DEFAULT_BASELINE_MB
 
 
-def _model_split(report: Report, file: str) -> dict[str, float | None]:
+def _first_module(report: Report, files: Sequence[str]) -> str | None:
+    """The module the process collected first (pytest collects its arguments in the order
+    given): the one whose import paid for what every file of the shard imports."""
+    return next((f for f in files if f.endswith(".py") and f in report.figures), None)
+
+
+def _model_split(report: Report, file: str, first: bool = False) -> dict[str, float | None]:
     """The memory model's terms for one file from the plugin's figures (MB): what importing
     and running it left resident, and how far it rose above that. Where the peak could not be
-    reset at the file's start, a peak the file did not raise bounds its transient from above."""
+    reset at the file's start, a peak the file did not raise bounds its transient from above.
+    The first module's collection is kept apart as `shared_mb` (`domain/planning.py`)."""
     f = report.figures[file]
-    retained = f.collect_kb + max(0, f.end_rss_kb - f.start_rss_kb) + _report_share_kb(report, file)
+    collected = 0 if first else f.collect_kb
+    retained = collected + max(0, f.end_rss_kb - f.start_rss_kb) + _report_share_kb(report, file)
     if f.reset or f.end_peak_kb > f.start_peak_kb:
         transient = max(0, f.end_peak_kb - f.end_rss_kb)
     else:
@@ -1031,6 +1042,7 @@ def _model_split(report: Report, file: str) -> dict[str, float | None]:
         "baseline_mb": round(_baseline_mb(report), 1),
         "retained_mb": round(retained / KB_PER_MB, 1),
         "transient_mb": round(transient / KB_PER_MB, 1),
+        "shared_mb": round(f.collect_kb / KB_PER_MB, 1) if first else None,
     }
 
 

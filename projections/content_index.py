@@ -114,6 +114,7 @@ def measurement_rows(
         "baseline_mb": e.baseline_mb,
         "retained_mb": e.retained_mb,
         "transient_mb": e.transient_mb,
+        "shared_mb": e.shared_mb,
     }
     return [(MEASUREMENT, e.key, e.file, _json(data))]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from domain.planning import DEFAULT_BASELINE_MB, planned_memory
+from domain.planning import DEFAULT_BASELINE_MB, planned_memory, shared_imports_mb
 from domain.run_state import RunState, ShardView
 
 HEADROOM = 1.25  # planned x 1.25 ...
@@ -37,7 +37,8 @@ def planned_shard_mb(state: RunState, files: tuple[str, ...]) -> float | None:
     known = [cost for cost in costs if cost is not None]
     if len(known) != len(costs) or not known:
         return None
-    return planned_memory(known, state.baseline_mb or DEFAULT_BASELINE_MB)
+    shared = shared_imports_mb(state.costs.values())  # the run's, as its plan took them
+    return planned_memory(known, state.baseline_mb or DEFAULT_BASELINE_MB, shared)
 
 
 def reservation_mb(state: RunState, shard_id: str, budget_mb: float, isolation_mb: float) -> int:

@@ -74,7 +74,10 @@ def test_the_first_gate_measures_nothing_alone_and_records_each_files_figures(
     figures = measured(evs)
     assert set(figures) == {"tests/test_keep.py", "tests/test_spike.py", "tests/test_small.py"}
     keep, spike, small = (figures[f"tests/test_{n}.py"] for n in ("keep", "spike", "small"))
-    assert 50 <= keep["retained_mb"] <= 80 and keep["transient_mb"] < 30
+    # test_keep is collected first: its import is kept apart as what the shard's files
+    # share (here its own 60 MB); the files collected after it have none.
+    assert 50 <= keep["retained_mb"] + keep["shared_mb"] <= 80 and keep["transient_mb"] < 30
+    assert spike["shared_mb"] is None and small["shared_mb"] is None
     assert spike["transient_mb"] >= 100 and spike["retained_mb"] < 30
     assert small["retained_mb"] < 10 and small["transient_mb"] < 10
     assert 10 < keep["baseline_mb"] < 200
@@ -108,6 +111,33 @@ def test_a_first_plan_over_budget_is_split_by_its_memory_and_the_next_plan_holds
     assert all(shard["rss_mb"] <= 300 * 1.024 for shard in plan["shards"])
     assert not any(e["kind"] == "ShardAttemptRecorded" and e["oom"] for e in evs2)
     assert kinds(evs2)["ShardSplit"] == 0
+
+
+def test_the_package_every_file_imports_is_planned_in_every_shard_of_the_next_gate(
+    tmp_path: Path,
+) -> None:
+    """The package under test keeps 60 MB once imported; only the first file each process
+    collects pays for it. Planned next in other groupings (four shards where there were two),
+    the shards whose files were never first still carry it: none goes over its plan."""
+    files = {f"tests/test_{n}.py": f"import pkg\ndef test_{n}():\n    assert pkg.KEPT\n"
+             for n in "abcd"}  # fmt: skip
+    repo = make_repo(tmp_path, {"pkg/__init__.py": keeps(60, "unused"), **files})
+    tag(repo, "v1")
+    commit(repo, {"README": "rc\n"})
+    first = gate(tmp_path, repo, "--shards", "2", "--env", "none")
+    assert first.code == 0, first.stderr
+    leads = [f for f in measured(events(tmp_path, first.document["run_id"])).values()
+             if f["shared_mb"] is not None]  # fmt: skip
+    assert len(leads) == 2 and all(f["shared_mb"] >= 50 for f in leads)
+    second = gate(tmp_path, repo, "--shards", "4", "--env", "none")
+    assert second.code == 0, second.stderr
+    evs = events(tmp_path, second.document["run_id"])
+    [plan] = [e for e in evs if e["kind"] == "ShardsPlanned"]
+    planned = {s["id"]: s["rss_mb"] for s in plan["shards"]}
+    attempts = [e for e in evs if e["kind"] == "ShardAttemptRecorded" and e["revision"] == "head"]
+    assert len(attempts) == 4
+    for attempt in attempts:
+        assert attempt["rss_mb"] <= planned[attempt["shard"]] * 1.10, (attempt, planned)
 
 
 def test_a_changed_file_is_measured_again_and_unchanged_ones_are_reused(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from domain.planning import (
     nominal_cost,
     plan_shards,
     planned_memory,
+    shared_imports_mb,
     split_in_halves,
 )
 
@@ -25,6 +26,7 @@ BUDGET = 8192.0
 
 names = st.from_regex(r"tests/[a-z]{1,6}/test_[a-z0-9_]{1,8}\.py", fullmatch=True)
 BASELINE = 64.0
+MAX_SHARED = 1000.0  # every file fits the budget alone with any first file's shared imports
 solo_costs = st.builds(
     FileCost,
     rss_mb=st.floats(min_value=0.0, max_value=BUDGET),
@@ -39,10 +41,24 @@ split_costs = st.builds(
         transient_mb=transient,
     ),
     st.floats(min_value=0.0, max_value=2000.0),
-    st.floats(min_value=0.0, max_value=BUDGET - BASELINE - 2000.0),
+    st.floats(min_value=0.0, max_value=BUDGET - BASELINE - 2000.0 - MAX_SHARED),
     st.floats(min_value=0.0, max_value=3600.0),
 )
-costs = st.one_of(solo_costs, split_costs)
+# A file that was its process's first: its collection (the shared imports) kept apart.
+first_costs = st.builds(
+    lambda retained, transient, shared, seconds: FileCost(
+        rss_mb=BASELINE + shared + retained + transient,
+        seconds=seconds,
+        retained_mb=retained,
+        transient_mb=transient,
+        shared_mb=shared,
+    ),
+    st.floats(min_value=0.0, max_value=1000.0),
+    st.floats(min_value=0.0, max_value=BUDGET - BASELINE - 2000.0),
+    st.floats(min_value=0.0, max_value=MAX_SHARED),
+    st.floats(min_value=0.0, max_value=3600.0),
+)
+costs = st.one_of(solo_costs, split_costs, first_costs)
 suites = st.dictionaries(names, costs, max_size=60)
 counts = st.integers(min_value=1, max_value=12)
 
@@ -59,8 +75,10 @@ def test_no_shard_is_over_budget_or_empty(files: dict[str, FileCost], count: int
     for shard in plan_shards(files, BUDGET, count, baseline_mb=BASELINE):
         assert shard.files
         assert shard.rss_mb <= BUDGET
-        planned = planned_memory([files[f] for f in shard.files], BASELINE)
+        shared = shared_imports_mb(files.values())
+        planned = planned_memory([files[f] for f in shard.files], BASELINE, shared)
         assert shard.rss_mb == pytest.approx(planned)
+        assert shard.rss_mb >= BASELINE + shared - 1e-6  # every shard pays the shared imports
 
 
 @given(suites, counts)
@@ -69,15 +87,17 @@ def test_count_is_used_and_exceeded_only_when_the_budget_needs_it(
 ) -> None:
     shards = plan_shards(files, BUDGET, count, baseline_mb=BASELINE)
     assert len(shards) >= min(count, len(files))
+    shared = shared_imports_mb(files.values())
     if len(shards) > count:
         # Every shard opened beyond the count holds a file that fitted in no earlier shard.
         for extra in shards[count:]:
-            first_growth = [files[f].growth(BASELINE) for f in extra.files]
+            first_growth = [files[f].growth(BASELINE, shared) for f in extra.files]
             assert any(
                 BASELINE
-                + sum(files[g].growth(BASELINE)[0] for g in other.files)
+                + shared
+                + sum(files[g].growth(BASELINE, shared)[0] for g in other.files)
                 + r
-                + max([t, *(files[g].growth(BASELINE)[1] for g in other.files)])
+                + max([t, *(files[g].growth(BASELINE, shared)[1] for g in other.files)])
                 > BUDGET - 1e-6
                 for r, t in first_growth
                 for other in shards[:count]
@@ -95,6 +115,22 @@ def test_retained_memory_adds_up_so_heavy_files_are_spread_over_more_shards() ->
     shards = plan_shards({f"t{i}.py": heavy for i in range(3)}, BUDGET, 1, baseline_mb=64)
     assert [len(s.files) for s in shards] == [2, 1]
     assert shards[0].rss_mb == 64 + 6000
+
+
+def test_shared_imports_are_planned_once_in_every_shard_even_one_without_a_first_file() -> None:
+    """Each process pays for the package its files import once, charged to the file it
+    collected first. Planned again in other groupings, every shard holds that median cost,
+    and a first file that imported more of its own keeps only the excess."""
+    first = FileCost(rss_mb=100, seconds=1.0, retained_mb=1, transient_mb=0, shared_mb=30)
+    heavy_first = FileCost(rss_mb=170, seconds=1.0, retained_mb=1, transient_mb=0, shared_mb=100)
+    later = FileCost(rss_mb=70, seconds=1.0, retained_mb=1, transient_mb=0)
+    files = {"a.py": first, "b.py": first, "c.py": heavy_first, "d.py": later, "e.py": later}
+    assert shared_imports_mb(files.values()) == 30
+    shards = {tuple(s.files): s.rss_mb for s in plan_shards(files, BUDGET, 5, baseline_mb=64)}
+    assert shards[("d.py",)] == 64 + 30 + 1  # never first, still pays the shared import
+    assert shards[("c.py",)] == 64 + 30 + 1 + 70  # its own 70 MB beyond the shared 30
+    together = plan_shards(files, BUDGET, 1, baseline_mb=64)
+    assert together[0].rss_mb == 64 + 30 + 5 + 70  # the shared import counted once
 
 
 def test_a_transient_peak_counts_once_per_shard() -> None:

@@ -53,7 +53,12 @@ def test_figures_baseline_empty_files_and_finish_are_read_from_plugin_reports() 
     split = _model_split(read, "t/test_a.py")
     # keeps its import (10 MB) and run growth (10 MB) plus its share of finishing (1 MB);
     # rose 100 MB above what it kept.
-    assert split == {"baseline_mb": 30.0, "retained_mb": 21.0, "transient_mb": 100.0}
+    assert split == {
+        "baseline_mb": 30.0, "retained_mb": 21.0, "transient_mb": 100.0, "shared_mb": None
+    }  # fmt: skip
+    # Collected first, its import is what its shard's files share, kept out of retained.
+    first = _model_split(read, "t/test_a.py", first=True)
+    assert first["shared_mb"] == 10.0 and first["retained_mb"] == 11.0
 
 
 def test_another_producers_figure_properties_are_ignored() -> None:
