@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlparse
 
 from eventsourcing.persistence import (
@@ -38,48 +38,26 @@ from eventsourcing.sqlite import (
     SQLiteDatastore,
 )
 
-from domain.chain import GENESIS, chain_hash, decode_state, link, sha256_hex, split_state
-from domain.errors import BadInput, BrokenRun
-from domain.events import (
-    Event,
-    RunStarted,
-    event_from_json,
-    event_to_json,
-    events_as_stored,
-    events_from_json,
+from adapters.store_errors import ConcurrencyConflict, LeaseHeld, LeaseLost, StoreBusy
+from domain.chain import (
+    GENESIS,
+    chain_hash,
+    decode_state,
+    intact,
+    link,
+    sha256_hex,
+    split_state,
 )
+from domain.errors import BadInput, BrokenRun
+
+if TYPE_CHECKING:  # the event models (pydantic) load only when events are read or written:
+    # `ledger runs` and `ledger questions` read the store's own tables and never need them
+    from domain.events import Event, RunStarted
 
 FORMAT = "release-ledger/1"
 DEFAULT_SQLITE_PATH = Path(".ledger") / "ledger.db"
 EVENTS_TABLE = "ledger_events"
-
-
-class ConcurrencyConflict(Exception):
-    """Another writer appended to the same run first; the caller's expectation is stale."""
-
-
-class LeaseHeld(Exception):
-    """Another process drives the run (its lease is live); names the holder."""
-
-    def __init__(self, run_id: str, holder: str, seconds_left: float) -> None:
-        self.run_id = run_id
-        self.holder = holder
-        self.seconds_left = seconds_left
-        super().__init__(
-            f"run {run_id} is being driven by {holder} (lease for {seconds_left:.0f} s more, "
-            "renewed while it works); wait for it, or resume after it stops"
-        )
-
-
 LOCK_WAIT_S = 30  # how long a writer waits for another's lock before giving up (both backends)
-
-
-class StoreBusy(Exception):
-    """Another writer held the ledger's lock longer than a writer waits: nothing was written."""
-
-
-class LeaseLost(Exception):
-    """This process's lease on a run was taken over: it must stop driving the run."""
 
 
 @dataclass(frozen=True)
@@ -401,6 +379,8 @@ class EventStore:
         for digest, data in artifacts.items():
             if sha256_hex(data) != digest:
                 raise ValueError(f"artifact bytes do not match their hash {digest}")
+        from domain.events import RunStarted, event_to_json
+
         payloads = [event_to_json(e).encode() for e in events]
         started = next((e for e in events if isinstance(e, RunStarted)), None)
         length = 0
@@ -541,14 +521,25 @@ class EventStore:
     def run_count(self) -> int:
         return int(self._query("SELECT count(*) FROM ledger_runs")[0][0])
 
-    def open_questions(self) -> list[tuple[str, str, int, str, str]]:
-        """(run id, question id, position, state, data) of every question not yet decided
-        (open, expired or parked), newest first."""
+    def open_questions(
+        self, limit: int | None = None, offset: int = 0
+    ) -> list[tuple[str, str, int, str, str]]:
+        """(run id, question id, position, state, data) of the questions not yet decided
+        (open, expired or parked), newest first: a page of `limit` from `offset` (None: all)."""
+        if limit is not None:
+            page = f" LIMIT {int(limit)} OFFSET {int(offset)}"
+        elif offset:  # SQLite needs a LIMIT before an OFFSET (-1: none)
+            page = f"{' LIMIT -1' if self.dialect == 'sqlite' else ''} OFFSET {int(offset)}"
+        else:
+            page = ""
         rows = self._query(
             "SELECT run_id, question_id, position, state, data FROM ledger_questions "
-            "ORDER BY asked_at DESC, run_id DESC, position DESC"
+            f"ORDER BY asked_at DESC, run_id DESC, position DESC{page}"
         )
         return [(str(r[0]), str(r[1]), int(r[2]), str(r[3]), str(r[4])) for r in rows]
+
+    def open_question_count(self) -> int:
+        return int(self._query("SELECT count(*) FROM ledger_questions")[0][0])
 
     def content(self, kind: str, keys: Iterable[str]) -> list[ContentHit]:
         """Every content row of `kind` under any of `keys` (one indexed lookup per 500)."""
@@ -789,6 +780,18 @@ class EventStore:
         if not runs:
             return found
         ids = [r.run_id for r in runs]
+        if self.dialect != "sqlite":
+            whole = self._intact_on_server(ids)
+            if whole is not None:
+                for row in runs:
+                    count, last = whole.get(row.run_id, (0, None))
+                    if count == row.length and (not count or last == row.tip):
+                        continue
+                    try:
+                        self.check_chain(row.run_id)
+                    except BrokenRun as broken:
+                        found[row.run_id] = broken
+                return found
         marks = ", ".join([self._ph] * len(ids))
         stored: dict[str, list[tuple[int, bytes]]] = {run_id: [] for run_id in ids}
         for run_id, position, state in self._query(
@@ -796,30 +799,56 @@ class EventStore:
             f"WHERE originator_id IN ({marks}) ORDER BY originator_id, originator_version",
             ids,
         ):
-            stored[str(run_id).replace("-", "")].append((int(position), bytes(state)))
+            bucket = stored.get(run_id)
+            if bucket is None:  # PostgreSQL: the id as stored, perhaps with dashes
+                bucket = stored.setdefault(str(run_id).replace("-", ""), [])
+            bucket.append((int(position), state if type(state) is bytes else bytes(state)))
         for row in runs:
-            prev, ok = GENESIS, True
             events = stored.get(row.run_id, [])
-            for expected, (position, state) in enumerate(events, start=1):
-                try:
-                    digest, stored_prev, payload = split_state(state)
-                except (ValueError, KeyError, TypeError, UnicodeDecodeError):
-                    ok = False
-                    break
-                if (
-                    position != expected
-                    or stored_prev != prev
-                    or chain_hash(prev, payload) != digest
-                ):
-                    ok = False
-                    break
-                prev = digest
-            if ok and len(events) == row.length and (not row.length or prev == row.tip):
+            if (
+                len(events) == row.length
+                and all(position == n for n, (position, _) in enumerate(events, start=1))
+                and intact([state for _, state in events], row.tip)
+            ):
                 continue
             try:
                 self.check_chain(row.run_id)
             except BrokenRun as broken:
                 found[row.run_id] = broken
+        return found
+
+    def _intact_on_server(self, ids: Sequence[str]) -> dict[str, tuple[int, str | None]] | None:
+        """PostgreSQL: `domain.chain.intact` computed by the server (its sha256), so a run
+        list moves one row per run instead of every event. For each run with events: how
+        many, and the last event's hash when every event has the header `link` writes, at
+        positions 1..n, follows its predecessor and matches its hash (else None: the caller
+        checks that run in full). None when the server cannot answer (then Python checks)."""
+        from domain.chain import GENESIS, HEADER_END, HEADER_MIDDLE, HEADER_START
+
+        marks = ", ".join(["%s"] * len(ids))
+        digest = "substring(state from 11 for 64)"
+        sql = (
+            "SELECT run_id, count(*), bool_and(ok), (array_agg(digest ORDER BY position DESC))[1] "
+            f"FROM (SELECT originator_id AS run_id, originator_version AS position, {digest} "
+            "AS digest, coalesce(originator_version = row_number() OVER w "
+            "AND substring(state from 1 for 10) = %s AND substring(state from 75 for 12) = %s "
+            "AND substring(state from 151 for 3) = %s "
+            f"AND substring(state from 87 for 64) = coalesce(lag({digest}) OVER w, %s) "
+            "AND encode(sha256(substring(state from 87 for 64) || %s || substring(state from 154)),"
+            f" 'hex') = encode({digest}, 'escape'), false) AS ok FROM ledger_events "
+            f"WHERE originator_id IN ({marks}) "
+            "WINDOW w AS (PARTITION BY originator_id ORDER BY originator_version)) AS e "
+            "GROUP BY run_id"
+        )
+        params = [HEADER_START, HEADER_MIDDLE, HEADER_END, GENESIS.encode(), b"\n", *ids]
+        try:
+            rows = self._query(sql, params)
+        except Exception:  # e.g. a server without sha256 (PostgreSQL < 11)
+            return None
+        found: dict[str, tuple[int, str | None]] = {}
+        for run_id, events, ok, last in rows:
+            tip = bytes(last).decode("ascii", "replace") if ok and last is not None else None
+            found[str(run_id).replace("-", "")] = (int(events), tip)
         return found
 
     def check_chain(self, run_id: str) -> int:
@@ -1005,8 +1034,11 @@ class EventStore:
                 c.sqlite_cursor.row_factory = None  # plain tuples, not sqlite3.Row
                 c.execute(sql, tuple(params))
                 return list(c.fetchall())
+            from psycopg.rows import tuple_row
+
+            c.row_factory = tuple_row  # plain tuples, not the datastore's dicts
             c.execute(sql, tuple(params))
-            return [tuple(row.values()) for row in c.fetchall()]
+            return list(c.fetchall())
 
     def execute_raw(self, sql: str, params: Sequence[Any] = ()) -> None:
         """Direct write, bypassing the chain: only for tamper tests and repair tools."""
@@ -1033,6 +1065,8 @@ def _gc_paused() -> Iterator[None]:
 
 def _first_undecodable(run_id: str, links: list[tuple[int, str, str, str, bytes]]) -> list[Event]:
     """Parse one event at a time to name the first that cannot be decoded as its stored kind."""
+    from domain.events import event_from_json
+
     events: list[Event] = []
     for position, kind, _, _, payload in links:
         problem = None
@@ -1050,6 +1084,8 @@ def _first_undecodable(run_id: str, links: list[tuple[int, str, str, str, bytes]
 
 def _parse(payloads: list[bytes], topics: list[str]) -> list[Event]:
     """Validate stored payloads, one call per kind; each must be the kind it was stored as."""
+    from domain.events import events_as_stored, events_from_json
+
     fast = events_as_stored(payloads, topics)
     if fast is not None:
         return fast

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import os
 import sqlite3
@@ -185,11 +186,13 @@ class ReadModelStore:
                     self.conn.executemany(self._insert_sql[t.name], list(added))
 
     def insert_runs(self, runs: Mapping[str, Mapping[str, Sequence[tuple[Any, ...]]]]) -> None:
+        """The rows of new runs (a rebuild): one `executemany` per table for all of them."""
         for t in self.tables:
-            sql = self._insert_sql[t.name]
-            for rows in runs.values():
-                if rows.get(t.name):
-                    self.conn.executemany(sql, rows[t.name])
+            name = t.name
+            self.conn.executemany(
+                self._insert_sql[name],
+                itertools.chain.from_iterable(rows.get(name, ()) for rows in runs.values()),
+            )
 
     def reset(self) -> None:
         """Drop every table and create them empty, without indexes (inside a transaction);
@@ -251,11 +254,12 @@ def digest(store: Any) -> str:
     """sha256 over a read-model store's (SQLite or PostgreSQL) every table's name, columns
     and rows in key order: equal digests, equal views, wherever they live."""
     h = hashlib.sha256()
+    encode = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps(row, ensure_ascii=False)
     for name in store.table_names():
         columns, _ = store._order(name)
         h.update(json.dumps([name, columns]).encode() + b"\n")
         for row in store.rows(name):
-            h.update(json.dumps(list(row), ensure_ascii=False).encode() + b"\n")
+            h.update(encode(list(row)).encode() + b"\n")
     return h.hexdigest()
 
 

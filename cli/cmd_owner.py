@@ -1,4 +1,5 @@
-"""`ledger questions`, `answer`, `check`, `approve`, `audit`: what the release owner does."""
+"""`ledger answer`, `expire`, `check`, `approve`, `audit`: what the release owner does
+(`ledger questions`, a read, is `cli.cmd_questions`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ import click
 from cli.options import EXIT_FAILED, common, emit_json
 from cli.render import print_verdict
 from domain.errors import BadInput
-from domain.text import one_line
 from ledger import owner
 from ledger.service import Ledger, opened
 from ledger.views import catch_up_after_gate
@@ -30,54 +30,6 @@ def _default_owner() -> str:
         return os.environ.get("LEDGER_USER") or getpass.getuser()
     except (KeyError, OSError):
         return "owner"
-
-
-@click.command("questions")
-@click.option("--run", "run", default=None, help="Only this run (id or unique prefix).")
-@common
-def questions(run: str | None, ledger_url: str | None, as_json: bool) -> None:
-    """Open and parked questions to the release owner, newest first.
-
-    \b
-    Examples:
-      ledger questions
-      ledger questions --run 3f2a --json
-    """
-    with opened(ledger_url, create=False) as ledger:
-        pending = owner.pending_questions(ledger, run)
-    if as_json:
-        emit_json(pending)
-        return
-    if not pending:
-        click.echo("no open questions")
-        return
-    for q in pending:
-        options = ", ".join(o["name"] + (" (recommended)" if o["recommended"] else "")
-                            for o in q["options"])  # fmt: skip
-        state = q["state"] + (
-            " — deadline passed: `ledger expire` acts on it" if q["overdue"] else ""
-        )
-        click.echo(f"{q['id']}  run {q['run_id'][:12]}  [{q['impact']}]  {state}")
-        click.echo(f"  {one_line(q['text'])}")
-        click.echo(f"  options: {one_line(options)}")
-        left = _left(q["seconds_left"]) if q["state"] == "open" else q["state"]
-        click.echo(f"  deadline: {q['deadline'] or '-'} ({left})")
-        click.echo(f"  answer: ledger answer {q['run_id'][:12]} {q['id']} CHOICE")
-
-
-def _left(seconds: float | None) -> str:
-    if seconds is None:
-        return "no deadline"
-    span = abs(seconds)
-    if span < 90:
-        text = f"{span:.0f}s"
-    elif span < 90 * 60:
-        text = f"{span / 60:.0f}m"
-    elif span < 48 * 3600:
-        text = f"{span / 3600:.1f}h"
-    else:
-        text = f"{span / 86400:.1f}d"
-    return f"{text} left" if seconds > 0 else f"passed {text} ago"
 
 
 @click.command("expire")
@@ -301,4 +253,4 @@ def audit(run: str, rule: str | None, ledger_url: str | None, as_json: bool) -> 
         sys.exit(EXIT_FAILED)
 
 
-COMMANDS = [questions, expire, answer, check, approve, audit]
+COMMANDS = [expire, answer, check, approve, audit]

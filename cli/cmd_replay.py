@@ -13,7 +13,6 @@ import click
 from cli.options import common, emit_json
 from cli.render import finish_verdict
 from ledger import replay
-from ledger.service import opened
 
 
 @click.command("verdict")
@@ -32,6 +31,8 @@ def verdict(
       ledger verdict 3f2a --rule strict --json
       ledger verdict 3f2a --compare zero-failures
     """
+    from ledger.service import opened
+
     with opened(ledger_url, create=False) as ledger:
         run_id = ledger.resolve(run)
         if compare:

@@ -18,7 +18,7 @@ COMMANDS: dict[str, str] = {
     "rules": "cli.cmd_replay",
     "junit": "cli.cmd_junit",
     "rebuild": "cli.cmd_views",
-    "questions": "cli.cmd_owner",
+    "questions": "cli.cmd_questions",
     "answer": "cli.cmd_owner",
     "expire": "cli.cmd_owner",
     "check": "cli.cmd_owner",

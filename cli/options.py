@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import click
 
+from adapters.store_errors import LeaseHeld, LeaseLost, StoreBusy
 from domain.errors import BadInput, IntegrityProblem
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -50,8 +51,6 @@ def common(f: F) -> F:
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from adapters.event_store import LeaseHeld, LeaseLost, StoreBusy
-
         try:
             return f(*args, **kwargs)
         except BadInput as error:

@@ -11,10 +11,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from domain.execution import Observation
 from domain.failures import failure_kind
 from domain.junit import Rejection, Report, read_report
+from domain.versions import READER_VERSION as READER_VERSION
+
+if TYPE_CHECKING:  # the executors' models (pydantic) load with the executors, not with a replay
+    from domain.execution import Observation
 
 # Reasons a shard (or a file) could not be measured.
 SIGNAL = "signal"
@@ -32,10 +36,8 @@ ENV_SETUP = "env-setup"
 
 NO_TESTS_COLLECTED = 5  # pytest's exit code when a run collected no test
 
-# The version of the reading of an attempt (the JUnit reader and this assessment): bump it when
-# the same report could read differently, so that results cached by content under the old
-# reading are never reused (`domain.content.result_key` takes it).
-READER_VERSION = 1
+# READER_VERSION (`domain.versions`): the version of the reading of an attempt (the JUnit
+# reader and this assessment); bump it when the same report could read differently.
 
 REASONS = (
     SIGNAL, TIMEOUT, OOM, NO_OUTPUT, INCOMPLETE, UNATTRIBUTED, JOB_FAILED, REPORT_TOO_LARGE,

@@ -50,6 +50,36 @@ def split_state(state: bytes) -> tuple[str, str, bytes]:
     return header["hash"], header["prev"], payload
 
 
+# The header `link` writes, around its two 64-digit hashes (bytes 10-74 and 86-150).
+HEADER_START, HEADER_MIDDLE, HEADER_END = b'{"hash": "', b'", "prev": "', b'"}\n'
+
+
+def intact(states: Sequence[bytes], tip: str) -> bool:
+    """True when the stored states, in position order, form an unbroken chain from the
+    genesis that ends at `tip`: the quick check of a run list, in bytes throughout (a state
+    whose header is not exactly the one `link` writes is read with `split_state`). False says
+    only that something differs; `find_break` (or the store's own check) names where."""
+    sha256 = hashlib.sha256
+    prev = GENESIS.encode()
+    for state in states:
+        if (
+            state[:10] == HEADER_START
+            and state[74:86] == HEADER_MIDDLE
+            and state[150:153] == HEADER_END
+        ):
+            digest, stored_prev, payload = state[10:74], state[86:150], state[153:]
+        else:
+            try:
+                text_digest, text_prev, payload = split_state(state)
+            except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+                return False
+            digest, stored_prev = text_digest.encode(), text_prev.encode()
+        if stored_prev != prev or sha256(prev + b"\n" + payload).hexdigest().encode() != digest:
+            return False
+        prev = digest
+    return prev.decode() == tip if states else True
+
+
 def decode_state(state: bytes) -> tuple[dict[str, str], bytes]:
     header, _, payload = state.partition(b"\n")
     # Fast path for the exact header `link` writes; anything else goes through json.

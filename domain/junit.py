@@ -440,7 +440,7 @@ class _Reader:
         self.expected: frozenset[str] | None = (
             None if expected_files is None else frozenset(map(_normalize_file, expected_files))
         )
-        self.modules = _modules(self.expected or ())
+        self.modules: dict[str, str] | None = None  # made when a case names no file (`_derive`)
         self.expat: XMLParserType | None = None
         self.derived: dict[str, str | None] = {}
         self.normalized: dict[str, str] = {}
@@ -870,6 +870,8 @@ class _Reader:
         if classname in self.derived:
             return self.derived[classname]
         found = None
+        if self.modules is None:
+            self.modules = _modules(self.expected or ())
         parts = classname.split(".")
         for end in range(len(parts), 0, -1):
             found = self.modules.get(".".join(parts[:end]))

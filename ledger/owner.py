@@ -9,7 +9,6 @@ from __future__ import annotations
 import difflib
 import tomllib
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ from adapters.event_store import ConcurrencyConflict, Recorded
 from domain import events as ev
 from domain.errors import BadInput
 from domain.rules import get_rule
-from domain.run_state import QuestionView, RunState, fold
+from domain.run_state import QuestionView, RunState
 from ledger import read_side
 from ledger.clarify import expiry_events
 from ledger.read_side import project
@@ -35,74 +34,11 @@ from projections.verdict_view import verdict_document
 
 ATTEMPTS = 20  # optimistic appends retried after another writer got in first
 ANSWERABLE = ("open", "expired", "parked", "taken")
-_QUESTION_KINDS = {
-    "RunStarted",
-    "QuestionAsked",
-    "QuestionAnswered",
-    "AssumptionMade",
-    "QuestionExpired",
-    "RecommendationTaken",
-    "QuestionParked",
-}
 
 
 # --- questions ----------------------------------------------------------------------------------
 
-
-def _question_dict(run_id: str, q: QuestionView, now: Any) -> dict[str, Any]:
-    return _question_fields(run_id, q, q.asked_at.isoformat(), q.deadline, now)
-
-
-def _indexed_question_dict(q: read_side.OpenQuestion, now: Any) -> dict[str, Any]:
-    """`_question_dict` from the open-question index (the same fields, no fold)."""
-    deadline = datetime.fromisoformat(q.deadline) if q.deadline else None
-    return _question_fields(q.run_id, q, q.asked_at, deadline, now)
-
-
-def _question_fields(
-    run_id: str,
-    q: QuestionView | read_side.OpenQuestion,
-    asked_at: str,
-    deadline: datetime | None,
-    now: Any,
-) -> dict[str, Any]:
-    """What `ledger questions` shows of a question, folded or indexed alike."""
-    return {
-        "id": q.id,
-        "run_id": run_id,
-        "text": q.text,
-        "options": [{"name": o, "recommended": o == q.recommended} for o in q.options],
-        "recommended": q.recommended,
-        "impact": q.impact,
-        "topic": q.topic,
-        "subject": list(q.subject),
-        "asked_at": asked_at,
-        "deadline": deadline.isoformat() if deadline else None,
-        "overdue": bool(q.state == "open" and deadline is not None and now >= deadline),
-        "seconds_left": (
-            round((deadline - now).total_seconds(), 3) if deadline is not None else None
-        ),
-        "state": q.state,
-        "position": q.position,
-    }
-
-
-def pending_questions(ledger: Ledger, run_prefix: str | None = None) -> list[dict[str, Any]]:
-    """Open and parked questions, newest first. Reading appends nothing: an open question
-    past its deadline is shown `overdue` until someone observes it (resume, answer)."""
-    now = ledger.clock.now()
-    if not run_prefix and ledger.indexed:
-        return [_indexed_question_dict(q, now) for q in read_side.open_questions(ledger)]
-    found = []
-    run_ids = [ledger.resolve(run_prefix)] if run_prefix else list(read_side.run_ids(ledger))
-    for run_id in run_ids:
-        records = ledger.store.read_events(run_id)
-        state = fold([(p, e) for p, e in records if e.kind in _QUESTION_KINDS], {})
-        for q in state.questions.values():
-            if not q.decided and q.state in ("open", "expired", "parked"):
-                found.append(_question_dict(run_id, q, now))
-    found.sort(key=lambda d: (d["asked_at"], d["run_id"], d["position"]), reverse=True)
-    return found
+pending_questions = read_side.pending_questions  # the read side answers it (index or fold)
 
 
 def answer(

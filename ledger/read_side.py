@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from adapters.event_store import ContentHit, IndexedRun
@@ -27,7 +28,7 @@ from ledger.gc_pause import gc_paused
 from ledger.service import Ledger
 
 if TYPE_CHECKING:  # imported where used: `ledger runs` and `ledger questions` need no fold
-    from domain.run_state import RunState
+    from domain.run_state import QuestionView, RunState
     from domain.verdict import Verdict
 
 DEFAULT_PAGE = 100
@@ -56,8 +57,8 @@ def verdict_of(state: RunState, rule: str | None = None) -> Verdict:
 def status_code(rule: str) -> str:
     """What a remembered verdict status depends on besides the events: the rule's and the
     reader's versions (a new version computes it again)."""
-    from domain.assessment import READER_VERSION
     from domain.rules import get_rule
+    from domain.versions import READER_VERSION
 
     try:
         version = get_rule(rule).version
@@ -165,10 +166,11 @@ class OpenQuestion:
     deadline: str | None
 
 
-def open_questions(ledger: Ledger) -> list[OpenQuestion]:
-    """Every question not yet decided, newest first: one read of the open-question index."""
+def open_questions(ledger: Ledger, limit: int | None = None, offset: int = 0) -> list[OpenQuestion]:
+    """Questions not yet decided, newest first (a page of `limit` from `offset`; None: all):
+    one range read of the open-question index."""
     found = []
-    for run_id, question_id, position, state, data in ledger.store.open_questions():
+    for run_id, question_id, position, state, data in ledger.store.open_questions(limit, offset):
         d = json.loads(data)
         found.append(
             OpenQuestion(
@@ -178,6 +180,86 @@ def open_questions(ledger: Ledger) -> list[OpenQuestion]:
             )
         )  # fmt: skip
     return found
+
+
+def open_question_count(ledger: Ledger) -> int:
+    """How many questions are not yet decided (the index's row count)."""
+    return ledger.store.open_question_count()
+
+
+_QUESTION_KINDS = frozenset(
+    {
+        "RunStarted",
+        "QuestionAsked",
+        "QuestionAnswered",
+        "AssumptionMade",
+        "QuestionExpired",
+        "RecommendationTaken",
+        "QuestionParked",
+    }
+)
+
+
+def pending_questions(
+    ledger: Ledger, run_prefix: str | None = None, limit: int | None = None, offset: int = 0
+) -> list[dict[str, Any]]:
+    """Open, expired and parked questions, newest first: a page of `limit` from `offset`
+    (None: all). Reading appends nothing: an open question past its deadline is shown
+    `overdue` until someone observes it (resume, answer, expire). From the open-question
+    index; one run's (`run_prefix`), or a ledger without its indexes, from the run's events."""
+    now = ledger.clock.now()
+    if not run_prefix and ledger.indexed:
+        return [_indexed_question_dict(q, now) for q in open_questions(ledger, limit, offset)]
+    from domain.run_state import fold
+
+    found = []
+    ids = [ledger.resolve(run_prefix)] if run_prefix else list(run_ids(ledger))
+    for run_id in ids:
+        records = ledger.store.read_events(run_id)
+        state = fold([(p, e) for p, e in records if e.kind in _QUESTION_KINDS], {})
+        for q in state.questions.values():
+            if not q.decided and q.state in ("open", "expired", "parked"):
+                found.append(_question_dict(run_id, q, now))
+    found.sort(key=lambda d: (d["asked_at"], d["run_id"], d["position"]), reverse=True)
+    return found[offset:] if limit is None else found[offset : offset + limit]
+
+
+def _question_dict(run_id: str, q: QuestionView, now: Any) -> dict[str, Any]:
+    return _question_fields(run_id, q, q.asked_at.isoformat(), q.deadline, now)
+
+
+def _indexed_question_dict(q: OpenQuestion, now: Any) -> dict[str, Any]:
+    """`_question_dict` from the open-question index (the same fields, no fold)."""
+    deadline = datetime.fromisoformat(q.deadline) if q.deadline else None
+    return _question_fields(q.run_id, q, q.asked_at, deadline, now)
+
+
+def _question_fields(
+    run_id: str,
+    q: QuestionView | OpenQuestion,
+    asked_at: str,
+    deadline: datetime | None,
+    now: Any,
+) -> dict[str, Any]:
+    """What `ledger questions` shows of a question, folded or indexed alike."""
+    return {
+        "id": q.id,
+        "run_id": run_id,
+        "text": q.text,
+        "options": [{"name": o, "recommended": o == q.recommended} for o in q.options],
+        "recommended": q.recommended,
+        "impact": q.impact,
+        "topic": q.topic,
+        "subject": list(q.subject),
+        "asked_at": asked_at,
+        "deadline": deadline.isoformat() if deadline else None,
+        "overdue": bool(q.state == "open" and deadline is not None and now >= deadline),
+        "seconds_left": (
+            round((deadline - now).total_seconds(), 3) if deadline is not None else None
+        ),
+        "state": q.state,
+        "position": q.position,
+    }
 
 
 # --- content lookups (the generic per-item index) ---------------------------------------------

@@ -2,21 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from domain.rules import REGISTRY, get_rule
 from ledger.gc_pause import gc_paused
-from ledger.projection import project, verdict_of
-from ledger.service import Ledger
-from projections.rule_comparison import comparison_document
-from projections.verdict_view import exit_code, verdict_document
+
+if TYPE_CHECKING:  # the fold and its projections load when a run is replayed, not for `rules`
+    from ledger.service import Ledger
 
 __all__ = ["compare_rules", "exit_code", "rules", "verdict_for"]
+
+
+def exit_code(status: str) -> int:
+    from projections.verdict_view import exit_code as code
+
+    return code(status)
 
 
 def compare_rules(ledger: Ledger, run_id: str, rule: str | None, compare: str) -> dict[str, Any]:
     """The run's verdict under `rule` (default: its own) and under `compare`, with the tests
     and shards whose classification differs."""
+    from ledger.read_side import project, verdict_of
+    from projections.rule_comparison import comparison_document
+
     get_rule(compare)
     if rule is not None:
         get_rule(rule)
@@ -29,6 +37,9 @@ def compare_rules(ledger: Ledger, run_id: str, rule: str | None, compare: str) -
 
 def verdict_for(ledger: Ledger, run_id: str, rule: str | None = None) -> dict[str, Any]:
     """The run's verdict document, replayed from its events under `rule` (or its own)."""
+    from ledger.read_side import project, verdict_of
+    from projections.verdict_view import verdict_document
+
     with gc_paused():
         state = project(ledger, run_id)
         return verdict_document(run_id, state, verdict_of(state, rule))

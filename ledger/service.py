@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from adapters.clock import SystemClock
 from adapters.event_store import (
@@ -27,9 +27,12 @@ from adapters.event_store import (
 )
 from domain.chain import StoredLink, find_break, sha256_hex
 from domain.errors import BadInput
-from domain.events import Event, RunStarted, event_from_json
 
-E = TypeVar("E", bound=Event)
+if TYPE_CHECKING:  # the event models (pydantic) load where events are made or read, so
+    # commands that only read the ledger's indexes (`ledger runs`, `questions`) never pay for them
+    from domain.events import Event, RunStarted
+
+E = TypeVar("E", bound="Event")
 
 # What processes other than a run's driver may append to it while it is driven: the owner's
 # answers (with the deadlines they observe), external checks, approvals.
@@ -403,6 +406,8 @@ class Ledger:
         return self.store.artifact(digest)
 
     def started(self, run_id: str) -> RunStarted:
+        from domain.events import RunStarted
+
         records = self.store.read(run_id)
         first = records[0].event if records else None
         if not isinstance(first, RunStarted):
@@ -433,6 +438,8 @@ class Ledger:
         return results
 
     def _verify_run(self, run_id: str, row: RunRow | None) -> VerifyResult:
+        from domain.events import event_from_json
+
         raw = self.store.read_raw(run_id)
         links = []
         referenced: list[tuple[int, str]] = []

@@ -13,7 +13,7 @@ import sqlite3
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -126,16 +126,17 @@ def _project_chunk(ledger: Ledger, run_ids: Sequence[str]) -> tuple[dict[str, Ru
 
 
 def rebuild_into(ledger: Ledger, views: Views) -> dict[str, Any]:
-    """Drop every table and project every run again, in one transaction."""
+    """Drop every table and project every run again, in one transaction. Runs are projected
+    by worker processes where the ledger is large enough to pay for them (`_projected`); the
+    rows are written here, in run order, as each chunk arrives."""
     started = time.perf_counter()
     until = read_side.last_notification(ledger)  # before reading: later events are caught up
     run_ids = list(read_side.run_ids(ledger))
     events = 0
     with views.transaction():
         views.reset()
-        for chunk in _chunks(run_ids, RUNS_PER_TRANSACTION):
+        for projected, count in _projected(ledger, run_ids):
             with gc_paused():
-                projected, count = _project_chunk(ledger, chunk)
                 events += count
                 views.insert_runs(projected)
         views.finish_rebuild()
@@ -148,6 +149,78 @@ def rebuild_into(ledger: Ledger, views: Views) -> dict[str, Any]:
         "events": events,
         "seconds": round(time.perf_counter() - started, 6),
     }
+
+
+# A rebuild projects runs in worker processes when there are at least this many runs (each
+# run's rows are a pure function of its own events, so chunks are independent; a worker costs
+# a fork and its own connection to the ledger, which small ledgers do not repay).
+PARALLEL_MIN_RUNS = 4 * RUNS_PER_TRANSACTION
+
+
+def rebuild_workers(run_count: int) -> int:
+    """How many processes project runs during a rebuild: `LEDGER_REBUILD_WORKERS` (1: none),
+    else one per CPU (at most 8) for a ledger of `PARALLEL_MIN_RUNS` runs or more."""
+    configured = os.environ.get("LEDGER_REBUILD_WORKERS", "").strip()
+    if configured:
+        try:
+            return max(1, min(int(configured), 32))
+        except ValueError:
+            return 1
+    if run_count < PARALLEL_MIN_RUNS:
+        return 1
+    return max(1, min(os.cpu_count() or 1, 8))
+
+
+def _projected(ledger: Ledger, run_ids: list[str]) -> Iterator[tuple[dict[str, RunRows], int]]:
+    """Each chunk's projected rows and event count, in run order. In worker processes when
+    `rebuild_workers` says so and the ledger can be opened again by a fork (a SQLite file, no
+    other thread running: a fork copies only the calling thread, and the connection pools of
+    a PostgreSQL ledger run threads of their own); in this process otherwise."""
+    chunks = list(_chunks(run_ids, RUNS_PER_TRANSACTION))
+    workers = min(rebuild_workers(len(run_ids)), len(chunks))
+    url = _reopen_url(ledger)
+    if workers <= 1 or url is None or threading.active_count() > 1:
+        for chunk in chunks:
+            with gc_paused():
+                yield _project_chunk(ledger, chunk)
+        return
+    import multiprocessing
+    from concurrent.futures import Future, ProcessPoolExecutor
+
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(workers, context, initializer=_worker_open, initargs=(url,)) as pool:
+        pending: list[Future[tuple[dict[str, RunRows], int]]] = []
+        ahead = 2 * workers  # chunks in flight: rows wait in memory only this far ahead
+        for chunk in chunks:
+            pending.append(pool.submit(_worker_project, chunk))
+            if len(pending) > ahead:
+                yield pending.pop(0).result()
+        while pending:
+            yield pending.pop(0).result()
+
+
+def _reopen_url(ledger: Ledger) -> str | None:
+    """A URL another process opens this ledger by (a SQLite file only), else None."""
+    store = ledger.store
+    if store.dialect != "sqlite" or store.description.endswith("(not created yet)"):
+        return None
+    path = Path(store.description)
+    return f"sqlite:///{path.absolute()}" if path.exists() else None
+
+
+_WORKER_LEDGER: Ledger | None = None
+
+
+def _worker_open(url: str) -> None:
+    """In a forked worker: its own connection to the ledger (the parent's are never used)."""
+    global _WORKER_LEDGER
+    _WORKER_LEDGER = Ledger.open(url, create=False)
+
+
+def _worker_project(run_ids: list[str]) -> tuple[dict[str, RunRows], int]:
+    assert _WORKER_LEDGER is not None
+    with gc_paused():
+        return _project_chunk(_WORKER_LEDGER, run_ids)
 
 
 def _scratch_schema(ledger: Ledger, schema: str, purpose: str) -> PostgresReadModelStore:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import random
 import sqlite3
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -119,6 +121,39 @@ def test_rebuilding_twice_gives_the_same_digest_as_the_maintained_views(
     two = views.rebuild(ledger, path)
     assert one["digest"] == two["digest"] == maintained
     assert one["events"] == sum(len(ledger.read(r.run_id)) for r in ledger.runs())
+
+
+def test_a_rebuild_by_worker_processes_equals_one_in_this_process(
+    ledger: Ledger, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Large ledgers are projected by forked workers, a chunk of runs each: the same rows,
+    the same digest as projecting every run here, and as the views caught up run by run."""
+    for index in range(3, 8):
+        run = _run(index, f"{index + 1:x}" * 32, files=5, shards=2, questions=1, checks=1)
+        ledger.append(run.run_id, run.events, artifacts=run.artifacts)
+    store = views.open_views(tmp_path / "maintained.db")
+    views.catch_up(ledger, store)
+    maintained = store.digest()
+    store.close()
+    monkeypatch.setattr(views, "RUNS_PER_TRANSACTION", 2)  # 8 runs: 4 chunks
+    monkeypatch.setenv("LEDGER_REBUILD_WORKERS", "1")
+    here = views.rebuild(ledger, tmp_path / "here.db")
+    submitted: list[int] = []
+
+    class Pool(concurrent.futures.ProcessPoolExecutor):
+        def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+            submitted.append(len(args[0]))
+            return super().submit(fn, *args, **kwargs)
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", Pool)
+    # Threads other tests left behind would make the rebuild stay in this process (a fork
+    # copies only the calling thread); this one has none of its own.
+    monkeypatch.setattr(views.threading, "active_count", lambda: 1)
+    monkeypatch.setenv("LEDGER_REBUILD_WORKERS", "3")
+    forked = views.rebuild(ledger, tmp_path / "forked.db")
+    assert submitted == [2, 2, 2, 2]  # every chunk went to a worker
+    assert forked["digest"] == here["digest"] == maintained
+    assert forked["events"] == here["events"] and forked["runs"] == here["runs"] == 8
 
 
 def test_check_names_the_first_difference_when_the_maintained_views_drift(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -238,3 +239,52 @@ def test_payload_stored_under_another_kind_is_refused_and_found(
         ledger.read(run)
     ok, position, problem = _broken(ledger, run)
     assert (ok, position) == (False, 2) and "stored kind" in problem
+
+
+def _forge_tip(ledger: Ledger, run: str) -> None:
+    """Delete the last event and make the run index agree on the length (not the tip)."""
+    _delete(ledger, run, 6)
+    mark = ph(ledger)
+    ledger.store.execute_raw(f"UPDATE ledger_runs SET length = 5 WHERE run_id = {mark}", (run,))
+
+
+def _rehash(ledger: Ledger, run: str) -> None:
+    from domain.chain import decode_state, link
+
+    header, payload = decode_state(state_at(ledger, run, 3))
+    set_state(ledger, run, 3, link(header["prev"], payload.replace(b"2.0", b"1.0"))[1])
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        lambda led, run: set_state(
+            led, run, 3, state_at(led, run, 3).replace(b'"rss_mb":2.0', b'"rss_mb":1.0')
+        ),
+        lambda led, run: set_state(led, run, 2, b"\xff\x00not an event"),
+        _rehash,
+        lambda led, run: _delete(led, run, 2),
+        lambda led, run: (
+            (second := state_at(led, run, 2)),
+            set_state(led, run, 2, state_at(led, run, 3)),
+            set_state(led, run, 3, second),
+        ),
+        lambda led, run: _delete(led, run, 6),
+        _forge_tip,
+    ],
+    ids=["edited", "garbage", "rehashed", "deleted", "reordered", "last-deleted", "forged-tip"],
+)
+def test_the_run_list_shows_a_tampered_run_as_broken(
+    filled: tuple[Ledger, str, str], tamper: Any
+) -> None:
+    """`ledger runs` checks each listed run's chain in one read of the page (on PostgreSQL
+    by the server's own sha256): the tampered run is `broken`, its neighbour is not."""
+    from ledger import read_side
+
+    ledger, run, bystander = filled
+    before = {row["run_id"]: row["status"] for row in read_side.list_runs(ledger)}
+    assert before[run] != "broken" and before[bystander] != "broken"
+    tamper(ledger, run)
+    after = {row["run_id"]: row["status"] for row in read_side.list_runs(ledger)}
+    assert after[run] == "broken"
+    assert after[bystander] == before[bystander]

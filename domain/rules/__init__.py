@@ -9,11 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from domain.errors import BadInput
 from domain.rules import default, strict, zero_failures
-from domain.run_state import RunState
-from domain.verdict import Verdict
+
+if TYPE_CHECKING:  # naming a rule (its version for the run list) needs no fold
+    from domain.run_state import RunState
+    from domain.verdict import Verdict
 
 
 @dataclass(frozen=True)

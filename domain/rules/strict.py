@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from domain.run_state import RunState
-from domain.verdict import Policy, Verdict, judge
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the fold and the judge load when a rule decides, not when it is named
+    from domain.run_state import RunState
+    from domain.verdict import Verdict
 
 NAME = "strict"
 VERSION = 2
@@ -15,5 +18,7 @@ DESCRIPTION = (
 
 
 def decide(state: RunState) -> Verdict:
+    from domain.verdict import Policy, judge
+
     policy = Policy(skips_allowed=False, flaky_fails=True, lost_coverage_fails=True)
     return judge(state, policy, NAME, VERSION)
