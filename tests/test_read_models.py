@@ -86,6 +86,23 @@ def test_views_live_beside_a_sqlite_ledger_and_in_a_postgresql_ledgers_own_schem
     assert views.views_path(postgres, None) == views.PG_SCHEMA  # type: ignore[arg-type]
 
 
+def test_a_gate_builds_a_missing_views_file_only_for_a_small_ledger(
+    ledger: Ledger, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Views missing beside a large ledger are `ledger rebuild`'s to build, not a gate's:
+    the gate says so in one line and stays as fast as on a fresh ledger."""
+    path = tmp_path / "views.db"
+    monkeypatch.setattr(views, "GATE_BUILDS_VIEWS_UP_TO_RUNS", 2)  # the fixture holds 3 runs
+    notice = views.catch_up_after_gate(ledger)
+    assert notice is not None and "ledger rebuild" in notice and "3 runs" in notice
+    assert not path.exists()
+    monkeypatch.setattr(views, "GATE_BUILDS_VIEWS_UP_TO_RUNS", 3)
+    assert views.catch_up_after_gate(ledger) is None
+    assert path.exists()
+    monkeypatch.setattr(views, "GATE_BUILDS_VIEWS_UP_TO_RUNS", 2)
+    assert views.catch_up_after_gate(ledger) is None  # an existing file is always caught up
+
+
 def test_catching_up_twice_changes_nothing_and_new_events_reproject_only_their_run(
     ledger: Ledger, tmp_path: Path
 ) -> None:
