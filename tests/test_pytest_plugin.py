@@ -420,3 +420,30 @@ def test_under_xdist_workers_mark_their_files_and_the_report_is_complete(
         assert log.index(f"release-ledger: start {file}") < log.index(f"release-ledger: end {file}")
     assert plugin_running_file(log, files) is None  # every file ended
     assert measured(ran, files)
+
+
+def test_under_xdist_the_files_that_collect_nothing_are_declared_empty(tmp_path: Path) -> None:
+    """The controller collects nothing itself: it names the given files no worker collected
+    an item of (a helper module, a `test*.txt` without examples) from the workers' ids, so
+    the report accounts for every file and is not rejected as incomplete."""
+    xdist = pytest.importorskip("xdist")
+    site = str(Path(xdist.__file__).resolve().parent.parent)
+    write(tmp_path, {
+        "tests/test_a.py": "def test_a():\n    pass\n",
+        "tests/test_helpers.py": "def helper():\n    return 1\n",
+        "requirements/test.txt": "pytest\n",
+    })  # fmt: skip
+    files = ["requirements/test.txt", "tests/test_a.py", "tests/test_helpers.py"]
+    junit = tmp_path / "out" / "junit.xml"
+    argv = expand_command(DEFAULT_PYTEST_COMMAND, python=sys.executable, junit=str(junit),
+                          files=files)  # fmt: skip
+    env = with_plugin_path({k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    env["PYTHONPATH"] += os.pathsep + site
+    proc = subprocess.run([*argv, "-n", "2"], cwd=tmp_path, env=env, capture_output=True,
+                          timeout=120, check=False)  # fmt: skip
+    ran = Ran(proc.returncode, None, junit.read_bytes() if junit.is_file() else None,
+              proc.stdout + proc.stderr)  # fmt: skip
+    assert b"2 workers" in ran.log, ran.log.decode()  # xdist did run
+    report = read(ran, files)
+    assert outcomes(report) == {"tests/test_a.py::test_a": "passed"}
+    assert report.empty_files == frozenset({"requirements/test.txt", "tests/test_helpers.py"})

@@ -30,7 +30,8 @@ PATH itself (atomically: a temporary file renamed into place at session finish):
   report rose above the tests' memory: the gate's memory model (`domain/planning.py`) is
   built from these figures;
 - a file given on the command line that collects no test (and fails no collection) is named
-  by a root property `release-ledger.empty`, so a shard report accounts for every file;
+  by a root property `release-ledger.empty`, so a shard report accounts for every file (a
+  module, or a `test*.txt` pytest collects for doctests; under xdist, from the workers' ids);
 - the root's first property `release-ledger.plugin` (the format version) tells the reader the
   plugin wrote the report, and its last element, written after every suite, is the completion
   marker `release-ledger.complete` (only when the session ran every collected test; a session
@@ -379,10 +380,15 @@ class ReleaseLedgerReport:
         with_items = {
             self._file_of(getattr(item, "path", None), item.nodeid) for item in session.items
         }
+        self._declare_empty(with_items)
+
+    def _declare_empty(self, with_items: set[str]) -> None:
+        """The files given that collected no item. Any file, not only modules: pytest collects
+        `test*.txt` as doctest text files, and one that holds no example is as empty as a
+        module without tests."""
+        self.empty = []
         for arg in self.config.args:
             path = os.path.abspath(os.path.join(self.root, arg))
-            # Any file given, not only modules: pytest collects `test*.txt` as doctest text
-            # files, and one that holds no example is as empty as a module without tests.
             if "::" in arg or not os.path.isfile(path):
                 continue
             name = self._file_of(path, arg)
@@ -430,6 +436,10 @@ class ReleaseLedgerReport:
         for nodeid in ids:
             self.pending.setdefault(nodeid.split("::", 1)[0], set()).add(nodeid)
         self.collected = len(ids)
+        rootdir = str(self.config.rootpath)  # node ids are relative to it
+        self._declare_empty(
+            {self._file_of(os.path.join(rootdir, key), key) for key in self.pending}
+        )
 
     def _remote(self, report: Any, name: str, description: str | None) -> None:
         """A worker's report (xdist): its segment marks, and the file's end once done; or
@@ -554,7 +564,8 @@ class ReleaseLedgerReport:
         ET.SubElement(
             head, "property", name=f"{PREFIX}.baseline", value=f"rss_kb={self.baseline_kb}"
         )
-        for name in self.empty if self.pending is None else ():  # xdist: workers collect
+        with_cases = self.cases_by_file()  # a collection error reported after the ids
+        for name in (name for name in self.empty if name not in with_cases):
             ET.SubElement(head, "property", name=f"{PREFIX}.empty", value=_clean(name))
         totals = [0, 0, 0, 0]
         for entry in self.files.values():
