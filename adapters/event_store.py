@@ -785,12 +785,8 @@ class EventStore:
             if whole is not None:
                 for row in runs:
                     count, last = whole.get(row.run_id, (0, None))
-                    if count == row.length and (not count or last == row.tip):
-                        continue
-                    try:
-                        self.check_chain(row.run_id)
-                    except BrokenRun as broken:
-                        found[row.run_id] = broken
+                    if not (count == row.length and (not count or last == row.tip)):
+                        self._recheck(row.run_id, found)
                 return found
         marks = ", ".join([self._ph] * len(ids))
         stored: dict[str, list[tuple[int, bytes]]] = {run_id: [] for run_id in ids}
@@ -805,17 +801,20 @@ class EventStore:
             bucket.append((int(position), state if type(state) is bytes else bytes(state)))
         for row in runs:
             events = stored.get(row.run_id, [])
-            if (
+            if not (
                 len(events) == row.length
                 and all(position == n for n, (position, _) in enumerate(events, start=1))
                 and intact([state for _, state in events], row.tip)
             ):
-                continue
-            try:
-                self.check_chain(row.run_id)
-            except BrokenRun as broken:
-                found[row.run_id] = broken
+                self._recheck(row.run_id, found)
         return found
+
+    def _recheck(self, run_id: str, found: dict[str, BrokenRun]) -> None:
+        """A run the quick check could not vouch for: the full chain check says what broke."""
+        try:
+            self.check_chain(run_id)
+        except BrokenRun as broken:
+            found[run_id] = broken
 
     def _intact_on_server(self, ids: Sequence[str]) -> dict[str, tuple[int, str | None]] | None:
         """PostgreSQL: `domain.chain.intact` computed by the server (its sha256), so a run

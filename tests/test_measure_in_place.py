@@ -226,21 +226,30 @@ def test_a_lineage_killed_over_its_memory_gets_the_whole_budget() -> None:
     assert ev.FileMeasured.model_fields["source"].default == "solo"
 
 
+def passing_gate(
+    tmp_path: Path, files: dict[str, str], *args: str
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A gate of a repository holding `files` at base and head (head only adds a README) that
+    must pass: its JSON document and its events."""
+    repo = make_repo(tmp_path, files)
+    tag(repo, "v1")
+    commit(repo, {"README": "rc\n"})
+    result = gate(tmp_path, repo, "--env", "none", *args)
+    assert result.code == 0, (result.stderr, result.document.get("unmeasured"))
+    return result.document, events(tmp_path, result.document["run_id"])
+
+
 def test_a_file_that_collects_nothing_costs_no_split_of_its_shard(tmp_path: Path) -> None:
     """The plugin names a file that collects nothing, so its shard's report accounts for it:
     no rejection, no retry, no split."""
-    repo = make_repo(
+    _, evs = passing_gate(
         tmp_path,
         {
             "tests/test_a.py": "def test_a():\n    pass\n",
             "tests/test_helpers.py": "def helper():\n    return 1\n",
         },
-    )
-    tag(repo, "v1")
-    commit(repo, {"README": "rc\n"})
-    result = gate(tmp_path, repo, "--shards", "1", "--env", "none")
-    assert result.code == 0, result.stderr
-    evs = events(tmp_path, result.document["run_id"])
+        "--shards", "1",
+    )  # fmt: skip
     assert kinds(evs)["ShardSplit"] == 0
     assert len([e for e in evs if e["kind"] == "ShardAttemptRecorded"]) == 2
     assert measured(evs)["tests/test_helpers.py"]["empty"] is True
@@ -252,7 +261,7 @@ def test_a_shard_of_files_that_collect_nothing_is_measured_empty_not_a_failed_jo
     """With `--doctest-modules`, every module is a test file; a shard that draws only modules
     without doctests exits 5 (no tests collected): the plugin's report accounts for each file
     as empty, so the shard is measured, not bisected down to "job-failed" culprits."""
-    repo = make_repo(
+    document, evs = passing_gate(
         tmp_path,
         {
             "pytest.ini": "[pytest]\naddopts = --doctest-modules\n",
@@ -261,14 +270,10 @@ def test_a_shard_of_files_that_collect_nothing_is_measured_empty_not_a_failed_jo
             "pkg/other.py": "OTHER = 2\n",
             "tests/test_a.py": "def test_a():\n    pass\n",
         },
-    )
-    tag(repo, "v1")
-    commit(repo, {"README": "rc\n"})
-    result = gate(tmp_path, repo, "--shards", "4", "--env", "none")
-    assert result.code == 0, (result.stderr, result.document.get("unmeasured"))
-    evs = events(tmp_path, result.document["run_id"])
+        "--shards", "4",
+    )  # fmt: skip
     assert kinds(evs)["ShardSplit"] == 0
-    assert result.document["tests"]["head"] == 1
+    assert document["tests"]["head"] == 1
 
 
 def test_a_text_file_pytest_collects_as_doctests_but_holds_none_is_declared_empty(
@@ -277,22 +282,18 @@ def test_a_text_file_pytest_collects_as_doctests_but_holds_none_is_declared_empt
     """pytest collects `test*.txt` as doctest text files (its default `--doctest-glob`), so a
     `requirements/test.txt` is a test file that holds nothing: the plugin names it empty like
     an empty module, so its shard is measured the first time instead of split and run again."""
-    repo = make_repo(
+    document, evs = passing_gate(
         tmp_path,
         {
             "requirements/test.txt": "pytest>=7\n",
             "docs/test_usage.txt": ">>> 1 + 1\n2\n",
             "tests/test_a.py": "def test_a():\n    pass\n",
         },
-    )
-    tag(repo, "v1")
-    commit(repo, {"README": "rc\n"})
-    result = gate(tmp_path, repo, "--shards", "1", "--env", "none")
-    assert result.code == 0, (result.stderr, result.document.get("unmeasured"))
-    evs = events(tmp_path, result.document["run_id"])
+        "--shards", "1",
+    )  # fmt: skip
     discovered = next(e for e in evs if e["kind"] == "TestFilesDiscovered")["files"]
     assert "requirements/test.txt" in discovered
     assert kinds(evs)["ShardSplit"] == 0
     assert len([e for e in evs if e["kind"] == "ShardAttemptRecorded"]) == 2
     assert measured(evs)["requirements/test.txt"]["empty"] is True
-    assert result.document["tests"]["head"] == 2
+    assert document["tests"]["head"] == 2
