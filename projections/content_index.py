@@ -114,8 +114,9 @@ def measurement_rows(
         "baseline_mb": e.baseline_mb,
         "retained_mb": e.retained_mb,
         "transient_mb": e.transient_mb,
-        "shared_mb": e.shared_mb,
     }
+    if e.shared_mb is not None:  # only then: rows indexed before the field stay as rebuilt
+        data["shared_mb"] = e.shared_mb
     return [(MEASUREMENT, e.key, e.file, _json(data))]
 
 
