@@ -126,8 +126,8 @@ def plan_shards(
     if not (math.isfinite(baseline_mb) and baseline_mb >= 0):
         raise BadInput(f"the memory baseline must be a finite number of MB, got {baseline_mb}")
     alone = max(budget_mb, alone_budget_mb if alone_budget_mb is not None else budget_mb)
-    _check_costs(files, alone, baseline_mb, budget_mb)
     shared = shared_imports_mb(files.values())
+    _check_costs(files, alone, baseline_mb, shared, budget_mb)
     floor = baseline_mb + shared  # what any shard's process holds before its own files
     if rss_first:
         order = sorted(files.items(), key=lambda it: (-it[1].rss_mb, -it[1].seconds, it[0]))
@@ -219,7 +219,11 @@ def _check_budget_and_count(budget_mb: float, count: int) -> None:
 
 
 def _check_costs(
-    files: Mapping[str, FileCost], budget_mb: float, baseline_mb: float, shard_mb: float
+    files: Mapping[str, FileCost],
+    budget_mb: float,
+    baseline_mb: float,
+    shared_mb: float,
+    shard_mb: float,
 ) -> None:
     """Reject unusable measurements, then files over the budget alone (the largest is named)."""
     for name, cost in files.items():
@@ -230,8 +234,7 @@ def _check_costs(
         for what, value in values:
             if not (math.isfinite(value) and value >= 0):
                 raise BadInput(f"{name} has an unusable {what} measurement: {value}")
-    shared = shared_imports_mb(files.values())
-    alone = {name: planned_memory([cost], baseline_mb, shared) for name, cost in files.items()}
+    alone = {name: planned_memory([cost], baseline_mb, shared_mb) for name, cost in files.items()}
     over = [(need, name) for name, need in alone.items() if need > budget_mb]
     if over:
         rss_mb, name = min(over, key=lambda item: (-item[0], item[1]))
