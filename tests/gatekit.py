@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections import Counter
@@ -82,6 +83,12 @@ def ledger_command(workdir: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "cli", *args, "--ledger", ledger_url(workdir)]
 
 
+def _interruptible_by_ctrl_c() -> None:
+    """As from a terminal: a suite started in the background (`cmd &`, `nohup`) hands its
+    children SIGINT ignored, and Python then installs no KeyboardInterrupt handler at all."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_process(workdir: Path, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         ledger_command(workdir, *args),
@@ -90,6 +97,7 @@ def start_process(workdir: Path, *args: str) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_interruptible_by_ctrl_c,
     )
 
 
