@@ -138,6 +138,9 @@ class FileMeasured(Event):
     # The file was its process's first: what collecting it took (the imports its shard's
     # files share, and its own), kept out of `retained_mb`. None: not first, or recorded before.
     shared_mb: float | None = None
+    # How far the process had grown above its baseline when the file finished: an upper bound
+    # of what the file holds run cold (domain/planning.py). None: not measured, or recorded before.
+    ceiling_mb: float | None = None
 
     @property
     def holds_no_test(self) -> bool:
@@ -175,6 +178,7 @@ class MeasurementReused(Event):
     retained_mb: float | None = None
     transient_mb: float | None = None
     shared_mb: float | None = None
+    ceiling_mb: float | None = None
 
 
 class PlannedShard(BaseModel):

@@ -3,7 +3,9 @@
 A shard runs as ONE test process over its files, one after another. Its memory is modelled
 from what the gate's pytest plugin measures inside shard runs (`FileFigures`):
 
-    planned = baseline + sum(retained growth of each file) + max(transient peak of any file)
+    planned = baseline + shared imports + max(sum(retained growth of each file)
+                                              + max(transient peak of any file),
+                                              max(cold need of any file))
 
 `baseline` is the interpreter and runner before any test module is imported; a file's retained
 growth is what importing it and running its tests leaves resident (a long-lived process
@@ -20,6 +22,21 @@ median of those as what every shard pays once (`shared_imports_mb`, added to the
 and gives each first file back only what it paid above that median. Without it, a shard
 whose files were never first is planned without the package's import (networkx: 15 MB, a
 shard 12 % over its plan).
+
+State a file fills lazily on first use (a parser's grammar tables, a cache built by the
+first call) is paid the same way, by whichever file of a process used it first, and is not
+an import: a file measured warm, after others had filled what it needs, is planned too low
+when it later runs cold, alone or first (parso: a file planned alone at 47 MB held 59 MB). A
+file's `ceiling_mb` is its own collection plus how far its process's test runs had grown by
+the file's end: everything it could have relied on was filled by then, so it bounds from above
+what the file holds cold. A shard is planned at no less than its largest member's cold need
+(ceiling and transient). Other files' collections are left out of the ceiling: the imports
+files share are the median's, and counting every module a shard imported before a file made
+networkx plans 1.7x what its shards used. The ceiling also holds what predecessors kept of
+their own (networkx: a test keeping a 93 MB graph raised the ceiling of every later file of
+its process to 168 MB), which one observation cannot tell from a cache the file used; every
+observation's ceiling is a valid bound, so a reused measurement takes the lowest seen for the
+same content (`ledger/gate.py`), and the bound tightens as files are seen in other places.
 """
 
 from __future__ import annotations
@@ -56,6 +73,9 @@ class FileCost:
     # Collecting it as its process's first file: the imports every file of a shard shares,
     # and its own (None: it was not first, or the runner did not say).
     shared_mb: float | None = None
+    # Its own collection plus how far its process's runs had grown by its end (None: not
+    # known): an upper bound of what it holds run cold, whatever its predecessors filled.
+    ceiling_mb: float | None = None
 
     def growth(self, baseline_mb: float, shared_mb: float = 0.0) -> tuple[float, float]:
         """(retained, transient) MB above `baseline_mb` plus the shared imports `shared_mb`:
@@ -64,6 +84,16 @@ class FileCost:
             return max(0.0, self.rss_mb - baseline_mb - shared_mb), 0.0
         own = max(0.0, (self.shared_mb or 0.0) - shared_mb)
         return self.retained_mb + own, self.transient_mb
+
+    def cold(self, shared_mb: float = 0.0) -> float:
+        """MB above the baseline and the shared imports `shared_mb` it may need run cold
+        (first, or alone): its ceiling (at least its growth), what a first file imported
+        beyond the shared, and its transient peak on top; 0 when no ceiling was measured."""
+        if self.ceiling_mb is None or self.retained_mb is None:
+            return 0.0
+        own = max(0.0, (self.shared_mb or 0.0) - shared_mb)
+        ceiling = max(self.ceiling_mb, self.retained_mb)
+        return ceiling + own + (self.transient_mb or 0.0)
 
 
 def shared_imports_mb(costs: Iterable[FileCost]) -> float:
@@ -90,13 +120,20 @@ def nominal_cost(size_bytes: int, tests: int) -> FileCost:
 
 def planned_memory(costs: Sequence[FileCost], baseline_mb: float, shared_mb: float = 0.0) -> float:
     """The model: baseline and shared imports + the files' retained growth + the largest
-    transient above it."""
-    retained = transient = 0.0
+    transient above it, and never less than what its coldest member may need alone."""
+    retained = transient = cold = 0.0
     for cost in costs:
         r, t = cost.growth(baseline_mb, shared_mb)
         retained += r
         transient = max(transient, t)
-    return baseline_mb + shared_mb + retained + transient
+        cold = max(cold, cost.cold(shared_mb))
+    return _shard_mb(baseline_mb, shared_mb, retained + transient, cold)
+
+
+def _shard_mb(baseline_mb: float, shared_mb: float, warm_mb: float, cold_mb: float) -> float:
+    """A shard's planned MB: the baseline and shared imports, then its files' sum (`warm_mb`:
+    retained growths and the largest transient), at least the largest member's cold need."""
+    return baseline_mb + shared_mb + max(warm_mb, cold_mb)
 
 
 def plan_shards(
@@ -128,7 +165,6 @@ def plan_shards(
     alone = max(budget_mb, alone_budget_mb if alone_budget_mb is not None else budget_mb)
     shared = shared_imports_mb(files.values())
     _check_costs(files, alone, baseline_mb, shared, budget_mb)
-    floor = baseline_mb + shared  # what any shard's process holds before its own files
     if rss_first:
         order = sorted(files.items(), key=lambda it: (-it[1].rss_mb, -it[1].seconds, it[0]))
     else:
@@ -137,17 +173,24 @@ def plan_shards(
     members: list[list[str]] = []
     retained: list[float] = []
     transient: list[float] = []
+    cold: list[float] = []
     seconds: list[float] = []
     least_loaded: list[tuple[float, int]] = []  # (planned seconds, shard index) heap
+
+    def shard_mb(i: int) -> float:
+        return _shard_mb(baseline_mb, shared, retained[i] + transient[i], cold[i])
+
     for name, cost in order:
         r, t = cost.growth(baseline_mb, shared)
+        c = cost.cold(shared)
         index = None
         if len(members) >= count:
             skipped = []
             while least_loaded:
                 candidate = heapq.heappop(least_loaded)
                 i = candidate[1]
-                if floor + retained[i] + r + max(transient[i], t) <= budget_mb:
+                warm = retained[i] + r + max(transient[i], t)
+                if _shard_mb(baseline_mb, shared, warm, max(cold[i], c)) <= budget_mb:
                     index = i
                     break
                 skipped.append(candidate)
@@ -158,13 +201,15 @@ def plan_shards(
             members.append([name])
             retained.append(r)
             transient.append(t)
+            cold.append(c)
             seconds.append(cost.seconds)
         else:
             members[index].append(name)
             retained[index] += r
             transient[index] = max(transient[index], t)
+            cold[index] = max(cold[index], c)
             seconds[index] += cost.seconds
-        if floor + retained[index] + transient[index] <= budget_mb:
+        if shard_mb(index) <= budget_mb:
             heapq.heappush(least_loaded, (seconds[index], index))
         # else: a file over the shard budget keeps its shard to itself
 
@@ -173,7 +218,7 @@ def plan_shards(
         PlannedShard(
             id=f"s{i + 1:0{width}d}",
             files=sorted(names),
-            rss_mb=floor + retained[i] + transient[i],
+            rss_mb=shard_mb(i),
             seconds=seconds[i],
         )
         for i, names in enumerate(members)
@@ -231,6 +276,7 @@ def _check_costs(
         values += [("retained", v) for v in (cost.retained_mb,) if v is not None]
         values += [("transient", v) for v in (cost.transient_mb,) if v is not None]
         values += [("shared", v) for v in (cost.shared_mb,) if v is not None]
+        values += [("ceiling", v) for v in (cost.ceiling_mb,) if v is not None]
         for what, value in values:
             if not (math.isfinite(value) and value >= 0):
                 raise BadInput(f"{name} has an unusable {what} measurement: {value}")

@@ -372,7 +372,9 @@ def _question_decided(
 
 
 def _note_cost(state: RunState, file: str, e: ev.FileMeasured | ev.MeasurementReused) -> None:
-    state.costs[file] = FileCost(e.rss_mb, e.seconds, e.retained_mb, e.transient_mb, e.shared_mb)
+    state.costs[file] = FileCost(
+        e.rss_mb, e.seconds, e.retained_mb, e.transient_mb, e.shared_mb, e.ceiling_mb
+    )
     if e.baseline_mb is not None:
         state.baseline_mb = max(state.baseline_mb or 0.0, e.baseline_mb)
 

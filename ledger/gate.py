@@ -535,6 +535,7 @@ class GateProcess:
             retained_mb=split.get("retained_mb"),
             transient_mb=split.get("transient_mb"),
             shared_mb=split.get("shared_mb"),
+            ceiling_mb=split.get("ceiling_mb"),
         )
         self.ledger.append(self.run_id, [*environment, measured], artifacts=artifacts)
 
@@ -557,17 +558,27 @@ class GateProcess:
     def _reuse_measurements(self, files: Sequence[str]) -> list[ev.Event]:
         """The newest measurement from an earlier run of each file whose content, environment
         and command are the same (its measurement key, looked up in the ledger's content
-        index): never by path alone, so a changed file, dependency declaration or command is
-        measured again."""
+        index), with the lowest ceiling any of them saw: never by path alone, so a changed
+        file, dependency declaration or command is measured again."""
         from ledger.read_side import content
         from projections.content_index import MEASUREMENT
 
         wanted: dict[str, list[str]] = {}
         for file, (_, key) in self._measurement_keys(files).items():
             wanted.setdefault(key, []).append(file)
+        hits = [
+            h for h in content(self.ledger, MEASUREMENT, sorted(wanted)) if h.run_id != self.run_id
+        ]
+        # Each observation's ceiling bounds what the file needs cold wherever it ran: the
+        # lowest seen for the same content is the tightest (domain/planning.py).
+        ceilings: dict[str, float] = {}
+        for hit in hits:
+            ceiling = json.loads(hit.data).get("ceiling_mb")
+            if ceiling is not None:
+                ceilings[hit.key] = min(ceiling, ceilings.get(hit.key, ceiling))
         found: list[ev.Event] = []
-        for hit in content(self.ledger, MEASUREMENT, sorted(wanted)):
-            if hit.run_id == self.run_id or hit.key not in wanted:
+        for hit in hits:
+            if hit.key not in wanted:
                 continue  # newest first: a key already taken has its newest measurement
             measured = json.loads(hit.data)
             for file in wanted.pop(hit.key):
@@ -584,6 +595,7 @@ class GateProcess:
                         retained_mb=measured.get("retained_mb"),
                         transient_mb=measured.get("transient_mb"),
                         shared_mb=measured.get("shared_mb"),
+                        ceiling_mb=ceilings.get(hit.key),
                     )
                 )
         return found
@@ -603,7 +615,12 @@ class GateProcess:
         for event in reused:
             assert isinstance(event, ev.MeasurementReused)
             known[event.file] = FileCost(
-                event.rss_mb, event.seconds, event.retained_mb, event.transient_mb, event.shared_mb
+                event.rss_mb,
+                event.seconds,
+                event.retained_mb,
+                event.transient_mb,
+                event.shared_mb,
+                event.ceiling_mb,
             )
             if event.baseline_mb is not None:
                 baselines.append(event.baseline_mb)
@@ -819,7 +836,7 @@ class GateProcess:
                 seconds = 0.0
             else:
                 split, seconds = shared[file]
-            rss = sum(v or 0.0 for v in split.values())
+            rss = sum(split.get(term) or 0.0 for term in PEAK_TERMS)
             events.append(
                 self.ledger.make(
                     ev.FileMeasured,
@@ -1016,6 +1033,10 @@ REPORT_HEAD_BYTES = 64 * 1024  # what is kept of a report over the limit
 KB_PER_MB = 1024.0
 
 
+# The split's terms a file's peak alone is the sum of (`ceiling_mb` is a bound, not a term).
+PEAK_TERMS = ("baseline_mb", "retained_mb", "transient_mb", "shared_mb")
+
+
 def _baseline_mb(report: Report) -> float:
     return report.baseline_kb / KB_PER_MB if report.baseline_kb else DEFAULT_BASELINE_MB
 
@@ -1033,16 +1054,23 @@ def _model_split(report: Report, file: str, first: bool = False) -> dict[str, fl
     The first module's collection is kept apart as `shared_mb` (`domain/planning.py`)."""
     f = report.figures[file]
     collected = 0 if first else f.collect_kb
-    retained = collected + max(0, f.end_rss_kb - f.start_rss_kb) + _report_share_kb(report, file)
+    report_share = _report_share_kb(report, file)
+    retained = collected + max(0, f.end_rss_kb - f.start_rss_kb) + report_share
     if f.reset or f.end_peak_kb > f.start_peak_kb:
         transient = max(0, f.end_peak_kb - f.end_rss_kb)
     else:
         transient = max(0, f.start_peak_kb - f.end_rss_kb)
+    # Its own collection and all the process's runs had grown by the file's end (what earlier
+    # files filled lazily included): the most the file can need run cold, beyond the imports
+    # every shard pays. Other files' collections are left out: imports are `shared_mb`'s.
+    runs_start_kb = min(figures.start_rss_kb for figures in report.figures.values())
+    ceiling = max(retained, collected + max(0, f.end_rss_kb - runs_start_kb) + report_share)
     return {
         "baseline_mb": round(_baseline_mb(report), 1),
         "retained_mb": round(retained / KB_PER_MB, 1),
         "transient_mb": round(transient / KB_PER_MB, 1),
         "shared_mb": round(f.collect_kb / KB_PER_MB, 1) if first else None,
+        "ceiling_mb": round(ceiling / KB_PER_MB, 1),
     }
 
 

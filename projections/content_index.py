@@ -115,8 +115,11 @@ def measurement_rows(
         "retained_mb": e.retained_mb,
         "transient_mb": e.transient_mb,
     }
-    if e.shared_mb is not None:  # only then: rows indexed before the field stay as rebuilt
+    # Only when set: rows indexed before these fields stay equal to a rebuild's.
+    if e.shared_mb is not None:
         data["shared_mb"] = e.shared_mb
+    if e.ceiling_mb is not None:
+        data["ceiling_mb"] = e.ceiling_mb
     return [(MEASUREMENT, e.key, e.file, _json(data))]
 
 

@@ -140,6 +140,85 @@ def test_the_package_every_file_imports_is_planned_in_every_shard_of_the_next_ga
         assert attempt["rss_mb"] <= planned[attempt["shard"]] * 1.10, (attempt, planned)
 
 
+LAZY_TABLES = """\
+_TABLES = {}
+
+
+def tables():
+    \"\"\"Built by the first call and kept for the process, like a parser's grammar.\"\"\"
+    if not _TABLES:
+        data = bytearray(60 * 1024 * 1024)
+        for i in range(0, len(data), 4096):
+            data[i] = 1
+        _TABLES["t"] = data
+    return _TABLES["t"]
+"""
+
+
+def test_state_the_first_user_filled_is_planned_for_files_that_later_run_cold(
+    tmp_path: Path,
+) -> None:
+    """The package fills 60 MB of tables on first use, not on import: in one process the
+    first file to run pays it and the others keep nothing. Planned next one file a shard,
+    each fills the tables itself; each is planned at what its process held by its end (its
+    ceiling), and none goes over its plan."""
+    files = {f"tests/test_{n}.py": f"import pkg\ndef test_{n}():\n    assert pkg.tables()\n"
+             for n in "abcd"}  # fmt: skip
+    repo = make_repo(tmp_path, {"pkg/__init__.py": LAZY_TABLES, **files})
+    tag(repo, "v1")
+    commit(repo, {"README": "rc\n"})
+    first = gate(tmp_path, repo, "--shards", "1", "--env", "none")
+    assert first.code == 0, first.stderr
+    figures = measured(events(tmp_path, first.document["run_id"]))
+    warm = [f for f in figures.values() if f["retained_mb"] < 20]
+    assert len(warm) == 3 and all(f["ceiling_mb"] >= 50 for f in warm)  # ran after the filler
+    second = gate(tmp_path, repo, "--shards", "4", "--env", "none")
+    assert second.code == 0, second.stderr
+    evs = events(tmp_path, second.document["run_id"])
+    [plan] = [e for e in evs if e["kind"] == "ShardsPlanned"]
+    assert [len(s["files"]) for s in plan["shards"]] == [1, 1, 1, 1]
+    planned = {s["id"]: s["rss_mb"] for s in plan["shards"]}
+    attempts = [e for e in evs if e["kind"] == "ShardAttemptRecorded" and e["revision"] == "head"]
+    assert len(attempts) == 4
+    for attempt in attempts:
+        assert attempt["rss_mb"] <= planned[attempt["shard"]] * 1.10, (attempt, planned)
+
+
+def test_a_reused_measurement_takes_the_lowest_ceiling_seen_for_the_same_content(
+    tmp_path: Path,
+) -> None:
+    """A test that keeps 60 MB of its own raises the ceiling of the files run after it. Seen
+    alone first (low ceilings), then after it (high), the files are next planned with the
+    lowest ceiling seen: each observation bounds what they need cold."""
+    hog = (
+        "KEPT = []\n"
+        "def test_hog():\n"
+        "    data = bytearray(60 * 1024 * 1024)\n"
+        "    for i in range(0, len(data), 4096):\n"
+        "        data[i] = 1\n"
+        "    KEPT.append(data)\n"
+    )
+    files = {
+        "tests/test_a_hog.py": hog,
+        "tests/test_b.py": "def test_b():\n    pass\n",
+        "tests/test_c.py": "def test_c():\n    pass\n",
+    }
+    repo = make_repo(tmp_path, files)
+    tag(repo, "v1")
+    commit(repo, {"README": "rc\n"})
+    ceilings = []
+    for shards in ("3", "1", "1"):
+        result = gate(tmp_path, repo, "--shards", shards, "--env", "none")
+        assert result.code == 0, result.stderr
+        evs = events(tmp_path, result.document["run_id"])
+        reused = {e["file"]: e["ceiling_mb"] for e in evs if e["kind"] == "MeasurementReused"}
+        ceilings.append((measured(evs)["tests/test_b.py"]["ceiling_mb"], reused))
+    (alone, _), (after_hog, reused_alone), (_, reused_lowest) = ceilings
+    assert alone < 20 and after_hog >= 50  # b kept nothing; after the hog its process held 60
+    assert reused_alone["tests/test_b.py"] == alone
+    assert reused_lowest["tests/test_b.py"] == alone  # not the newest (after_hog)
+
+
 def test_a_changed_file_is_measured_again_and_unchanged_ones_are_reused(tmp_path: Path) -> None:
     repo = make_repo(
         tmp_path,

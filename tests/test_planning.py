@@ -58,7 +58,22 @@ first_costs = st.builds(
     st.floats(min_value=0.0, max_value=MAX_SHARED),
     st.floats(min_value=0.0, max_value=3600.0),
 )
-costs = st.one_of(solo_costs, split_costs, first_costs)
+# A file measured after others in its process: how far the process had grown by its end
+# (`ceiling_mb`, at least its own growth) bounds what it may need cold.
+warm_costs = st.builds(
+    lambda retained, transient, before, seconds: FileCost(
+        rss_mb=BASELINE + retained + transient,
+        seconds=seconds,
+        retained_mb=retained,
+        transient_mb=transient,
+        ceiling_mb=retained + before,
+    ),
+    st.floats(min_value=0.0, max_value=1000.0),
+    st.floats(min_value=0.0, max_value=1000.0),
+    st.floats(min_value=0.0, max_value=BUDGET - BASELINE - 2000.0 - MAX_SHARED),
+    st.floats(min_value=0.0, max_value=3600.0),
+)
+costs = st.one_of(solo_costs, split_costs, first_costs, warm_costs)
 suites = st.dictionaries(names, costs, max_size=60)
 counts = st.integers(min_value=1, max_value=12)
 
@@ -79,6 +94,8 @@ def test_no_shard_is_over_budget_or_empty(files: dict[str, FileCost], count: int
         planned = planned_memory([files[f] for f in shard.files], BASELINE, shared)
         assert shard.rss_mb == pytest.approx(planned)
         assert shard.rss_mb >= BASELINE + shared - 1e-6  # every shard pays the shared imports
+        coldest = max(files[f].cold(shared) for f in shard.files)
+        assert shard.rss_mb >= BASELINE + shared + coldest - 1e-6  # what any member needs cold
 
 
 @given(suites, counts)
@@ -91,17 +108,28 @@ def test_count_is_used_and_exceeded_only_when_the_budget_needs_it(
     if len(shards) > count:
         # Every shard opened beyond the count holds a file that fitted in no earlier shard.
         for extra in shards[count:]:
-            first_growth = [files[f].growth(BASELINE, shared) for f in extra.files]
             assert any(
-                BASELINE
-                + shared
-                + sum(files[g].growth(BASELINE, shared)[0] for g in other.files)
-                + r
-                + max([t, *(files[g].growth(BASELINE, shared)[1] for g in other.files)])
+                planned_memory([*(files[g] for g in other.files), files[f]], BASELINE, shared)
                 > BUDGET - 1e-6
-                for r, t in first_growth
+                for f in extra.files
                 for other in shards[:count]
             )
+
+
+def test_a_file_measured_warm_is_planned_alone_at_what_it_needs_cold() -> None:
+    """One process ran a, b, c: a filled a 12 MB cache that c uses, so c kept only 9 MB.
+    Planned alone, c fills the cache itself: it is planned at its ceiling (its process had
+    grown 22.5 MB by its end), not at the 9 MB it kept warm; where the files add up to more
+    than any member's ceiling, the sum stands."""
+    a = FileCost(rss_mb=50, seconds=1.0, retained_mb=12.5, transient_mb=0, ceiling_mb=12.5)
+    b = FileCost(rss_mb=38, seconds=1.0, retained_mb=1, transient_mb=0, ceiling_mb=13.5)
+    c = FileCost(rss_mb=47, seconds=9.0, retained_mb=9, transient_mb=1, ceiling_mb=22.5)
+    files = {"a.py": a, "b.py": b, "c.py": c}
+    shards = {tuple(s.files): s.rss_mb for s in plan_shards(files, BUDGET, 2, baseline_mb=37)}
+    assert shards == {("c.py",): 37 + 22.5 + 1, ("a.py", "b.py"): 37 + 13.5}
+    many = {f"t{i}.py": FileCost(50, 1.0, retained_mb=5, transient_mb=0) for i in range(10)}
+    together = plan_shards({**many, "c.py": c}, BUDGET, 1, baseline_mb=37)
+    assert together[0].rss_mb == 37 + 50 + 9 + 1
 
 
 def test_files_small_enough_share_count_shards() -> None:
