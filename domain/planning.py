@@ -3,9 +3,10 @@
 A shard runs as ONE test process over its files, one after another. Its memory is modelled
 from what the gate's pytest plugin measures inside shard runs (`FileFigures`):
 
-    planned = baseline + shared imports + max(sum(retained growth of each file)
-                                              + max(transient peak of any file),
-                                              max(cold need of any file))
+    planned = baseline + shared imports + sum(retained growth of each file)
+                                        + max(transient peak of any file)
+
+and a file alone at no less than its cold need (below).
 
 `baseline` is the interpreter and runner before any test module is imported; a file's retained
 growth is what importing it and running its tests leaves resident (a long-lived process
@@ -29,14 +30,16 @@ an import: a file measured warm, after others had filled what it needs, is plann
 when it later runs cold, alone or first (parso: a file planned alone at 47 MB held 59 MB). A
 file's `ceiling_mb` is its own collection plus how far its process's test runs had grown by
 the file's end: everything it could have relied on was filled by then, so it bounds from above
-what the file holds cold. A shard is planned at no less than its largest member's cold need
-(ceiling and transient). Other files' collections are left out of the ceiling: the imports
-files share are the median's, and counting every module a shard imported before a file made
-networkx plans 1.7x what its shards used. The ceiling also holds what predecessors kept of
-their own (networkx: a test keeping a 93 MB graph raised the ceiling of every later file of
-its process to 168 MB), which one observation cannot tell from a cache the file used; every
-observation's ceiling is a valid bound, so a reused measurement takes the lowest seen for the
-same content (`ledger/gate.py`), and the bound tightens as files are seen in other places.
+what the file holds cold. A file planned alone (nothing runs before it) is planned at its
+cold need: ceiling and transient. Other files' collections are left out of the ceiling: the
+imports files share are the median's. The ceiling also holds what predecessors kept of their
+own (networkx: a test keeping a 93 MB graph raised the ceiling of every later file of its
+process to 168 MB), which one observation cannot tell from a cache the file used, so it is
+not applied to a shard of several files, whose sum carries what its members filled where they
+were measured (applied to every member, networkx's plans came to 1.61x what its shards used,
+over the 1.5x target). Every observation's ceiling is a valid bound, so a reused measurement
+takes the lowest seen for the same content (`ledger/gate.py`): it tightens as files are seen
+in other places.
 """
 
 from __future__ import annotations
@@ -85,15 +88,15 @@ class FileCost:
         own = max(0.0, (self.shared_mb or 0.0) - shared_mb)
         return self.retained_mb + own, self.transient_mb
 
-    def cold(self, shared_mb: float = 0.0) -> float:
-        """MB above the baseline and the shared imports `shared_mb` it may need run cold
-        (first, or alone): its ceiling (at least its growth), what a first file imported
-        beyond the shared, and its transient peak on top; 0 when no ceiling was measured."""
+    def cold_or_growth(self, baseline_mb: float, shared_mb: float = 0.0) -> float:
+        """MB above `baseline_mb` and the shared imports it may need run alone: its ceiling
+        (at least its retained growth), what a first file imported beyond the shared, and its
+        transient peak on top; without a ceiling, its growth as measured."""
+        retained, transient = self.growth(baseline_mb, shared_mb)
         if self.ceiling_mb is None or self.retained_mb is None:
-            return 0.0
+            return retained + transient
         own = max(0.0, (self.shared_mb or 0.0) - shared_mb)
-        ceiling = max(self.ceiling_mb, self.retained_mb)
-        return ceiling + own + (self.transient_mb or 0.0)
+        return max(retained, self.ceiling_mb + own) + transient
 
 
 def shared_imports_mb(costs: Iterable[FileCost]) -> float:
@@ -120,20 +123,15 @@ def nominal_cost(size_bytes: int, tests: int) -> FileCost:
 
 def planned_memory(costs: Sequence[FileCost], baseline_mb: float, shared_mb: float = 0.0) -> float:
     """The model: baseline and shared imports + the files' retained growth + the largest
-    transient above it, and never less than what its coldest member may need alone."""
-    retained = transient = cold = 0.0
+    transient above it; a file alone, its cold need."""
+    if len(costs) == 1:
+        return baseline_mb + shared_mb + costs[0].cold_or_growth(baseline_mb, shared_mb)
+    retained = transient = 0.0
     for cost in costs:
         r, t = cost.growth(baseline_mb, shared_mb)
         retained += r
         transient = max(transient, t)
-        cold = max(cold, cost.cold(shared_mb))
-    return _shard_mb(baseline_mb, shared_mb, retained + transient, cold)
-
-
-def _shard_mb(baseline_mb: float, shared_mb: float, warm_mb: float, cold_mb: float) -> float:
-    """A shard's planned MB: the baseline and shared imports, then its files' sum (`warm_mb`:
-    retained growths and the largest transient), at least the largest member's cold need."""
-    return baseline_mb + shared_mb + max(warm_mb, cold_mb)
+    return baseline_mb + shared_mb + retained + transient
 
 
 def plan_shards(
@@ -173,24 +171,23 @@ def plan_shards(
     members: list[list[str]] = []
     retained: list[float] = []
     transient: list[float] = []
-    cold: list[float] = []
+    alone_mb: list[float] = []  # a shard's figure while it holds one file: its cold need
     seconds: list[float] = []
     least_loaded: list[tuple[float, int]] = []  # (planned seconds, shard index) heap
 
     def shard_mb(i: int) -> float:
-        return _shard_mb(baseline_mb, shared, retained[i] + transient[i], cold[i])
+        growth = alone_mb[i] if len(members[i]) == 1 else retained[i] + transient[i]
+        return baseline_mb + shared + growth
 
     for name, cost in order:
         r, t = cost.growth(baseline_mb, shared)
-        c = cost.cold(shared)
         index = None
         if len(members) >= count:
             skipped = []
             while least_loaded:
                 candidate = heapq.heappop(least_loaded)
                 i = candidate[1]
-                warm = retained[i] + r + max(transient[i], t)
-                if _shard_mb(baseline_mb, shared, warm, max(cold[i], c)) <= budget_mb:
+                if baseline_mb + shared + retained[i] + r + max(transient[i], t) <= budget_mb:
                     index = i
                     break
                 skipped.append(candidate)
@@ -201,13 +198,12 @@ def plan_shards(
             members.append([name])
             retained.append(r)
             transient.append(t)
-            cold.append(c)
+            alone_mb.append(cost.cold_or_growth(baseline_mb, shared))
             seconds.append(cost.seconds)
         else:
             members[index].append(name)
             retained[index] += r
             transient[index] = max(transient[index], t)
-            cold[index] = max(cold[index], c)
             seconds[index] += cost.seconds
         if shard_mb(index) <= budget_mb:
             heapq.heappush(least_loaded, (seconds[index], index))
