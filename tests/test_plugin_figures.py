@@ -52,10 +52,15 @@ def test_figures_baseline_empty_files_and_finish_are_read_from_plugin_reports() 
     assert read.figures["t/test_a.py"] == FileFigures(0.5, 10240, 40960, 40960, 51200, 153600, True)
     split = _model_split(read, "t/test_a.py")
     # keeps its import (10 MB) and run growth (10 MB) plus its share of finishing (1 MB);
-    # rose 100 MB above what it kept.
+    # rose 100 MB above what it kept; run cold it needs no more than it kept.
     assert split == {
-        "baseline_mb": 30.0, "retained_mb": 21.0, "transient_mb": 100.0, "shared_mb": None
+        "baseline_mb": 30.0, "retained_mb": 21.0, "transient_mb": 100.0, "shared_mb": None,
+        "ceiling_mb": 21.0,
     }  # fmt: skip
+    # test_b kept only its report share (1 MB), but ended 10 MB above where the runs started:
+    # run cold, it may need what test_a filled before it.
+    later = _model_split(read, "t/test_b.py")
+    assert later["retained_mb"] == 1.0 and later["ceiling_mb"] == 11.0
     # Collected first, its import is what its shard's files share, kept out of retained.
     first = _model_split(read, "t/test_a.py", first=True)
     assert first["shared_mb"] == 10.0 and first["retained_mb"] == 11.0
