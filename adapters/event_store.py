@@ -109,7 +109,7 @@ class RunRow:
 # The ledger's own indexes, written in the same transaction as the events they derive from
 # (`projections/content_index.py` derives them; `Ledger.reindex` rebuilds them from the
 # events): the run list's order and status, open questions, and per-item content lookups.
-INDEX_FORMAT = "2"  # 2: measurements by content
+INDEX_FORMAT = "3"  # 2: measurements by content; 3: files that collect nothing
 INDEX_TABLES = (
     "CREATE INDEX IF NOT EXISTS ledger_runs_newest ON ledger_runs (started_at DESC, run_id)",
     "CREATE TABLE IF NOT EXISTS ledger_status (run_id TEXT PRIMARY KEY, lifecycle TEXT, "

@@ -327,7 +327,7 @@ def _with_reused(state: RunState, shard: ShardView, fresh: AttemptView) -> Attem
             )
             break
         own = [case for case in r.source.report.cases if case.file == r.file]
-        if not own:
+        if not own and r.file not in r.source.report.empty_files:
             assessment = Assessment(
                 False,
                 INCOMPLETE,

@@ -54,9 +54,10 @@ def _json(value: object) -> str:
 
 def result_rows(e: ev.Event, artifacts: Mapping[str, bytes]) -> list[tuple[str, str, str, str]]:
     """`(kind, key, item, data)` of each file a measured shard attempt has results for, keyed
-    by (commit, blob, environment, command, reader). Attempts without content keys (recorded
-    before the cache), unmeasured ones, and ones whose tests changed their checkout are not
-    cached."""
+    by (commit, blob, environment, command, reader). A file the report declares empty (it
+    collected nothing) is a result too, of no tests: at the same commit it collects nothing
+    again, so its base run is not repeated. Attempts without content keys (recorded before
+    the cache), unmeasured ones, and ones whose tests changed their checkout are not cached."""
     if not isinstance(e, ev.ShardAttemptRecorded):
         return []
     if not (e.commit and e.environment_key and e.command_key and e.blobs) or e.modified_files:
@@ -70,10 +71,11 @@ def result_rows(e: ev.Event, artifacts: Mapping[str, bytes]) -> list[tuple[str, 
     tests: dict[str, int] = {}
     for case in assessment.report.cases:
         tests[case.file] = tests.get(case.file, 0) + 1
+    empty = assessment.report.empty_files
     rows = []
     for file in e.files:
         blob = e.blobs.get(file)
-        if blob is None or not tests.get(file):
+        if blob is None or not (tests.get(file) or file in empty):
             continue
         key = result_key(e.commit, blob, e.environment_key, e.command_key, READER)
         data = {
@@ -88,7 +90,7 @@ def result_rows(e: ev.Event, artifacts: Mapping[str, bytes]) -> list[tuple[str, 
             "log_tail_hash": e.log_tail_hash,
             "seconds": e.seconds,
             "rss_mb": e.rss_mb,
-            "tests": tests[file],
+            "tests": tests.get(file, 0),
         }
         rows.append((RESULT, key, file, _json(data)))
     return rows
@@ -102,10 +104,10 @@ def measurement_rows(
 ) -> list[tuple[str, str, str, str]]:
     """`(kind, key, item, data)` of a file's measurement (solo, in place or reused), keyed by
     its measurement key (blob, environment, executor, command): what a later plan reuses.
-    Measurements recorded before keys, and files that held no test, are not indexed."""
+    A file that held no test is indexed too (its cost is the runner's baseline alone), so the
+    next plan knows every file's cost and reserves its shards by the model, not the budget.
+    Measurements recorded before keys are not indexed."""
     if not isinstance(e, ev.FileMeasured | ev.MeasurementReused) or e.key is None:
-        return []
-    if isinstance(e, ev.FileMeasured) and e.holds_no_test:
         return []
     data = {
         "at": e.at.isoformat(),

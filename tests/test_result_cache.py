@@ -79,6 +79,45 @@ def test_a_head_sweep_is_the_next_gates_baseline(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_files_that_collect_nothing_are_reused_and_planned_by_their_measurement(
+    tmp_path: Path,
+) -> None:
+    """A helper module and a `test*.txt` without examples collect nothing: the head sweep
+    declares them empty, so the next gate runs no base attempt for them (they collect nothing
+    at that commit again) and plans them by their measurement, so its shard is reserved by
+    the model rather than the whole budget."""
+    from ledger.read_side import project
+    from projections.memory import reservation_mb
+
+    helper, text = "tests/test_helpers.py", "requirements/test.txt"
+    repo = make_repo(tmp_path, {A: PASS, helper: "def helper():\n    return 1\n", text: "x\n"})
+    tag(repo, "v1")
+    commit(repo, {"README": "v2\n"}, "v2")
+    tag(repo, "v2")
+    first = gate(tmp_path, repo, "--shards", "1", "--env", "none", base="v1")
+    assert first.code == 0, first.stderr
+    commit(repo, {"README": "rc\n"}, "rc")
+    second = gate(tmp_path, repo, "--shards", "1", "--env", "none", base="v2")
+    assert second.code == 0, (second.stderr, second.document.get("unmeasured"))
+    document = second.document
+    assert document["base_reuse"]["reused"] == {"files": 3, "tests": 1}
+    assert document["base_reuse"]["fresh"] == {"files": 0, "tests": 0}
+    evs = events(tmp_path, document["run_id"])
+    assert _base_attempts(evs) == []
+    reused = {e["file"] for e in evs if e["kind"] == "MeasurementReused"}
+    assert reused == {A, helper, text}
+
+    ledger = open_ledger(f"sqlite:///{tmp_path / 'ledger' / 'ledger.db'}")
+    try:
+        state = project(ledger, document["run_id"])
+    finally:
+        ledger.close()
+    (shard,) = state.plan.shards if state.plan else ()
+    budget = state.plan.budget_mb if state.plan else 0.0
+    assert reservation_mb(state, shard.id, budget, 4 * budget) < budget
+
+
+@pytest.mark.slow
 def test_another_environment_is_not_reused(tmp_path: Path) -> None:
     repo = _releases(tmp_path)
     first = gate(tmp_path, repo, "--shards", "1", "--timeout", "60", base="v1")
