@@ -255,7 +255,7 @@ def concurrent(pg: str, work: Path) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def on_postgres(pg: str, runs: int, per_run: int, work: Path) -> None:
+def on_postgres(pg: str, runs: int, per_run: int, work: Path, commands_only: bool = False) -> None:
     import psycopg
 
     name = f"bench_scale_{runs}x{per_run}"
@@ -276,6 +276,8 @@ def on_postgres(pg: str, runs: int, per_run: int, work: Path) -> None:
     sample = run_id_of(runs // 2)
     floor = [sys.executable, "-c", FLOOR_PG, url, sample]
     commands(url, work, floor, sample)
+    if commands_only:
+        return
     ledger = Ledger.open(url)
     try:  # the views schema, made once (a gate only catches an existing one up)
         built = views.rebuild(ledger, views.PG_SCHEMA)
@@ -330,14 +332,14 @@ def main() -> None:
             sample = run_id_of(args.runs // 2)
             floor = [sys.executable, "-c", FLOOR, str(ledger_file), sample]
             commands(url, work, floor, sample)
-            if args.commands_only:
-                return
+        if not args.skip_sqlite and not args.commands_only:
             views_file = work / "views.db" if args.skip_rebuild else rebuild(url, work)
             fresh = work / f"fresh-{time.monotonic_ns()}" / "ledger.db"  # its own views.db
             overhead(url, f"sqlite:///{fresh}", work, views_file)
         if args.postgres:
-            on_postgres(args.postgres, args.runs, args.events_per_run, work)
-            concurrent(args.postgres, work)
+            on_postgres(args.postgres, args.runs, args.events_per_run, work, args.commands_only)
+            if not args.commands_only:
+                concurrent(args.postgres, work)
     finally:
         if args.dir is None:
             shutil.rmtree(work, ignore_errors=True)

@@ -78,9 +78,7 @@ READING_IDS = ["runs", "runs-table", "questions", "show", "show-text", "verdict"
 
 
 def _machinery(names: set[str]) -> list[str]:
-    return sorted(
-        n for n in names if any(n == m or n.startswith(m + ".") for m in STORE_MACHINERY)
-    )
+    return sorted(n for n in names if any(n == m or n.startswith(m + ".") for m in STORE_MACHINERY))
 
 
 def _fill(url: str) -> str:
