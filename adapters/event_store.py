@@ -11,32 +11,20 @@ same transaction as the events that reference them: one database holds a whole l
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import json
 import os
 import sqlite3
 import stat
 import sys
+import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlparse
-
-from eventsourcing.persistence import (
-    IntegrityError,
-    InterfaceError,
-    OperationalError,
-    PersistenceError,
-    StoredEvent,
-)
-from eventsourcing.sqlite import (
-    SQLiteApplicationRecorder,
-    SQLiteConnection,
-    SQLiteConnectionPool,
-    SQLiteDatastore,
-)
 
 from adapters.store_errors import ConcurrencyConflict, LeaseHeld, LeaseLost, StoreBusy
 from domain.chain import (
@@ -52,7 +40,13 @@ from domain.errors import BadInput, BrokenRun
 
 if TYPE_CHECKING:  # the event models (pydantic) load only when events are read or written:
     # `ledger runs` and `ledger questions` read the store's own tables and never need them
+    from eventsourcing.persistence import StoredEvent
+
     from domain.events import Event, RunStarted
+
+# The eventsourcing library (and, for PostgreSQL, its connection pool) loads the first time a
+# process writes, subscribes or reads notifications: reading commands (`ledger runs`,
+# `questions`, `show`, `verdict`) read through one plain connection and never import it.
 
 FORMAT = "release-ledger/1"
 DEFAULT_SQLITE_PATH = Path(".ledger") / "ledger.db"
@@ -161,72 +155,123 @@ class ContentHit:
     data: str
 
 
-class _SQLiteRecorder(SQLiteApplicationRecorder):
-    def create_table(self) -> None:
-        """The library's, but in a transaction that takes the write lock up front: a deferred
-        one that reads the schema and then writes cannot wait for a busy database (SQLite
-        refuses the upgrade at once: "database is locked") when many processes open it."""
-        with self.datastore.get_connection(commit=True) as conn:
-            c = conn.cursor().sqlite_cursor
-            c.execute("BEGIN IMMEDIATE")
+@functools.cache
+def _sqlite_classes() -> tuple[type, type]:
+    """The library's SQLite recorder and pool, adapted (built on first use: see above)."""
+    from eventsourcing.persistence import InterfaceError
+    from eventsourcing.sqlite import (
+        SQLiteApplicationRecorder,
+        SQLiteConnection,
+        SQLiteConnectionPool,
+    )
+
+    class _SQLiteRecorder(SQLiteApplicationRecorder):  # type: ignore[misc]
+        def create_table(self) -> None:
+            """The library's, but in a transaction that takes the write lock up front: a
+            deferred one that reads the schema and then writes cannot wait for a busy database
+            (SQLite refuses the upgrade at once: "database is locked") when many processes
+            open it."""
+            with self.datastore.get_connection(commit=True) as conn:
+                c = conn.cursor().sqlite_cursor
+                c.execute("BEGIN IMMEDIATE")
+                try:
+                    for statement in self.create_table_statements:
+                        c.execute(statement)
+                except BaseException:
+                    conn.rollback()
+                    raise
+                conn.commit()
+
+        def construct_create_table_statements(self) -> list[str]:
+            return [
+                *super().construct_create_table_statements(),
+                "CREATE TABLE IF NOT EXISTS ledger_artifacts ("
+                "sha256 TEXT PRIMARY KEY, size INTEGER NOT NULL, data BLOB NOT NULL)",
+                "CREATE TABLE IF NOT EXISTS ledger_runs ("
+                "run_id TEXT PRIMARY KEY, started_at TEXT, repo TEXT, head TEXT, base TEXT, "
+                "head_ref TEXT, base_ref TEXT, length INTEGER NOT NULL, tip TEXT NOT NULL)",
+                "CREATE TABLE IF NOT EXISTS ledger_meta (key TEXT PRIMARY KEY, value TEXT)",
+                "CREATE TABLE IF NOT EXISTS ledger_leases ("
+                "run_id TEXT PRIMARY KEY, holder TEXT NOT NULL, expires REAL NOT NULL)",
+                *INDEX_TABLES,
+                f"INSERT OR IGNORE INTO ledger_meta (key, value) VALUES ('format', '{FORMAT}')",
+                "INSERT OR IGNORE INTO ledger_meta (key, value) "
+                "VALUES ('ledger_id', lower(hex(randomblob(16))))",
+            ]
+
+    class _SQLitePool(SQLiteConnectionPool):  # type: ignore[misc]
+        """The library's pool, but with a real statement cache: eventsourcing 9.5 connects
+        with `cached_statements=True`, a cache of ONE statement, so every execute re-prepared
+        its SQL (~25 us each, most of an append's CPU)."""
+
+        def _create_connection(self) -> Any:
             try:
-                for statement in self.create_table_statements:
-                    c.execute(statement)
-            except BaseException:
-                conn.rollback()
-                raise
-            conn.commit()
+                c = sqlite3.connect(
+                    database=self.db_name,
+                    uri=True,
+                    check_same_thread=False,
+                    isolation_level=None,
+                    cached_statements=128,
+                    timeout=self.lock_timeout or 5,
+                )
+            except (sqlite3.Error, TypeError) as e:
+                raise InterfaceError(e) from e
+            if not self.is_sqlite_memory_mode and not self.is_journal_mode_wal:
+                mode = c.execute("PRAGMA journal_mode;").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    c.execute("PRAGMA journal_mode=WAL;")
+                    self.journal_mode_was_changed_to_wal = True
+                self.is_journal_mode_wal = True
+            c.row_factory = sqlite3.Row
+            return SQLiteConnection(sqlite_conn=c, max_age=self.max_age)
 
-    def construct_create_table_statements(self) -> list[str]:
-        return [
-            *super().construct_create_table_statements(),
-            "CREATE TABLE IF NOT EXISTS ledger_artifacts ("
-            "sha256 TEXT PRIMARY KEY, size INTEGER NOT NULL, data BLOB NOT NULL)",
-            "CREATE TABLE IF NOT EXISTS ledger_runs ("
-            "run_id TEXT PRIMARY KEY, started_at TEXT, repo TEXT, head TEXT, base TEXT, "
-            "head_ref TEXT, base_ref TEXT, length INTEGER NOT NULL, tip TEXT NOT NULL)",
-            "CREATE TABLE IF NOT EXISTS ledger_meta (key TEXT PRIMARY KEY, value TEXT)",
-            "CREATE TABLE IF NOT EXISTS ledger_leases ("
-            "run_id TEXT PRIMARY KEY, holder TEXT NOT NULL, expires REAL NOT NULL)",
-            *INDEX_TABLES,
-            f"INSERT OR IGNORE INTO ledger_meta (key, value) VALUES ('format', '{FORMAT}')",
-            "INSERT OR IGNORE INTO ledger_meta (key, value) "
-            "VALUES ('ledger_id', lower(hex(randomblob(16))))",
-        ]
+    return _SQLiteRecorder, _SQLitePool
 
 
-class _SQLitePool(SQLiteConnectionPool):
-    """The library's pool, but with a real statement cache: eventsourcing 9.5 connects with
-    `cached_statements=True`, a cache of ONE statement, so every execute re-prepared its SQL
-    (~25 us each, most of an append's CPU)."""
+def _sqlite_datastore(db_name: str, **kwargs: Any) -> Any:
+    from eventsourcing.sqlite import SQLiteDatastore
 
-    def _create_connection(self) -> SQLiteConnection:
-        try:
-            c = sqlite3.connect(
-                database=self.db_name,
-                uri=True,
-                check_same_thread=False,
-                isolation_level=None,
-                cached_statements=128,
-                timeout=self.lock_timeout or 5,
-            )
-        except (sqlite3.Error, TypeError) as e:
-            raise InterfaceError(e) from e
-        if not self.is_sqlite_memory_mode and not self.is_journal_mode_wal:
-            mode = c.execute("PRAGMA journal_mode;").fetchone()[0]
-            if str(mode).lower() != "wal":
-                c.execute("PRAGMA journal_mode=WAL;")
-                self.journal_mode_was_changed_to_wal = True
-            self.is_journal_mode_wal = True
-        c.row_factory = sqlite3.Row
-        return SQLiteConnection(sqlite_conn=c, max_age=self.max_age)
-
-
-def _sqlite_datastore(db_name: str, **kwargs: Any) -> SQLiteDatastore:
     datastore = SQLiteDatastore(db_name, originator_id_type="text", **kwargs)
     datastore.pool.close()  # never used: no connection is opened before the first request
-    datastore.pool = _SQLitePool(db_name=db_name, **kwargs)
+    datastore.pool = _sqlite_classes()[1](db_name=db_name, **kwargs)
     return datastore
+
+
+def _sqlite_recorder(datastore: Any) -> Any:
+    return _sqlite_classes()[0](datastore, events_table_name=EVENTS_TABLE)
+
+
+_DBAPI_ERRORS = (
+    "InterfaceError",
+    "DataError",
+    "OperationalError",
+    "IntegrityError",
+    "InternalError",
+    "ProgrammingError",
+    "NotSupportedError",
+    "DatabaseError",
+)
+
+
+def _es_error(name: str) -> type[Exception]:
+    """An eventsourcing exception class, for `except` clauses of the write path (evaluated
+    only when something is raised there, after the library is loaded)."""
+    from eventsourcing import persistence
+
+    error: type[Exception] = getattr(persistence, name)
+    return error
+
+
+def _library_error(error: Exception, dbapi: Any) -> Exception:
+    """The eventsourcing exception the library's datastore raises for a driver's `error`
+    (`dbapi`: the sqlite3 or psycopg module), so a direct read fails as a pooled one did."""
+    from eventsourcing import persistence
+
+    for name in _DBAPI_ERRORS:
+        if isinstance(error, getattr(dbapi, name)):
+            mapped: Exception = getattr(persistence, name)(str(error))
+            return mapped
+    return persistence.PersistenceError(str(error))
 
 
 def _pg_recorder_class() -> type:
@@ -292,18 +337,28 @@ class EventStore:
 
     def __init__(
         self,
-        recorder: Any,
+        recorder: Any = None,
         *,
         dialect: str,
         description: str,
-        datastore: Any,
+        datastore: Any = None,
         url: str | None = None,
+        reader: Any = None,
+        connect: Callable[[], tuple[Any, Any]] | None = None,
     ) -> None:
-        self.recorder = recorder
+        """Over a built `recorder` and `datastore`, or lazily: `reader` (one plain sqlite3 or
+        psycopg connection in autocommit mode) answers the opening thread's reads until the
+        first write, subscription or notification read, when `connect()` builds the library's
+        recorder and datastore (its pool); from then on everything goes through them."""
+        self._recorder = recorder
+        self._ds = datastore
+        self._connect = connect
+        self._reader = reader
+        self._reader_thread = threading.get_ident()
+        self._building = threading.Lock()
         self.url = url  # how to reach this database again (PostgreSQL read models use it)
         self.dialect = dialect
         self.description = description
-        self._datastore = datastore
         ph = self._ph = "?" if dialect == "sqlite" else "%s"
         self._sql_ensure_run = (
             f"INSERT INTO ledger_runs (run_id, length, tip) VALUES ({ph}, 0, {ph}) "
@@ -351,6 +406,26 @@ class EventStore:
             "rule = COALESCE(excluded.rule, ledger_status.rule)"
         )
 
+    # -- the library's recorder, built on first need --
+
+    @property
+    def recorder(self) -> Any:
+        if self._recorder is None:
+            self._build()
+        return self._recorder
+
+    @property
+    def _datastore(self) -> Any:
+        if self._ds is None:
+            self._build()
+        return self._ds
+
+    def _build(self) -> None:
+        with self._building:
+            if self._ds is None:
+                assert self._connect is not None, "an EventStore needs a datastore"
+                self._recorder, self._ds = self._connect()
+
     # -- writing --
 
     def append(
@@ -393,6 +468,8 @@ class EventStore:
                     raise ConcurrencyConflict(
                         f"run {run_id} has {length} events, expected {expected_length}"
                     )
+                from eventsourcing.persistence import StoredEvent as stored_event
+
                 stored: list[StoredEvent] = []
                 recorded: list[Recorded] = []
                 prev = tip
@@ -400,7 +477,7 @@ class EventStore:
                     zip(events, payloads, strict=True), start=length + 1
                 ):
                     digest, state = link(prev, payload)
-                    stored.append(StoredEvent(run_id, position, event.kind, state))
+                    stored.append(stored_event(run_id, position, event.kind, state))
                     recorded.append(Recorded(position, event, prev, digest))
                     prev = digest
                 self._insert(c, stored)
@@ -414,7 +491,7 @@ class EventStore:
                 )
                 if index is not None:
                     self._write_index(c, run_id, length, index)
-        except (IntegrityError, sqlite3.IntegrityError) as conflict:
+        except (_es_error("IntegrityError"), sqlite3.IntegrityError) as conflict:
             # Only when stored events and the run index disagree (e.g. a tampered index).
             raise ConcurrencyConflict(
                 f"run {run_id}: position {length + 1} is already taken"
@@ -606,7 +683,7 @@ class EventStore:
                     conn.rollback()
                     raise
                 conn.commit()
-        except (sqlite3.OperationalError, OperationalError) as error:
+        except (sqlite3.OperationalError, _es_error("OperationalError")) as error:
             text = str(error).lower()
             if "locked" in text or "lock timeout" in text or "busy" in text:
                 raise StoreBusy(
@@ -1028,6 +1105,9 @@ class EventStore:
         return self._datastore.transaction(commit=commit)
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        reader = self._reader
+        if reader is not None and self._ds is None and threading.get_ident() == self._reader_thread:
+            return self._read_direct(reader, sql, params)
         with self._transaction(commit=False) as c:
             if self.dialect == "sqlite":
                 c.sqlite_cursor.row_factory = None  # plain tuples, not sqlite3.Row
@@ -1044,9 +1124,28 @@ class EventStore:
         with self._transaction(commit=True) as c:
             c.execute(sql, tuple(params))
 
+    def _read_direct(self, reader: Any, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """One statement on the plain connection (autocommit: its own snapshot, as the
+        datastore's BEGIN ... ROLLBACK around it gave); errors as the datastore raises them."""
+        if self.dialect == "sqlite":
+            try:
+                return list(reader.execute(sql, tuple(params)).fetchall())
+            except sqlite3.Error as error:
+                raise _library_error(error, sqlite3) from error
+        import psycopg
+
+        try:
+            return list(reader.execute(sql, tuple(params)).fetchall())
+        except psycopg.Error as error:
+            raise _library_error(error, psycopg) from error
+
     def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self._datastore.close()
+        if self._reader is not None:
+            with contextlib.suppress(Exception):
+                self._reader.close()
+        if self._ds is not None:
+            with contextlib.suppress(Exception):
+                self._ds.close()
 
 
 @contextlib.contextmanager
@@ -1136,8 +1235,15 @@ def _pathname2url(path: str) -> str:
 
 def _check_sqlite_file(path: Path) -> bool:
     """True when the file exists and is a release-ledger database; BadInput when foreign."""
+    return _sqlite_file_state(path) != "absent"
+
+
+def _sqlite_file_state(path: Path) -> str:
+    """`absent` (no file, an empty one, no tables), `complete` (a release-ledger database
+    with every table and index made: opened without DDL) or `partial`; BadInput when
+    foreign."""
     if not path.exists():
-        return False
+        return "absent"
     if path.is_dir():
         raise BadInput(f"ledger path {path} is a directory, not a database file")
     try:
@@ -1146,7 +1252,7 @@ def _check_sqlite_file(path: Path) -> bool:
     except OSError as error:
         raise BadInput(f"cannot read ledger file {path}: {error.strerror}") from error
     if not head:
-        return False  # an empty file: SQLite treats it as a new database
+        return "absent"  # an empty file: SQLite treats it as a new database
     if head != b"SQLite format 3\x00":
         raise BadInput(f"{path} is not a SQLite database (not a release-ledger file)")
     try:
@@ -1158,25 +1264,32 @@ def _check_sqlite_file(path: Path) -> bool:
         uri = f"file:{where}?mode=ro" + ("" if wal else "&immutable=1")
         conn = sqlite3.connect(uri, uri=True, timeout=5)
         try:
-            tables = {
-                r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
-            }
+            names = conn.execute("SELECT type, name FROM sqlite_master").fetchall()
+            tables = {name for kind, name in names if kind == "table"}
             if not tables:
-                return False
+                return "absent"
             if "ledger_meta" not in tables:
                 raise BadInput(f"{path} is a foreign SQLite database, not a release-ledger file")
             row = conn.execute("SELECT value FROM ledger_meta WHERE key='format'").fetchone()
+            # The tables are made in one transaction, the index of the run index last; the
+            # ledger's id is written with them.
+            made = ("index", "ledger_index_run") in {(kind, name) for kind, name in names}
+            if made:
+                made = bool(
+                    conn.execute("SELECT 1 FROM ledger_meta WHERE key='ledger_id'").fetchone()
+                )
         finally:
             conn.close()
     except sqlite3.DatabaseError as error:
         raise BadInput(f"cannot read ledger file {path}: {error}") from error
     if not row or row[0] != FORMAT:
         raise BadInput(f"{path} is a release-ledger file of an unknown format {row and row[0]!r}")
-    return True
+    return "complete" if made else "partial"
 
 
 def _open_sqlite(path: Path, *, create: bool) -> EventStore:
-    exists = _check_sqlite_file(path)
+    state = _sqlite_file_state(path)
+    exists = state != "absent"
     if not exists and not create:
         return _open_sqlite_memory(f"{path} (not created yet)")
     if not exists:
@@ -1192,8 +1305,24 @@ def _open_sqlite(path: Path, *, create: bool) -> EventStore:
             pass
         else:
             raise BadInput(f"cannot open ledger file {path}: permission denied")
-    datastore = _sqlite_datastore(str(path), lock_timeout=LOCK_WAIT_S, pool_size=4)
-    recorder = _SQLiteRecorder(datastore, events_table_name=EVENTS_TABLE)
+
+    def connect() -> tuple[Any, Any]:
+        datastore = _sqlite_datastore(str(path), lock_timeout=LOCK_WAIT_S, pool_size=4)
+        return _sqlite_recorder(datastore), datastore
+
+    if state == "complete":
+        # Every table is there: no DDL (and no write lock) to open it. Reads go through one
+        # plain connection until the first write builds the library's datastore.
+        try:
+            reader = sqlite3.connect(
+                str(path), timeout=LOCK_WAIT_S, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as error:
+            raise BadInput(f"cannot open ledger file {path}: {error}") from error
+        return EventStore(dialect="sqlite", description=str(path), reader=reader, connect=connect)
+    from eventsourcing.persistence import PersistenceError
+
+    recorder, datastore = connect()
     try:
         recorder.create_table()
         with datastore.transaction(commit=False) as c:
@@ -1205,7 +1334,7 @@ def _open_sqlite(path: Path, *, create: bool) -> EventStore:
 
 def _open_sqlite_memory(description: str) -> EventStore:
     datastore = _sqlite_datastore("file:ledger-empty?mode=memory&cache=shared")
-    recorder = _SQLiteRecorder(datastore, events_table_name=EVENTS_TABLE)
+    recorder = _sqlite_recorder(datastore)
     recorder.create_table()
     return EventStore(recorder, dialect="sqlite", description=description, datastore=datastore)
 
@@ -1221,33 +1350,41 @@ def _open_postgres(url: str) -> EventStore:
         port = parsed.port or 5432
     except ValueError as error:
         raise BadInput(f"malformed ledger URL {url!r}: bad port") from error
-    from eventsourcing.postgres import PostgresDatastore
-
     where = f"{parsed.hostname}:{port}/{dbname}"
     user, password = unquote(parsed.username or ""), unquote(parsed.password or "")
     try:
         import psycopg
 
-        # A direct probe first: the pool's own error hides the reason (refused, auth, ...).
-        with psycopg.connect(
+        # A direct connection first: the pool's own error hides the reason (refused, auth,
+        # ...). It stays open as the reader: a reading command needs no pool.
+        reader = psycopg.connect(
             dbname=dbname,
             host=parsed.hostname,
             port=port,
             user=user,
             password=password,
             connect_timeout=5,
-        ) as probe:
-            # A ledger whose tables all exist (the last one made is the index's) is opened
-            # without DDL: no schema locks taken by readers and writers that only open it.
-            made = probe.execute("SELECT to_regclass('ledger_index_run') IS NOT NULL").fetchone()
-            exists = bool(made and made[0])
+            autocommit=True,
+        )
     except Exception as error:  # every failure to connect is one message
         reason = " ".join(str(error).split()) or type(error).__name__
         raise BadInput(f"cannot reach PostgreSQL at {where}: {reason}") from error
     try:
+        # A ledger whose tables all exist (the last one made is the index's) is opened
+        # without DDL: no schema locks taken by readers and writers that only open it.
+        made = reader.execute("SELECT to_regclass('ledger_index_run') IS NOT NULL").fetchone()
+        exists = bool(made and made[0])
+    except Exception as error:
+        reader.close()
+        reason = " ".join(str(error).split()) or type(error).__name__
+        raise BadInput(f"cannot reach PostgreSQL at {where}: {reason}") from error
+
+    def connect() -> tuple[Any, Any]:
+        from eventsourcing.postgres import PostgresDatastore
+
         datastore = PostgresDatastore(
             dbname=dbname,
-            host=parsed.hostname,
+            host=parsed.hostname or "",
             port=port,
             user=user,
             password=password,
@@ -1258,12 +1395,16 @@ def _open_postgres(url: str) -> EventStore:
             lock_timeout=LOCK_WAIT_S,
             originator_id_type="text",
         )
-        recorder = _pg_recorder_class()(datastore, events_table_name=EVENTS_TABLE)
-        if not exists:
-            recorder.create_table()
-    except Exception as error:
-        reason = " ".join(str(error).split()) or type(error).__name__
-        raise BadInput(f"cannot reach PostgreSQL at {where}: {reason}") from error
-    return EventStore(
-        recorder, dialect="postgresql", description=where, datastore=datastore, url=url
+        return _pg_recorder_class()(datastore, events_table_name=EVENTS_TABLE), datastore
+
+    store = EventStore(
+        dialect="postgresql", description=where, url=url, reader=reader, connect=connect
     )
+    if not exists:
+        try:
+            store.recorder.create_table()
+        except Exception as error:
+            store.close()
+            reason = " ".join(str(error).split()) or type(error).__name__
+            raise BadInput(f"cannot reach PostgreSQL at {where}: {reason}") from error
+    return store

@@ -5,8 +5,6 @@ without loss. Events record observations (exit codes, report hashes, answers, de
 passing) and never conclusions: verdicts are projections rebuilt from these facts.
 """
 
-from __future__ import annotations
-
 import functools
 import json
 from collections.abc import Sequence

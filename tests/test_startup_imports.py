@@ -60,10 +60,29 @@ def _heavy(names: set[str]) -> list[str]:
     return sorted(n for n in names if any(n == h or n.startswith(h + ".") for h in HEAVY))
 
 
-@pytest.fixture
-def ledger_file(tmp_path: Path) -> str:
+# What no reading command imports, on either backend: it reads through one plain connection,
+# so the eventsourcing library (its recorders, its domain module) and PostgreSQL's connection
+# pool (with its worker threads) load only in a process that writes.
+STORE_MACHINERY = ("eventsourcing", "psycopg_pool")
+
+READING = [
+    ["runs", "--json"],
+    ["runs"],
+    ["questions", "--json"],
+    ["show", "01" * 16, "--json"],
+    ["show", "01" * 16],
+    ["verdict", "01" * 16, "--json"],
+    ["verdict", "01" * 16],
+]
+READING_IDS = ["runs", "runs-table", "questions", "show", "show-text", "verdict", "verdict-text"]
+
+
+def _machinery(names: set[str]) -> list[str]:
+    return sorted(n for n in names if any(n == m or n.startswith(m + ".") for m in STORE_MACHINERY))
+
+
+def _fill(url: str) -> str:
     """Three completed runs that asked questions, appended as a gate appends them."""
-    url = f"sqlite:///{tmp_path / 'ledger.db'}"
     ledger = Ledger.open(url)
     rng = random.Random(15)
     try:
@@ -74,6 +93,18 @@ def ledger_file(tmp_path: Path) -> str:
     finally:
         ledger.close()
     return url
+
+
+@pytest.fixture
+def ledger_file(tmp_path: Path) -> str:
+    """Three completed runs that asked questions, appended as a gate appends them."""
+    return _fill(f"sqlite:///{tmp_path / 'ledger.db'}")
+
+
+@pytest.fixture
+def any_ledger(ledger_url: str) -> str:
+    """The same three runs on SQLite and on PostgreSQL."""
+    return _fill(ledger_url)
 
 
 @pytest.mark.parametrize(
@@ -107,3 +138,25 @@ def test_the_check_sees_a_replay_import_the_models(ledger_file: str, tmp_path: P
     (the test above cannot pass by reading nothing)."""
     names, _ = _imported(["verdict", "01" * 16, "--json", "--ledger", ledger_file], tmp_path)
     assert "domain.events" in names and "pydantic" in names
+
+
+@pytest.mark.parametrize("args", READING, ids=READING_IDS)
+def test_reading_commands_load_no_store_machinery(
+    args: list[str], any_ledger: str, tmp_path: Path
+) -> None:
+    """A reading command opens no connection pool and never imports the eventsourcing
+    library (its import, and on PostgreSQL the pool's connections and threads, were most of
+    a read's cost beside psycopg itself)."""
+    names, out = _imported([*args, "--ledger", any_ledger], tmp_path)
+    assert _machinery(names) == [], f"`ledger {' '.join(args)}` imported {_machinery(names)}"
+    assert out.strip()
+
+
+def test_the_check_sees_a_write_load_the_library(ledger_file: str, tmp_path: Path) -> None:
+    """The control: a command that appends builds the library's recorder, so the same check
+    finds eventsourcing there."""
+    names, _ = _imported(
+        ["check", "01" * 16, "lint", "--verdict", "pass", "--json", "--ledger", ledger_file],
+        tmp_path,
+    )
+    assert "eventsourcing.sqlite" in names
