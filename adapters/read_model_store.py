@@ -205,6 +205,18 @@ class ReadModelStore:
     def finish_rebuild(self) -> None:
         self._create_indexes()
 
+    def as_scratch(self) -> None:
+        """A file filled once and put in place only after success (a rebuild, a check's
+        rebuild): no rollback journal, no fsync, a large page cache for the index sorts. A
+        crash leaves only a scratch file nobody reads; the next open makes it WAL again."""
+        for pragma in (
+            "journal_mode=OFF",
+            "synchronous=OFF",
+            "cache_size=-131072",  # KiB: 128 MiB, the index builds sort in memory
+            "temp_store=MEMORY",
+        ):
+            self.conn.execute(f"PRAGMA {pragma}")
+
     # -- reading --
 
     def table_names(self) -> list[str]:

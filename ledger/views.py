@@ -285,6 +285,7 @@ def rebuild(ledger: Ledger, path: Path | str) -> dict[str, Any]:
     try:
         views = open_views(Path(temporary))
         try:
+            views.as_scratch()
             result = rebuild_into(ledger, views)
             result["digest"] = views.digest()
         finally:
@@ -369,6 +370,7 @@ def _check_file(ledger: Ledger, path: Path) -> dict[str, Any]:
     try:
         caught_up = catch_up(ledger, maintained)
         rebuilt = open_views(Path(temporary))
+        rebuilt.as_scratch()
         result = rebuild_into(ledger, rebuilt)
         result["path"] = str(path)
         result["digest"] = rebuilt.digest()
