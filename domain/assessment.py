@@ -241,14 +241,13 @@ def assessment_to_json(assessment: Assessment) -> str:
     report again. Only valid under the `READER_VERSION` it was made with."""
     report = assessment.report
     return json.dumps(
-        {
-            "measured": assessment.measured,
-            "reason": assessment.reason,
-            "detail": assessment.detail,
-            "culprits": list(assessment.culprits),
-            "report": None if report is None else report_to_data(report),
-        },
-        sort_keys=True,
+        [
+            assessment.measured,
+            assessment.reason,
+            assessment.detail,
+            list(assessment.culprits),
+            None if report is None else report_to_data(report),
+        ],
         separators=(",", ":"),
         ensure_ascii=False,
     )
@@ -257,14 +256,13 @@ def assessment_to_json(assessment: Assessment) -> str:
 def assessment_from_json(text: str | bytes) -> Assessment:
     """The assessment `assessment_to_json` wrote; ValueError when the text is not one."""
     try:
-        data = json.loads(text)
-        report = data["report"]
+        measured, reason, detail, culprits, report = json.loads(text)
         return Assessment(
-            bool(data["measured"]),
-            None if data["reason"] is None else str(data["reason"]),
-            str(data["detail"]),
+            bool(measured),
+            None if reason is None else str(reason),
+            str(detail),
             None if report is None else report_from_data(report),
-            tuple(str(f) for f in data["culprits"]),
+            tuple(str(f) for f in culprits),
         )
     except (KeyError, TypeError, IndexError, AttributeError) as error:
         raise ValueError(f"not a stored assessment: {error}") from error
