@@ -160,6 +160,10 @@ class RunState:
     cache: dict[str, object] = field(default_factory=dict, repr=False, compare=False)
     # Assessments the caller knows ahead by content, and those this fold made (`fold`).
     memo: AssessmentMemo | None = field(default=None, repr=False, compare=False)
+    # `missing_at_base` as a set, for the tuple it was made of (`base_files_of`).
+    _missing: tuple[tuple[str, ...], frozenset[str]] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     # -- views --
 
@@ -172,8 +176,12 @@ class RunState:
         return [s for s in self.shards.values() if s.leaf]
 
     def base_files_of(self, shard: ShardView) -> tuple[str, ...]:
-        missing = set(self.missing_at_base)
-        return tuple(f for f in shard.files if f not in missing)
+        if not self.missing_at_base:
+            return shard.files  # every file is at base: nothing to filter
+        missing = self._missing
+        if missing is None or missing[0] is not self.missing_at_base:
+            missing = self._missing = (self.missing_at_base, frozenset(self.missing_at_base))
+        return tuple(f for f in shard.files if f not in missing[1])
 
     @property
     def excluded_members(self) -> frozenset[str]:
