@@ -73,24 +73,23 @@ def open_views(path: Path) -> ReadModelStore:
 Kept = list[tuple[str, str, str]]
 
 
-def project_run(
-    ledger: Ledger, run_id: str, kept: Known | None = None
-) -> tuple[RunRows, int, Kept]:
-    """A run's view rows from its whole stream, how many events that was, and the
-    assessments made that `kept` (assessments kept earlier, by content) did not hold."""
+def project_run(ledger: Ledger, run_id: str, kept: Known | None = None) -> tuple[RunRows, int]:
+    """A run's view rows from its whole stream, and how many events that was. With `kept`
+    (assessments kept earlier, by content), those are not made again, and the ones made
+    are added to `kept.made`."""
     records = ledger.store.read_events(run_id)
     events = [event for _, event in records]
     artifacts = ledger.artifacts_for(events)
     if kept is None:
-        return run_rows(run_id, records, artifacts), len(records), []
+        return run_rows(run_id, records, artifacts), len(records)
     memo = AssessmentMemo(kept.assessments(h for e in events for h in e.artifact_hashes()))
     rows = run_rows(run_id, records, artifacts, memo)
-    made = [
+    kept.made += [
         (key, report_hash, assessment_to_json(assessment))
         for key, (report_hash, assessment) in memo.made.items()
         if key not in memo.known
     ]
-    return rows, len(records), made
+    return rows, len(records)
 
 
 class Known:
@@ -99,6 +98,7 @@ class Known:
 
     def __init__(self, read: Callable[[int, Iterable[str]], dict[str, str]]) -> None:
         self.read = read
+        self.made: Kept = []  # assessments made that were not kept, to keep
 
     def assessments(self, report_hashes: Iterable[str]) -> dict[str, Assessment]:
         found: dict[str, Assessment] = {}
@@ -171,15 +171,13 @@ def _project_chunk(ledger: Ledger, run_ids: Sequence[str], kept: Known | None = 
     assessments made that `kept` did not hold."""
     projected: dict[str, RunRows] = {}
     events = 0
-    made: Kept = []
     for run_id in run_ids:
         try:
-            projected[run_id], count, new = project_run(ledger, run_id, kept)
+            projected[run_id], count = project_run(ledger, run_id, kept)
         except BrokenRun:
-            projected[run_id], count, new = {}, 0, []  # a broken run has no rows: `verify`
+            projected[run_id], count = {}, 0  # a broken run has no rows: `ledger verify`
         events += count
-        made += new
-    return projected, events, made
+    return projected, events, kept.made if kept is not None else []
 
 
 def rebuild_into(
