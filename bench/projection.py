@@ -111,6 +111,8 @@ def raw_reference(views_file: Path, reference_file: Path) -> tuple[float, int]:
     tables = [name for kind, name, _ in schema if kind == "table"]
     data = {name: source.execute(f'SELECT * FROM "{name}"').fetchall() for name in tables}
     source.close()
+    for suffix in ("", "-wal", "-shm"):  # a reference left by an earlier run
+        Path(f"{reference_file}{suffix}").unlink(missing_ok=True)
     target = sqlite3.connect(reference_file, isolation_level=None)
     target.execute("PRAGMA journal_mode=WAL")
     target.execute("PRAGMA synchronous=NORMAL")
