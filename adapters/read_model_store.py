@@ -14,9 +14,10 @@ import itertools
 import json
 import os
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import quote
 
 import sqlite_utils
 
@@ -25,6 +26,17 @@ from domain.errors import BadInput
 TRACKING = "tracking"
 TRACKING_NAME = "views"
 META = "views_meta"  # which ledger the views are of (outside the digest)
+# Assessments of stored reports by content key (`domain.run_state.content_key`), kept so a
+# rebuild or catch-up need not read every JUnit report again; outside the digest, never
+# dropped by a reset (a key is the same for any ledger), and never used by `--check`'s rebuild.
+ASSESSMENTS = "assessments"
+_ASSESSMENTS_TABLE = (
+    f"CREATE TABLE IF NOT EXISTS {ASSESSMENTS} (key TEXT PRIMARY KEY, "
+    "reader_version INTEGER NOT NULL, report_hash TEXT NOT NULL, data TEXT NOT NULL)"
+)
+_ASSESSMENTS_INDEX = (
+    f"CREATE INDEX IF NOT EXISTS idx_{ASSESSMENTS}_report ON {ASSESSMENTS} (report_hash)"
+)
 
 
 class TableSpec(Protocol):
@@ -82,6 +94,11 @@ class ReadModelStore:
             for t in self.tables
         }
         self.schema_version = _schema_version(self.tables)
+        try:
+            self.conn.execute(_ASSESSMENTS_TABLE)
+            self.conn.execute(_ASSESSMENTS_INDEX)
+        except sqlite3.DatabaseError as error:
+            raise BadInput(f"cannot open views file {path}: {error}") from error
         if not self._current():
             with self.transaction():
                 if not self._current():  # another process may have just made it current
@@ -202,8 +219,52 @@ class ReadModelStore:
         self._create(indexes=False)
         self.conn.execute(f"PRAGMA user_version = {self.schema_version}")
 
+    def keep_assessments(self, reader_version: int, kept: Sequence[tuple[str, str, str]]) -> None:
+        """(key, report hash, assessment JSON) of assessments made (inside a transaction)."""
+        if kept:
+            self.conn.executemany(
+                f"INSERT OR IGNORE INTO {ASSESSMENTS} (key, reader_version, report_hash, data) "
+                "VALUES (?, ?, ?, ?)",
+                [(key, reader_version, report, data) for key, report, data in kept],
+            )
+
+    def known_assessments(
+        self, reader_version: int, report_hashes: Iterable[str]
+    ) -> dict[str, str]:
+        return _known(self.conn, reader_version, report_hashes)
+
+    def copy_assessments(self, other: Path, reader_version: int) -> None:
+        """Add another views file's assessments of this reader version (outside any
+        transaction); a file that cannot be read adds nothing."""
+        try:
+            self.conn.execute("ATTACH DATABASE ? AS prior", (f"file:{quote(str(other))}?mode=ro",))
+        except sqlite3.DatabaseError:
+            return
+        try:
+            self.conn.execute(
+                f"INSERT OR IGNORE INTO {ASSESSMENTS} SELECT key, reader_version, report_hash, "
+                f"data FROM prior.{ASSESSMENTS} WHERE reader_version = ?",
+                (reader_version,),
+            )
+        except sqlite3.DatabaseError:
+            pass
+        finally:
+            self.conn.execute("DETACH DATABASE prior")
+
     def finish_rebuild(self) -> None:
         self._create_indexes()
+
+    def as_scratch(self) -> None:
+        """A file filled once and put in place only after success (a rebuild, a check's
+        rebuild): no rollback journal, no fsync, a large page cache for the index sorts. A
+        crash leaves only a scratch file nobody reads; the next open makes it WAL again."""
+        for pragma in (
+            "journal_mode=OFF",
+            "synchronous=OFF",
+            "cache_size=-131072",  # KiB: 128 MiB, the index builds sort in memory
+            "temp_store=MEMORY",
+        ):
+            self.conn.execute(f"PRAGMA {pragma}")
 
     # -- reading --
 
@@ -239,6 +300,64 @@ class ReadModelStore:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.conn.close()
+
+
+def _known(
+    conn: sqlite3.Connection, reader_version: int, report_hashes: Iterable[str]
+) -> dict[str, str]:
+    """Kept assessments (key -> JSON) of these reports under this reader version."""
+    wanted = sorted(set(report_hashes))
+    found: dict[str, str] = {}
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start : start + 500]
+        marks = ", ".join("?" * len(chunk))
+        for key, data in conn.execute(
+            f"SELECT key, data FROM {ASSESSMENTS} WHERE reader_version = ? "
+            f"AND report_hash IN ({marks})",
+            (reader_version, *chunk),
+        ):
+            found[str(key)] = str(data)
+    return found
+
+
+class AssessmentSource:
+    """The kept assessments of an earlier views file, read-only (a rebuild's workers each
+    open their own). Unusable files give nothing: every assessment is then made again."""
+
+    def __init__(self, path: Path, ledger_id: str) -> None:
+        self.conn: sqlite3.Connection | None = None
+        try:
+            conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=5)
+            try:
+                row = conn.execute(f"SELECT value FROM {META} WHERE key = 'ledger_id'").fetchone()
+                conn.execute(f"SELECT key, data FROM {ASSESSMENTS} LIMIT 1").fetchall()
+            except sqlite3.DatabaseError:
+                conn.close()
+                return
+            if row is None or str(row[0]) != ledger_id:
+                conn.close()  # another ledger's views: what they kept is not ours to trust
+                return
+            self.conn = conn
+        except sqlite3.DatabaseError:
+            self.conn = None
+
+    @property
+    def usable(self) -> bool:
+        return self.conn is not None
+
+    def known(self, reader_version: int, report_hashes: Iterable[str]) -> dict[str, str]:
+        if self.conn is None:
+            return {}
+        try:
+            return _known(self.conn, reader_version, report_hashes)
+        except sqlite3.DatabaseError:
+            return {}
+
+    def close(self) -> None:
+        if self.conn is not None:
+            with contextlib.suppress(Exception):
+                self.conn.close()
+            self.conn = None
 
 
 def _schema_version(tables: Sequence[TableSpec]) -> int:

@@ -104,12 +104,15 @@ def stage_split(ledger: Ledger, run_ids: list[str]) -> dict[str, float]:
 def raw_reference(views_file: Path, reference_file: Path) -> tuple[float, int]:
     """Insert the very rows of the views file into an empty copy of its schema, raw sqlite3."""
     source = sqlite3.connect(views_file)
-    schema = source.execute(
-        "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY type DESC"
+    schema = source.execute(  # the views' rows, not the assessments they keep (not rows)
+        "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL "
+        "AND tbl_name != 'assessments' ORDER BY type DESC"
     ).fetchall()
     tables = [name for kind, name, _ in schema if kind == "table"]
     data = {name: source.execute(f'SELECT * FROM "{name}"').fetchall() for name in tables}
     source.close()
+    for suffix in ("", "-wal", "-shm"):  # a reference left by an earlier run
+        Path(f"{reference_file}{suffix}").unlink(missing_ok=True)
     target = sqlite3.connect(reference_file, isolation_level=None)
     target.execute("PRAGMA journal_mode=WAL")
     target.execute("PRAGMA synchronous=NORMAL")

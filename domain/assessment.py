@@ -8,13 +8,14 @@ unmeasured, with a reason from a fixed vocabulary, so retries and bisection can 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from domain.failures import failure_kind
-from domain.junit import Rejection, Report, read_report
+from domain.junit import Rejection, Report, read_report, report_from_data, report_to_data
 from domain.versions import READER_VERSION as READER_VERSION
 
 if TYPE_CHECKING:  # the executors' models (pydantic) load with the executors, not with a replay
@@ -228,3 +229,40 @@ def assess_observation(
         kind=o.failure_kind,
         report_too_large=report_too_large,
     )
+
+
+# The stored form of `assessment_to_json` (part of every kept assessment's key).
+ASSESSMENT_FORMAT = 1
+
+
+def assessment_to_json(assessment: Assessment) -> str:
+    """An assessment as canonical JSON, report included (`assessment_from_json` reads it
+    back equal): what the read models keep by content so a rebuild need not read every
+    report again. Only valid under the `READER_VERSION` it was made with."""
+    report = assessment.report
+    return json.dumps(
+        [
+            assessment.measured,
+            assessment.reason,
+            assessment.detail,
+            list(assessment.culprits),
+            None if report is None else report_to_data(report),
+        ],
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+
+
+def assessment_from_json(text: str | bytes) -> Assessment:
+    """The assessment `assessment_to_json` wrote; ValueError when the text is not one."""
+    try:
+        measured, reason, detail, culprits, report = json.loads(text)
+        return Assessment(
+            bool(measured),
+            None if reason is None else str(reason),
+            str(detail),
+            None if report is None else report_from_data(report),
+            tuple(str(f) for f in culprits),
+        )
+    except (KeyError, TypeError, IndexError, AttributeError) as error:
+        raise ValueError(f"not a stored assessment: {error}") from error

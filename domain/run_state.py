@@ -7,12 +7,14 @@ verdict on replay without rerunning a test.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from domain import events as ev
 from domain.assessment import (
+    ASSESSMENT_FORMAT,
     INCOMPLETE,
     Assessment,
     assess,
@@ -22,6 +24,7 @@ from domain.assessment import (
 from domain.failures import blames_executor, excludes_member
 from domain.junit import Report
 from domain.planning import FileCost
+from domain.versions import READER_VERSION
 
 HEAD = "head"
 BASE = "base"
@@ -155,6 +158,12 @@ class RunState:
     length: int = 0
     # Derived values memoised by pure functions of this state; every `apply` clears it.
     cache: dict[str, object] = field(default_factory=dict, repr=False, compare=False)
+    # Assessments the caller knows ahead by content, and those this fold made (`fold`).
+    memo: AssessmentMemo | None = field(default=None, repr=False, compare=False)
+    # `missing_at_base` as a set, for the tuple it was made of (`base_files_of`).
+    _missing: tuple[tuple[str, ...], frozenset[str]] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     # -- views --
 
@@ -167,8 +176,12 @@ class RunState:
         return [s for s in self.shards.values() if s.leaf]
 
     def base_files_of(self, shard: ShardView) -> tuple[str, ...]:
-        missing = set(self.missing_at_base)
-        return tuple(f for f in shard.files if f not in missing)
+        if not self.missing_at_base:
+            return shard.files  # every file is at base: nothing to filter
+        missing = self._missing
+        if missing is None or missing[0] is not self.missing_at_base:
+            missing = self._missing = (self.missing_at_base, frozenset(self.missing_at_base))
+        return tuple(f for f in shard.files if f not in missing[1])
 
     @property
     def excluded_members(self) -> frozenset[str]:
@@ -181,6 +194,26 @@ class RunState:
         if self.started is None:
             return default
         return self.started.options.get(name, default)
+
+
+class AssessmentMemo:
+    """Assessments of stored reports by `content_key`: those a caller kept from an earlier
+    fold (the read models keep them, so a rebuild need not read every report again), and
+    those this fold had to make, with their report's hash, for the caller to keep. A key
+    covers every fact the assessment is a function of and the `READER_VERSION`, so a kept
+    assessment is the one reading the report again would give, until the reader changes."""
+
+    __slots__ = ("known", "made")
+
+    def __init__(self, known: Mapping[str, Assessment] | None = None) -> None:
+        self.known: dict[str, Assessment] = dict(known or {})
+        self.made: dict[str, tuple[str, Assessment]] = {}
+
+
+def content_key(facts: tuple[object, ...]) -> str:
+    """The key of an assessment's facts (str, int, bool, None and tuples of str: `repr` is
+    exact and stable for them) under this reader version and stored form."""
+    return hashlib.sha256(repr((READER_VERSION, ASSESSMENT_FORMAT, *facts)).encode()).hexdigest()
 
 
 # Assessments memoised by the facts they are a pure function of (artifacts by hash), so
@@ -204,6 +237,7 @@ def _assess_stored(
     files: Sequence[str],
     artifacts: Mapping[str, bytes],
     report_too_large: int | None = None,
+    memo: AssessmentMemo | None = None,
 ) -> Assessment:
     report = artifacts.get(report_hash) if report_hash else None
     if report_hash and report is None:
@@ -212,8 +246,16 @@ def _assess_stored(
         exit_code, signal, timed_out, oom, infrastructure_failure, infrastructure_detail, kind,
         report_hash, log_tail_hash, tuple(files), report_too_large,
     )  # fmt: skip
+    content = None
+    if memo is not None and report_hash:
+        content = content_key(key)
+        known = memo.known.get(content)
+        if known is not None:
+            return known
     cached = _ASSESSMENTS.get(key)
     if cached is not None:
+        if content is not None and report_hash:
+            memo.made[content] = (report_hash, cached)  # type: ignore[union-attr]
         return cached
     log_tail = artifacts.get(log_tail_hash, b"") if log_tail_hash else b""
     assessment = assess(
@@ -232,10 +274,16 @@ def _assess_stored(
     if len(_ASSESSMENTS) >= _ASSESSMENTS_MAX:
         _ASSESSMENTS.clear()
     _ASSESSMENTS[key] = assessment
+    if content is not None and report_hash:
+        memo.made[content] = (report_hash, assessment)  # type: ignore[union-attr]
     return assessment
 
 
-def attempt_assessment(e: ev.ShardAttemptRecorded, artifacts: Mapping[str, bytes]) -> Assessment:
+def attempt_assessment(
+    e: ev.ShardAttemptRecorded,
+    artifacts: Mapping[str, bytes],
+    memo: AssessmentMemo | None = None,
+) -> Assessment:
     """A shard attempt's assessment, memoised as the fold's (indexers and the fold that
     follows an append read each report once)."""
     return _assess_stored(
@@ -243,12 +291,15 @@ def attempt_assessment(e: ev.ShardAttemptRecorded, artifacts: Mapping[str, bytes
         infrastructure_failure=e.infrastructure_failure,
         infrastructure_detail=e.infrastructure_detail, kind=e.failure_kind,
         report_hash=e.report_hash, log_tail_hash=e.log_tail_hash, files=e.files,
-        artifacts=artifacts, report_too_large=e.report_too_large,
+        artifacts=artifacts, report_too_large=e.report_too_large, memo=memo,
     )  # fmt: skip
 
 
 def _reused_assessment(
-    e: ev.BaselineReused, files: Sequence[str], artifacts: Mapping[str, bytes]
+    e: ev.BaselineReused,
+    files: Sequence[str],
+    artifacts: Mapping[str, bytes],
+    memo: AssessmentMemo | None = None,
 ) -> Assessment:
     """An earlier attempt's report, reused as base results, read for `files` (the reused
     shard's, or the whole earlier attempt's when only some files are reused)."""
@@ -256,7 +307,7 @@ def _reused_assessment(
         exit_code=e.exit_code, signal=e.signal, timed_out=False, oom=False,
         infrastructure_failure=None, infrastructure_detail="",
         report_hash=e.report_hash, log_tail_hash=e.log_tail_hash, files=files,
-        artifacts=artifacts,
+        artifacts=artifacts, memo=memo,
     )  # fmt: skip
 
 
@@ -264,15 +315,16 @@ def _attempt_view(
     e: ev.ShardAttemptRecorded | ev.BaselineReused,
     position: int,
     artifacts: Mapping[str, bytes],
+    memo: AssessmentMemo | None = None,
 ) -> AttemptView:
     if isinstance(e, ev.BaselineReused):
-        assessment = _reused_assessment(e, e.files, artifacts)
+        assessment = _reused_assessment(e, e.files, artifacts, memo)
         return AttemptView(
             e.shard, 0, BASE, tuple(e.files), "reused", assessment, position,
             reused_from=e.from_run, report_hash=e.report_hash, log_tail_hash=e.log_tail_hash,
             seconds=e.seconds, rss_mb=e.rss_mb,
         )  # fmt: skip
-    assessment = attempt_assessment(e, artifacts)
+    assessment = attempt_assessment(e, artifacts, memo)
     last = running = None
     if not assessment.measured and e.log_tail_hash:
         log_tail = artifacts.get(e.log_tail_hash, b"").decode("utf-8", "replace")
@@ -294,7 +346,7 @@ def _apply_reused_files(
 ) -> None:
     """Record the files' reused base results; once every base file of the shard has one (and
     no base attempt was made), they are the shard's base attempt."""
-    source = _reused_assessment(e, e.source_files, artifacts)
+    source = _reused_assessment(e, e.source_files, artifacts, state.memo)
     share = e.seconds / len(e.files) if e.files else 0.0
     for file in e.files:
         shard.reused[file] = ReusedFile(file, e.from_run, position, source, share)
@@ -350,13 +402,16 @@ def _with_reused(state: RunState, shard: ShardView, fresh: AttemptView) -> Attem
 
 
 def _isolation_view(
-    e: ev.IsolationRecorded, position: int, artifacts: Mapping[str, bytes]
+    e: ev.IsolationRecorded,
+    position: int,
+    artifacts: Mapping[str, bytes],
+    memo: AssessmentMemo | None = None,
 ) -> IsolationView:
     assessment = _assess_stored(
         exit_code=e.exit_code, signal=e.signal, timed_out=e.timed_out, oom=False,
         infrastructure_failure=None, infrastructure_detail="",
         report_hash=e.report_hash, log_tail_hash=e.log_tail_hash, files=[e.file],
-        artifacts=artifacts, report_too_large=e.report_too_large,
+        artifacts=artifacts, report_too_large=e.report_too_large, memo=memo,
     )  # fmt: skip
     return IsolationView(e.file, e.revision, assessment, position)
 
@@ -424,12 +479,12 @@ def apply(state: RunState, position: int, e: ev.Event, artifacts: Mapping[str, b
     elif isinstance(e, ev.ShardAttemptRecorded | ev.BaselineReused):
         shard = state.shards.get(e.shard)
         if shard is not None:
-            view = _attempt_view(e, position, artifacts)
+            view = _attempt_view(e, position, artifacts, state.memo)
             if view.revision == BASE and shard.reused:
                 view = _with_reused(state, shard, view)
             shard.attempts[view.revision].append(view)
     elif isinstance(e, ev.IsolationRecorded):
-        state.isolations[(e.file, e.revision)] = _isolation_view(e, position, artifacts)
+        state.isolations[(e.file, e.revision)] = _isolation_view(e, position, artifacts, state.memo)
     elif isinstance(e, ev.PoolMeasured):
         state.pool_rounds.append(e)
     elif isinstance(e, ev.ShardPlaced):
@@ -500,9 +555,11 @@ def _apply_clarification(state: RunState, position: int, e: ev.Event) -> None:
 def fold(
     events: Iterable[tuple[int, ev.Event]] | Sequence[ev.Event],
     artifacts: Mapping[str, bytes],
+    memo: AssessmentMemo | None = None,
 ) -> RunState:
-    """The run's state from its events, in ledger order (positions from 1 when not given)."""
-    state = RunState()
+    """The run's state from its events, in ledger order (positions from 1 when not given).
+    With a `memo`, assessments it knows are taken from it and those made are added to it."""
+    state = RunState(memo=memo)
     for index, item in enumerate(events, start=1):
         if isinstance(item, tuple):
             position, event = item

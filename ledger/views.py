@@ -17,7 +17,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from domain.assessment import Assessment, assessment_from_json, assessment_to_json
 from domain.errors import BadInput, BrokenRun
+from domain.run_state import AssessmentMemo
+from domain.versions import READER_VERSION
 from ledger import read_side
 from ledger.gc_pause import gc_paused
 from ledger.service import Ledger
@@ -25,7 +28,7 @@ from projections.read_models import TABLES, RunRows, run_rows
 
 if TYPE_CHECKING:
     from adapters.pg_read_model_store import PostgresReadModelStore
-    from adapters.read_model_store import ReadModelStore
+    from adapters.read_model_store import AssessmentSource, ReadModelStore
 
     Views = ReadModelStore | PostgresReadModelStore
 
@@ -65,11 +68,46 @@ def open_views(path: Path) -> ReadModelStore:
     return ReadModelStore(path, TABLES)
 
 
-def project_run(ledger: Ledger, run_id: str) -> tuple[RunRows, int]:
-    """A run's view rows from its whole stream, and how many events that was."""
+# (content key, report hash, assessment JSON): an assessment made while projecting, for the
+# views file to keep (`adapters.read_model_store.ASSESSMENTS`).
+Kept = list[tuple[str, str, str]]
+
+
+def project_run(ledger: Ledger, run_id: str, kept: Known | None = None) -> tuple[RunRows, int]:
+    """A run's view rows from its whole stream, and how many events that was. With `kept`
+    (assessments kept earlier, by content), those are not made again, and the ones made
+    are added to `kept.made`."""
     records = ledger.store.read_events(run_id)
-    rows = run_rows(run_id, records, ledger.artifacts_for([event for _, event in records]))
+    events = [event for _, event in records]
+    artifacts = ledger.artifacts_for(events)
+    if kept is None:
+        return run_rows(run_id, records, artifacts), len(records)
+    memo = AssessmentMemo(kept.assessments(h for e in events for h in e.artifact_hashes()))
+    rows = run_rows(run_id, records, artifacts, memo)
+    kept.made += [
+        (key, report_hash, assessment_to_json(assessment))
+        for key, (report_hash, assessment) in memo.made.items()
+        if key not in memo.known
+    ]
     return rows, len(records)
+
+
+class Known:
+    """Assessments kept by content in a views file (the one being caught up, or the one a
+    rebuild replaces), read back for the reports of each run projected."""
+
+    def __init__(self, read: Callable[[int, Iterable[str]], dict[str, str]]) -> None:
+        self.read = read
+        self.made: Kept = []  # assessments made that were not kept, to keep
+
+    def assessments(self, report_hashes: Iterable[str]) -> dict[str, Assessment]:
+        found: dict[str, Assessment] = {}
+        for key, data in self.read(READER_VERSION, report_hashes).items():
+            try:
+                found[key] = assessment_from_json(data)
+            except ValueError:
+                continue  # unreadable: made again, and kept anew
+        return found
 
 
 def touched_runs(ledger: Ledger, after: int, until: int) -> list[str]:
@@ -98,9 +136,10 @@ def catch_up(ledger: Ledger, views: Views) -> dict[str, Any]:
             if views.position() >= until:
                 break  # another process caught up meanwhile
             with gc_paused():
-                projected, count = _project_chunk(ledger, chunk)
+                projected, count, made = _project_chunk(ledger, chunk, _kept_in(views))
                 events += count
                 views.replace_runs(projected)
+                _keep(views, made)
             if index == len(chunks) - 1:
                 views.set_position(until)
     return {
@@ -112,33 +151,55 @@ def catch_up(ledger: Ledger, views: Views) -> dict[str, Any]:
     }
 
 
-def _project_chunk(ledger: Ledger, run_ids: Sequence[str]) -> tuple[dict[str, RunRows], int]:
-    """The view rows of each run in a chunk, and how many events they were built from."""
+def _kept_in(views: Views) -> Known | None:
+    """The assessments a SQLite views file keeps (a PostgreSQL schema keeps none)."""
+    read = getattr(views, "known_assessments", None)
+    return Known(read) if read is not None else None
+
+
+def _keep(views: Views, made: Kept) -> None:
+    keep = getattr(views, "keep_assessments", None)
+    if keep is not None and made:
+        keep(READER_VERSION, made)
+
+
+Chunk = tuple[dict[str, RunRows], int, Kept]
+
+
+def _project_chunk(ledger: Ledger, run_ids: Sequence[str], kept: Known | None = None) -> Chunk:
+    """The view rows of each run in a chunk, how many events they were built from, and the
+    assessments made that `kept` did not hold."""
     projected: dict[str, RunRows] = {}
     events = 0
     for run_id in run_ids:
         try:
-            projected[run_id], count = project_run(ledger, run_id)
+            projected[run_id], count = project_run(ledger, run_id, kept)
         except BrokenRun:
             projected[run_id], count = {}, 0  # a broken run has no rows: `ledger verify`
         events += count
-    return projected, events
+    return projected, events, kept.made if kept is not None else []
 
 
-def rebuild_into(ledger: Ledger, views: Views) -> dict[str, Any]:
+def rebuild_into(
+    ledger: Ledger, views: Views, *, prior: Path | None = None, reuse: bool = True
+) -> dict[str, Any]:
     """Drop every table and project every run again, in one transaction. Runs are projected
     by worker processes where the ledger is large enough to pay for them (`_projected`); the
-    rows are written here, in run order, as each chunk arrives."""
+    rows are written here, in run order, as each chunk arrives. The assessments that `prior`
+    (the views file this rebuild replaces, when it is of this ledger) keeps by content are
+    reused unless `reuse` is false: then every report is read again, as `--check` does."""
     started = time.perf_counter()
     until = read_side.last_notification(ledger)  # before reading: later events are caught up
     run_ids = list(read_side.run_ids(ledger))
     events = 0
+    reuse = reuse and getattr(views, "keep_assessments", None) is not None  # SQLite views
     with views.transaction():
         views.reset()
-        for projected, count in _projected(ledger, run_ids):
+        for projected, count, made in _projected(ledger, run_ids, prior, reuse):
             with gc_paused():
                 events += count
                 views.insert_runs(projected)
+                _keep(views, made)
         views.finish_rebuild()
         views.set_position(until)
         views.set_ledger_id(ledger.store.ledger_id())
@@ -171,8 +232,11 @@ def rebuild_workers(run_count: int) -> int:
     return max(1, min(os.cpu_count() or 1, 8))
 
 
-def _projected(ledger: Ledger, run_ids: list[str]) -> Iterator[tuple[dict[str, RunRows], int]]:
-    """Each chunk's projected rows and event count, in run order. In worker processes when
+def _projected(
+    ledger: Ledger, run_ids: list[str], source: Path | str | None = None, reuse: bool = True
+) -> Iterator[Chunk]:
+    """Each chunk's projected rows, event count and assessments made, in run order, reusing
+    the assessments kept in the views file `source`. In worker processes when
     `rebuild_workers` says so and the ledger can be opened again by a fork (a SQLite file, no
     other thread running: a fork copies only the calling thread, and the connection pools of
     a PostgreSQL ledger run threads of their own); in this process otherwise."""
@@ -180,16 +244,22 @@ def _projected(ledger: Ledger, run_ids: list[str]) -> Iterator[tuple[dict[str, R
     workers = min(rebuild_workers(len(run_ids)), len(chunks))
     url = _reopen_url(ledger)
     if workers <= 1 or url is None or threading.active_count() > 1:
-        for chunk in chunks:
-            with gc_paused():
-                yield _project_chunk(ledger, chunk)
+        kept = _source(ledger, source)
+        try:
+            for chunk in chunks:
+                with gc_paused():
+                    yield _project_chunk(ledger, chunk, _known_of(kept) if reuse else None)
+        finally:
+            if kept is not None:
+                kept.close()
         return
     import multiprocessing
     from concurrent.futures import Future, ProcessPoolExecutor
 
     context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(workers, context, initializer=_worker_open, initargs=(url,)) as pool:
-        pending: list[Future[tuple[dict[str, RunRows], int]]] = []
+    args = (url, None if source is None else str(source), reuse)
+    with ProcessPoolExecutor(workers, context, initializer=_worker_open, initargs=args) as pool:
+        pending: list[Future[Chunk]] = []
         ahead = 2 * workers  # chunks in flight: rows wait in memory only this far ahead
         for chunk in chunks:
             pending.append(pool.submit(_worker_project, chunk))
@@ -208,19 +278,46 @@ def _reopen_url(ledger: Ledger) -> str | None:
     return f"sqlite:///{path.absolute()}" if path.exists() else None
 
 
+def _source(ledger: Ledger, source: Path | str | None) -> AssessmentSource | None:
+    """The kept assessments of a views file of this ledger, opened read-only; None without."""
+    if source is None:
+        return None
+    from adapters.read_model_store import AssessmentSource
+
+    opened = AssessmentSource(Path(source), ledger.store.ledger_id())
+    if not opened.usable:
+        return None
+    return opened
+
+
+def _known_of(source: AssessmentSource | None) -> Known:
+    """Assessments kept in `source` (none without one); those made are returned to keep."""
+    return Known(source.known if source is not None else _nothing_kept)
+
+
+def _nothing_kept(reader_version: int, report_hashes: Iterable[str]) -> dict[str, str]:
+    return {}
+
+
 _WORKER_LEDGER: Ledger | None = None
+_WORKER_SOURCE: AssessmentSource | None = None
+_WORKER_REUSE = True
 
 
-def _worker_open(url: str) -> None:
-    """In a forked worker: its own connection to the ledger (the parent's are never used)."""
-    global _WORKER_LEDGER
+def _worker_open(url: str, source: str | None = None, reuse: bool = True) -> None:
+    """In a forked worker: its own connection to the ledger (the parent's are never used),
+    and to the views file whose kept assessments it reuses (with `reuse`)."""
+    global _WORKER_LEDGER, _WORKER_SOURCE, _WORKER_REUSE
     _WORKER_LEDGER = Ledger.open(url, create=False)
+    _WORKER_SOURCE = _source(_WORKER_LEDGER, source)
+    _WORKER_REUSE = reuse
 
 
-def _worker_project(run_ids: list[str]) -> tuple[dict[str, RunRows], int]:
+def _worker_project(run_ids: list[str]) -> Chunk:
     assert _WORKER_LEDGER is not None
     with gc_paused():
-        return _project_chunk(_WORKER_LEDGER, run_ids)
+        kept = _known_of(_WORKER_SOURCE) if _WORKER_REUSE else None
+        return _project_chunk(_WORKER_LEDGER, run_ids, kept)
 
 
 def _scratch_schema(ledger: Ledger, schema: str, purpose: str) -> PostgresReadModelStore:
@@ -256,7 +353,7 @@ def _check_schema(ledger: Ledger, schema: str) -> dict[str, Any]:
     rebuilt = _scratch_schema(ledger, schema, "check")
     try:
         caught_up = catch_up(ledger, maintained)
-        result = rebuild_into(ledger, rebuilt)
+        result = rebuild_into(ledger, rebuilt, reuse=False)
         result["path"] = f"schema {schema}"
         result["digest"] = rebuilt.digest()
         result["incremental_digest"] = maintained.digest()
@@ -285,7 +382,13 @@ def rebuild(ledger: Ledger, path: Path | str) -> dict[str, Any]:
     try:
         views = open_views(Path(temporary))
         try:
-            result = rebuild_into(ledger, views)
+            views.as_scratch()
+            prior = path if path.exists() else None
+            result = rebuild_into(ledger, views, prior=prior)
+            if prior is not None and _source(ledger, prior) is not None:
+                copying = time.perf_counter()
+                views.copy_assessments(prior, READER_VERSION)  # the rest the old views kept
+                result["seconds"] = round(result["seconds"] + time.perf_counter() - copying, 6)
             result["digest"] = views.digest()
         finally:
             views.close()
@@ -369,7 +472,8 @@ def _check_file(ledger: Ledger, path: Path) -> dict[str, Any]:
     try:
         caught_up = catch_up(ledger, maintained)
         rebuilt = open_views(Path(temporary))
-        result = rebuild_into(ledger, rebuilt)
+        rebuilt.as_scratch()
+        result = rebuild_into(ledger, rebuilt, reuse=False)  # every report read again
         result["path"] = str(path)
         result["digest"] = rebuilt.digest()
         result["incremental_digest"] = maintained.digest()

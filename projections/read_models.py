@@ -28,7 +28,7 @@ from domain import events as ev
 from domain.assessment import Assessment, assess
 from domain.junit import test_id
 from domain.rules import REGISTRY
-from domain.run_state import AttemptView, RunState, fold
+from domain.run_state import AssessmentMemo, AttemptView, RunState, fold
 from domain.verdict import Verdict
 from projections.rule_comparison import shard_classes, test_classes
 from projections.verdict_view import base_reuse, verdict_document
@@ -173,10 +173,14 @@ def verdicts_of(state: RunState) -> list[Verdict]:
 
 
 def run_rows(
-    run_id: str, records: Sequence[tuple[int, ev.Event]], artifacts: Mapping[str, bytes]
+    run_id: str,
+    records: Sequence[tuple[int, ev.Event]],
+    artifacts: Mapping[str, bytes],
+    memo: AssessmentMemo | None = None,
 ) -> RunRows:
-    """Every view row of one run from its whole stream (positions from the ledger)."""
-    state = fold(records, artifacts)
+    """Every view row of one run from its whole stream (positions from the ledger); with a
+    `memo`, the assessments it knows are not made again (`domain.run_state.fold`)."""
+    state = fold(records, artifacts, memo)
     verdicts = verdicts_of(state)
     own_rule = state.started.rule if state.started else "default"
     rows: RunRows = {name: [] for name in TABLE_NAMES}

@@ -144,11 +144,11 @@ def _crash_halfway(ledger: Ledger, path: Path, after: int) -> None:
     calls = {"n": 0}
     real = views.project_run
 
-    def dying(led: Ledger, run_id: str) -> Any:
+    def dying(led: Ledger, run_id: str, *args: Any) -> Any:
         calls["n"] += 1
         if calls["n"] > after:
             raise KeyboardInterrupt("killed")
-        return real(led, run_id)
+        return real(led, run_id, *args)
 
     with (
         mock.patch.object(views, "RUNS_PER_TRANSACTION", 1),
