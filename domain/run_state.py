@@ -246,16 +246,19 @@ def _assess_stored(
         exit_code, signal, timed_out, oom, infrastructure_failure, infrastructure_detail, kind,
         report_hash, log_tail_hash, tuple(files), report_too_large,
     )  # fmt: skip
-    content = None
+    # Where the caller keeps assessments by content: its entry for this report, if any.
+    made: dict[str, tuple[str, Assessment]] | None = None
+    content = ""
     if memo is not None and report_hash:
         content = content_key(key)
         known = memo.known.get(content)
         if known is not None:
             return known
+        made = memo.made
     cached = _ASSESSMENTS.get(key)
     if cached is not None:
-        if content is not None and report_hash:
-            memo.made[content] = (report_hash, cached)  # type: ignore[union-attr]
+        if made is not None:
+            made[content] = (report_hash or "", cached)
         return cached
     log_tail = artifacts.get(log_tail_hash, b"") if log_tail_hash else b""
     assessment = assess(
@@ -274,8 +277,8 @@ def _assess_stored(
     if len(_ASSESSMENTS) >= _ASSESSMENTS_MAX:
         _ASSESSMENTS.clear()
     _ASSESSMENTS[key] = assessment
-    if content is not None and report_hash:
-        memo.made[content] = (report_hash, assessment)  # type: ignore[union-attr]
+    if made is not None:
+        made[content] = (report_hash or "", assessment)
     return assessment
 
 
