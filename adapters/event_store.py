@@ -107,7 +107,15 @@ class RunRow:
 # (`projections/content_index.py` derives them; `Ledger.reindex` rebuilds them from the
 # events): the run list's order and status, open questions, and per-item content lookups.
 INDEX_FORMAT = "3"  # 2: measurements by content; 3: files that collect nothing
+# Kept readings (`ledger show`, `ledger verdict`): derived and replaceable, made with a new
+# ledger and on first need in an older one.
+READINGS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS ledger_readings (run_id TEXT PRIMARY KEY, "
+    "length INTEGER NOT NULL, tip TEXT NOT NULL, code TEXT NOT NULL, seal TEXT NOT NULL, "
+    "body TEXT NOT NULL)"
+)
 INDEX_TABLES = (
+    READINGS_TABLE,
     "CREATE INDEX IF NOT EXISTS ledger_runs_newest ON ledger_runs (started_at DESC, run_id)",
     "CREATE TABLE IF NOT EXISTS ledger_status (run_id TEXT PRIMARY KEY, lifecycle TEXT, "
     "asked INTEGER NOT NULL DEFAULT 0, rule TEXT, verdict TEXT, verdict_length INTEGER, "
@@ -123,6 +131,18 @@ INDEX_TABLES = (
 )
 
 ContentRowTuple = tuple[str, str, int, str, str]  # kind, key, offset in the batch, item, data
+
+
+@dataclass(frozen=True)
+class KeptReading:
+    """A run's answers as computed from its first `length` events (chain head `tip`) by the
+    code with digest `code`; `seal` covers all of it, so an edited row is never believed."""
+
+    length: int
+    tip: str
+    code: str
+    seal: str
+    body: str
 
 
 @dataclass(frozen=True)
@@ -562,6 +582,74 @@ class EventStore:
                 (verdict, length, code, run_id, length),
             )
 
+    # -- kept readings: a run's answers as the read side computed them (a memo, not a fact) --
+
+    def kept_reading(self, run_id: str) -> KeptReading | None:
+        """The reading kept for the run, if any (its validity is the read side's to judge);
+        None too when no reading was ever kept in this ledger (no table yet)."""
+        try:
+            rows = self._query(
+                "SELECT length, tip, code, seal, body FROM ledger_readings "
+                f"WHERE run_id = {self._ph}",
+                (run_id,),
+            )
+        except Exception:  # no table yet, or unreadable: nothing kept
+            return None
+        if not rows:
+            return None
+        length, tip, code, seal, body = rows[0]
+        return KeptReading(int(length), str(tip), str(code), str(seal), str(body))
+
+    def keep_reading(self, run_id: str, reading: KeptReading) -> bool:
+        """Keep (replace) the run's reading; best effort and never waiting long for a busy
+        writer: False when it could not be written (read-only, locked, ...)."""
+        ph = self._ph
+        upsert = (
+            "INSERT INTO ledger_readings (run_id, length, tip, code, seal, body) "
+            f"VALUES ({', '.join([ph] * 6)}) ON CONFLICT (run_id) DO UPDATE SET "
+            "length = excluded.length, tip = excluded.tip, code = excluded.code, "
+            "seal = excluded.seal, body = excluded.body"
+        )
+        row = (run_id, reading.length, reading.tip, reading.code, reading.seal, reading.body)
+        try:
+            self._write_briefly([READINGS_TABLE, upsert], row)
+        except Exception:
+            return False
+        return True
+
+    def _write_briefly(self, statements: Sequence[str], row: Sequence[Any]) -> None:
+        """Run `statements` (the last one with `row`) in one short transaction that gives up
+        after a fraction of a second on a lock: for derived data a reader may keep."""
+        reader = self._reader
+        if reader is not None and self._ds is None and threading.get_ident() == self._reader_thread:
+            if self.dialect == "sqlite":
+                reader.execute("PRAGMA busy_timeout = 200")
+                try:
+                    reader.execute("BEGIN IMMEDIATE")
+                    try:
+                        for statement in statements[:-1]:
+                            reader.execute(statement)
+                        reader.execute(statements[-1], tuple(row))
+                        reader.execute("COMMIT")
+                    except BaseException:
+                        reader.execute("ROLLBACK")
+                        raise
+                finally:
+                    reader.execute(f"PRAGMA busy_timeout = {LOCK_WAIT_S * 1000}")
+                return
+            with reader.transaction():
+                reader.execute("SET LOCAL lock_timeout = '200ms'")
+                for statement in statements[:-1]:
+                    reader.execute(statement)
+                reader.execute(statements[-1], tuple(row))
+            return
+        with self._transaction(commit=True) as c:
+            if self.dialect != "sqlite":
+                c.execute("SET LOCAL lock_timeout = '200ms'")
+            for statement in statements[:-1]:
+                c.execute(statement)
+            c.execute(statements[-1], tuple(row))
+
     def runs_page(self, limit: int | None = None, offset: int = 0) -> list[IndexedRun]:
         """Runs newest first (runs without a start last), with their status rows: one
         indexed range read."""
@@ -934,6 +1022,12 @@ class EventStore:
         """The run's length after checking its hash chain against the run index, without
         parsing its events; `BrokenRun` when broken."""
         return len(self._verified(run_id))
+
+    def verified_tip(self, run_id: str) -> tuple[int, str]:
+        """(length, chain head) of the run after checking its hash chain as `read` does,
+        without parsing its events; `BrokenRun` when broken."""
+        links = self._verified(run_id)
+        return len(links), (links[-1][2] if links else GENESIS)
 
     def read_events(self, run_id: str) -> list[tuple[int, Event]]:
         """(position, event) of a run's stream, verified and validated as `read` does,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -12,9 +12,6 @@ from cli.render import base_reuse_line, cell
 from domain.text import one_line
 from ledger import queries
 from ledger.service import opened
-
-if TYPE_CHECKING:
-    from projections.timeline import TimelineGroup, TimelineLine
 
 
 @click.command("runs")
@@ -80,40 +77,37 @@ def show(run: str, show_all: bool, ledger_url: str | None, as_json: bool) -> Non
     """
     with opened(ledger_url, create=False) as ledger:
         run_id = ledger.resolve(run)
-        lines, conclusion = queries.run_story(ledger, run_id, grouped=not (as_json or show_all))
+        reading = queries.run_reading(ledger, run_id)
     if as_json:
         emit_json(
             {
                 "run_id": run_id,
-                "events": [line.as_dict() for line in lines],  # every event, never grouped
-                "verdict": conclusion,
+                "events": reading["events"],  # every event, never grouped
+                "verdict": reading["conclusion"],
             }
         )
         return
-    for text in show_lines(run_id, lines, conclusion):
+    lines = reading["events"] if show_all else reading["grouped"]
+    for text in show_lines(run_id, lines, reading["conclusion"]):
         click.echo(text)
 
 
 def show_lines(
-    run_id: str,
-    lines: list[TimelineLine | TimelineGroup],
-    conclusion: dict[str, Any] | None,
+    run_id: str, lines: list[dict[str, Any]], conclusion: dict[str, Any] | None
 ) -> list[str]:
-    """`ledger show` as text: one line per event, then the verdict; names from the suite are
-    shown escaped (`domain.text.one_line`), so none can forge a line."""
-    from projections.timeline import TimelineGroup
-
+    """`ledger show` as text: one line per event (`TimelineLine.as_dict`) or per group of
+    events (`TimelineGroup.as_dict`, with a `count`), then the verdict; names from the suite
+    are shown escaped (`domain.text.one_line`), so none can forge a line."""
     out = [f"run {run_id}"]
     for line in lines:
-        when = line.at[:19].replace("T", " ")
-        if isinstance(line, TimelineGroup):
-            kind = f"{line.kind} ×{line.count}"
-            out.append(f"{line.first:>5}  {one_line(when)}  {kind:<22} {one_line(line.text)} "
-                       f"(positions {line.first}–{line.last}; --all lists each)")  # fmt: skip
+        when = str(line["at"])[:19].replace("T", " ")
+        text = one_line(str(line["text"]))
+        if "count" in line:
+            kind = f"{line['kind']} ×{line['count']}"
+            out.append(f"{line['first']:>5}  {one_line(when)}  {kind:<22} {text} "
+                       f"(positions {line['first']}–{line['last']}; --all lists each)")  # fmt: skip
         else:
-            out.append(
-                f"{line.position:>5}  {one_line(when)}  {line.kind:<22} {one_line(line.text)}"
-            )
+            out.append(f"{line['position']:>5}  {one_line(when)}  {line['kind']:<22} {text}")
     if conclusion is not None:
         out.append(f"verdict under rule {conclusion['rule']}: {conclusion['status']}")
         reuse = conclusion.get("base_reuse")

@@ -11,7 +11,10 @@ of unrelated runs:
 - open questions: the open-question index names the few runs to fold;
 - content lookups (`content(kind, keys)`): the generic per-item index; the result cache
   (`cached_results`) is its `result` kind, a measurement lookup by content its own kind;
-- a run's state and verdict: its own stream, folded (`project`, `verdict_of`).
+- a run's state and verdict: its own stream, folded (`project`, `verdict_of`);
+- `ledger show` and `ledger verdict` under the run's own rule: its kept reading, valid for its
+  exact events and this code, else its stream folded once (`run_reading`,
+  `ledger/kept_readings.py`).
 """
 
 from __future__ import annotations
@@ -49,6 +52,14 @@ def verdict_of(state: RunState, rule: str | None = None) -> Verdict:
 
     name = rule or (state.started.rule if state.started else "default")
     return get_rule(name).decide(state)
+
+
+def run_reading(ledger: Ledger, run_id: str) -> dict[str, Any]:
+    """The run's timeline (every event, and grouped), `ledger show`'s conclusion and the
+    verdict document under its own rule: kept, or made from its stream and kept."""
+    from ledger.kept_readings import run_reading as reading
+
+    return reading(ledger, run_id)
 
 
 # --- the run list -----------------------------------------------------------------------------

@@ -14,7 +14,7 @@ __all__ = ["compare_rules", "exit_code", "rules", "verdict_for"]
 
 
 def exit_code(status: str) -> int:
-    from projections.verdict_view import exit_code as code
+    from domain.statuses import exit_code as code
 
     return code(status)
 
@@ -36,8 +36,13 @@ def compare_rules(ledger: Ledger, run_id: str, rule: str | None, compare: str) -
 
 
 def verdict_for(ledger: Ledger, run_id: str, rule: str | None = None) -> dict[str, Any]:
-    """The run's verdict document, replayed from its events under `rule` (or its own)."""
-    from ledger.read_side import project, verdict_of
+    """The run's verdict document, replayed from its events under `rule`; under its own
+    rule, the reading kept for its events when there is one (`ledger.kept_readings`)."""
+    from ledger.read_side import project, run_reading, verdict_of
+
+    if rule is None:
+        document: dict[str, Any] = run_reading(ledger, run_id)["verdict"]
+        return document
     from projections.verdict_view import verdict_document
 
     with gc_paused():

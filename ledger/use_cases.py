@@ -74,7 +74,7 @@ def _drive(ledger: Ledger, run_id: str, executor: Executor, observer: Observer) 
     notice = catch_up_after_gate(ledger)
     if notice:
         observer.notice(notice)
-    return verdict_for(ledger, run_id)
+    return verdict_for(ledger, run_id)  # made and kept here: `ledger show` reads it next
 
 
 def check_rule(name: str) -> None:

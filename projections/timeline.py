@@ -474,10 +474,13 @@ def grouped_timeline(
     artifacts: Mapping[str, bytes],
     *,
     at_least: int = GROUP_AT,
+    lines: list[TimelineLine] | None = None,
 ) -> list[TimelineLine | TimelineGroup]:
     """The timeline with every run of `at_least` or more consecutive events of one groupable
-    kind (measurements, attempts, placements) summarised in one line; the rest as is."""
-    lines = timeline(events, artifacts)
+    kind (measurements, attempts, placements) summarised in one line; the rest as is.
+    `lines`: the timeline of `events`, when the caller made it already."""
+    if lines is None:
+        lines = timeline(events, artifacts)
     out: list[TimelineLine | TimelineGroup] = []
     index = 0
     while index < len(events):

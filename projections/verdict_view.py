@@ -7,8 +7,6 @@ from typing import Any
 from domain.run_state import BASE, RunState
 from domain.verdict import Verdict
 
-EXIT_CODES = {"passed": 0, "failed": 1, "unmeasured": 3, "awaiting": 4, "parked": 4}
-
 
 def verdict_document(run_id: str, state: RunState, verdict: Verdict) -> dict[str, Any]:
     """The `ledger gate --json` / `ledger verdict --json` shape (sorted keys on output)."""
@@ -66,7 +64,3 @@ def base_reuse(state: RunState) -> dict[str, Any]:
     result = {**counts, "from": sorted(sources)}
     state.cache["base_reuse"] = result
     return result
-
-
-def exit_code(status: str) -> int:
-    return EXIT_CODES.get(status, 3)

@@ -104,7 +104,8 @@ def test_show_prints_one_line_per_event(name: str) -> None:
         state = fold(_positioned(b), b.artifacts)
         conclusion = get_rule("default").decide(state).as_dict()
         conclusion["introduced"] = [f"tests/{n}.py::{n}"]
-        text = "\n".join(show_lines(b.run_id, timeline(_positioned(b), b.artifacts), conclusion))
+        lines = [line.as_dict() for line in timeline(_positioned(b), b.artifacts)]
+        text = "\n".join(show_lines(b.run_id, lines, conclusion))
         return text.splitlines()  # every line break Python knows, \u2028 and \x85 included
 
     hostile, plain = shown(name), shown("x")

@@ -1,0 +1,91 @@
+"""A run's answers kept for the next reader: `ledger show` and `ledger verdict` without a fold.
+
+Folding a run means loading the event models, the fold and the projections (about 0.3 s of a
+process's start here) before the first event is read. The answers for a run's own rule are a
+pure function of its events and of the code, so they are computed once (by the gate when it
+finishes, else by the first reader) and kept beside the run, keyed by exactly what they depend
+on: the run's length, the head of its hash chain, and a digest of the code's sources. A kept
+reading is served only after the run's chain is checked again and matches that key and its
+seal; anything else (an append since, another version of the code, an edited row) computes
+the answers afresh. It is a memo: deleting every kept reading loses nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from adapters.event_store import KeptReading
+from adapters.source_digest import source_digest
+from ledger.gc_pause import gc_paused
+from ledger.service import Ledger
+
+Reading = dict[str, Any]  # events, grouped, conclusion, verdict (see `make_reading`)
+
+
+def run_reading(ledger: Ledger, run_id: str) -> Reading:
+    """The run's answers: the kept ones when they hold for its events and this code, else
+    made from its stream (and kept, best effort)."""
+    code = source_digest()
+    if code is not None:
+        kept = ledger.store.kept_reading(run_id)
+        if kept is not None and kept.code == code and kept.seal == _seal(run_id, kept):
+            # The chain is checked as a fold would read it: a broken run raises BrokenRun.
+            length, tip = ledger.store.verified_tip(run_id)
+            if (length, tip) == (kept.length, kept.tip):
+                reading: Reading = json.loads(kept.body)
+                return reading
+    made, length, tip = make_reading(ledger, run_id)
+    # Served as JSON, as a kept reading is: the first reader and the next get the same types.
+    body = json.dumps(made, sort_keys=True, separators=(",", ":"), default=str)
+    if code is not None and length:
+        keep(ledger, run_id, body, length, tip, code)
+    reading = json.loads(body)
+    return reading
+
+
+def make_reading(ledger: Ledger, run_id: str) -> tuple[Reading, int, str]:
+    """The answers from one read of the run's stream, with how many events and which chain
+    head they were made from: the timeline (every event, and grouped), the conclusion that
+    `ledger show` prints and the verdict document of `ledger verdict`, both under the run's
+    own rule."""
+    from domain.chain import GENESIS
+    from domain.rules import get_rule
+    from domain.run_state import fold
+    from ledger.read_side import verdict_of
+    from projections.timeline import grouped_timeline, timeline
+    from projections.verdict_view import base_reuse, verdict_document
+
+    with gc_paused():
+        recorded = ledger.store.read(run_id)
+        records = [(r.position, r.event) for r in recorded]
+        artifacts = ledger.artifacts_for([event for _, event in records])
+        lines = timeline(records, artifacts)
+        grouped = grouped_timeline(records, artifacts, lines=lines)
+        state = fold(records, artifacts)
+        conclusion = None
+        if state.started is not None and state.discovered:
+            conclusion = get_rule(state.started.rule).decide(state).as_dict()
+            conclusion["base_reuse"] = base_reuse(state)
+        reading = {
+            "events": [line.as_dict() for line in lines],
+            "grouped": [line.as_dict() for line in grouped],
+            "conclusion": conclusion,
+            "verdict": verdict_document(run_id, state, verdict_of(state)),
+        }
+        tip = recorded[-1].hash if recorded else GENESIS
+        return reading, len(recorded), tip
+
+
+def keep(ledger: Ledger, run_id: str, body: str, length: int, tip: str, code: str) -> bool:
+    """Keep a reading (as JSON) made from the run's first `length` events; False when the
+    ledger could not take it (read-only, busy): the next reader makes it again."""
+    unsealed = KeptReading(length, tip, code, "", body)
+    sealed = KeptReading(length, tip, code, _seal(run_id, unsealed), body)
+    return ledger.store.keep_reading(run_id, sealed)
+
+
+def _seal(run_id: str, kept: KeptReading) -> str:
+    key = json.dumps([run_id, kept.length, kept.tip, kept.code]).encode()
+    return hashlib.sha256(key + b"\n" + kept.body.encode()).hexdigest()
