@@ -287,7 +287,7 @@ def _es_error(name: str) -> type[Exception]:
 
 def _library_error(error: Exception, dbapi: Any) -> Exception:
     """The eventsourcing exception the library's datastore raises for a driver's `error`
-    (`dbapi`: the sqlite3 or psycopg module), so a direct read fails as a pooled one did."""
+    (`dbapi`: the sqlite3 or psycopg2 module), so a direct read fails as a pooled one did."""
     from eventsourcing import persistence
 
     for name in _DBAPI_ERRORS:
@@ -370,9 +370,10 @@ class EventStore:
         connect: Callable[[], tuple[Any, Any]] | None = None,
     ) -> None:
         """Over a built `recorder` and `datastore`, or lazily: `reader` (one plain sqlite3 or
-        psycopg connection in autocommit mode) answers the opening thread's reads until the
-        first write, subscription or notification read, when `connect()` builds the library's
-        recorder and datastore (its pool); from then on everything goes through them."""
+        psycopg2 connection, `adapters.pg_reader`, in autocommit mode) answers the opening
+        thread's reads until the first write, subscription or notification read, when
+        `connect()` builds the library's recorder and datastore (its pool); from then on
+        everything goes through them."""
         self._recorder = recorder
         self._ds = datastore
         self._connect = connect
@@ -1247,12 +1248,12 @@ class EventStore:
                 return list(reader.execute(sql, tuple(params)).fetchall())
             except sqlite3.Error as error:
                 raise _library_error(error, sqlite3) from error
-        import psycopg
+        from adapters.pg_reader import dbapi
 
         try:
             return list(reader.execute(sql, tuple(params)).fetchall())
-        except psycopg.Error as error:
-            raise _library_error(error, psycopg) from error
+        except dbapi.Error as error:
+            raise _library_error(error, dbapi) from error
 
     def close(self) -> None:
         if self._reader is not None:
@@ -1468,18 +1469,17 @@ def _open_postgres(url: str) -> EventStore:
     where = f"{parsed.hostname}:{port}/{dbname}"
     user, password = unquote(parsed.username or ""), unquote(parsed.password or "")
     try:
-        import psycopg
+        from adapters import pg_reader
 
         # A direct connection first: the pool's own error hides the reason (refused, auth,
-        # ...). It stays open as the reader: a reading command needs no pool.
-        reader = psycopg.connect(
+        # ...). It stays open as the reader: a reading command needs no pool (nor psycopg 3).
+        reader = pg_reader.connect(
             dbname=dbname,
             host=parsed.hostname,
             port=port,
             user=user,
             password=password,
             connect_timeout=5,
-            autocommit=True,
         )
     except Exception as error:  # every failure to connect is one message
         reason = " ".join(str(error).split()) or type(error).__name__
