@@ -629,35 +629,34 @@ class EventStore:
     def _write_briefly(self, statements: Sequence[str], row: Sequence[Any]) -> None:
         """Run `statements` (the last one with `row`) in one short transaction that gives up
         after a fraction of a second on a lock: for derived data a reader may keep."""
-        reader = self._reader
-        if reader is not None and self._ds is None and threading.get_ident() == self._reader_thread:
-            if self.dialect == "sqlite":
-                reader.execute("PRAGMA busy_timeout = 200")
+
+        def run(execute: Callable[..., Any]) -> None:
+            for statement in statements[:-1]:
+                execute(statement)
+            execute(statements[-1], tuple(row))
+
+        reader = self._direct_reader()
+        if reader is not None and self.dialect == "sqlite":
+            reader.execute("PRAGMA busy_timeout = 200")
+            try:
+                reader.execute("BEGIN IMMEDIATE")
                 try:
-                    reader.execute("BEGIN IMMEDIATE")
-                    try:
-                        for statement in statements[:-1]:
-                            reader.execute(statement)
-                        reader.execute(statements[-1], tuple(row))
-                        reader.execute("COMMIT")
-                    except BaseException:
-                        reader.execute("ROLLBACK")
-                        raise
-                finally:
-                    reader.execute(f"PRAGMA busy_timeout = {LOCK_WAIT_S * 1000}")
-                return
+                    run(reader.execute)
+                    reader.execute("COMMIT")
+                except BaseException:
+                    reader.execute("ROLLBACK")
+                    raise
+            finally:
+                reader.execute(f"PRAGMA busy_timeout = {LOCK_WAIT_S * 1000}")
+        elif reader is not None:
             with reader.transaction():
                 reader.execute("SET LOCAL lock_timeout = '200ms'")
-                for statement in statements[:-1]:
-                    reader.execute(statement)
-                reader.execute(statements[-1], tuple(row))
-            return
-        with self._transaction(commit=True) as c:
-            if self.dialect != "sqlite":
-                c.execute("SET LOCAL lock_timeout = '200ms'")
-            for statement in statements[:-1]:
-                c.execute(statement)
-            c.execute(statements[-1], tuple(row))
+                run(reader.execute)
+        else:
+            with self._transaction(commit=True) as c:
+                if self.dialect != "sqlite":
+                    c.execute("SET LOCAL lock_timeout = '200ms'")
+                run(c.execute)
 
     def runs_page(self, limit: int | None = None, offset: int = 0) -> list[IndexedRun]:
         """Runs newest first (runs without a start last), with their status rows: one
@@ -1030,7 +1029,7 @@ class EventStore:
     def check_chain(self, run_id: str) -> int:
         """The run's length after checking its hash chain against the run index, without
         parsing its events; `BrokenRun` when broken."""
-        return len(self._verified(run_id))
+        return self.verified_tip(run_id)[0]
 
     def verified_tip(self, run_id: str) -> tuple[int, str]:
         """(length, chain head) of the run after checking its hash chain as `read` does,
@@ -1228,9 +1227,16 @@ class EventStore:
     def _transaction(self, commit: bool) -> Any:
         return self._datastore.transaction(commit=commit)
 
-    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    def _direct_reader(self) -> Any:
+        """The plain connection, while it still answers this thread (no datastore built)."""
         reader = self._reader
         if reader is not None and self._ds is None and threading.get_ident() == self._reader_thread:
+            return reader
+        return None
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        reader = self._direct_reader()
+        if reader is not None:
             return self._read_direct(reader, sql, params)
         with self._transaction(commit=False) as c:
             if self.dialect == "sqlite":

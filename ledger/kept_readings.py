@@ -30,7 +30,11 @@ def run_reading(ledger: Ledger, run_id: str) -> Reading:
     code = source_digest()
     if code is not None:
         kept = ledger.store.kept_reading(run_id)
-        if kept is not None and kept.code == code and kept.seal == _seal(run_id, kept):
+        if (
+            kept is not None
+            and kept.code == code
+            and kept.seal == _seal(run_id, kept.length, kept.tip, code, kept.body)
+        ):
             # The chain is checked as a fold would read it: a broken run raises BrokenRun.
             length, tip = ledger.store.verified_tip(run_id)
             if (length, tip) == (kept.length, kept.tip):
@@ -81,11 +85,11 @@ def make_reading(ledger: Ledger, run_id: str) -> tuple[Reading, int, str]:
 def keep(ledger: Ledger, run_id: str, body: str, length: int, tip: str, code: str) -> bool:
     """Keep a reading (as JSON) made from the run's first `length` events; False when the
     ledger could not take it (read-only, busy): the next reader makes it again."""
-    unsealed = KeptReading(length, tip, code, "", body)
-    sealed = KeptReading(length, tip, code, _seal(run_id, unsealed), body)
+    sealed = KeptReading(length, tip, code, _seal(run_id, length, tip, code, body), body)
     return ledger.store.keep_reading(run_id, sealed)
 
 
-def _seal(run_id: str, kept: KeptReading) -> str:
-    key = json.dumps([run_id, kept.length, kept.tip, kept.code]).encode()
-    return hashlib.sha256(key + b"\n" + kept.body.encode()).hexdigest()
+def _seal(run_id: str, length: int, tip: str, code: str, body: str) -> str:
+    """sha256 over the run, the reading's key (length, tip, code) and its body."""
+    head = json.dumps([run_id, length, tip, code]).encode()
+    return hashlib.sha256(head + b"\n" + body.encode()).hexdigest()
