@@ -66,6 +66,18 @@ class RunCompleted(Event):
     kind: Literal["RunCompleted"] = "RunCompleted"
 
 
+class EnvironmentSource(BaseModel):
+    """One declared environment source tried for a revision, and what became of it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    source: str
+    detail: str = ""
+    outcome: Literal["used", "failed"] = "used"
+    error: str = ""
+    log_tail_hash: str | None = None  # the install log's end, as an artifact
+
+
 class EnvironmentPrepared(Event):
     """The environment one revision's tests ran in, where they ran (or why it failed)."""
 
@@ -90,9 +102,13 @@ class EnvironmentPrepared(Event):
     extra: str | None = None
     group: str | None = None
     files_read: list[str] = Field(default_factory=list)
+    source: str = ""  # the declared source used: tox, dependency-group, extras, ...
+    deps_key: str = ""
+    tried: list[EnvironmentSource] = Field(default_factory=list)
 
     def artifact_hashes(self) -> list[str]:
-        return [h for h in (self.packages_hash, self.log_tail_hash) if h]
+        tails = [t.log_tail_hash for t in self.tried if t.log_tail_hash]
+        return [h for h in (self.packages_hash, self.log_tail_hash, *tails) if h]
 
 
 # --- measurement and planning --------------------------------------------------------------

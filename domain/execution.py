@@ -59,6 +59,7 @@ class EnvironmentRequest(BaseModel):
 
     mode: EnvironmentMode = "none"
     command: tuple[str, ...] = ()  # the user's setup command, with {python} and {venv}
+    extras: tuple[str, ...] = ()  # installed with the project whatever the source
 
     @classmethod
     def parse(cls, text: str) -> EnvironmentRequest:
@@ -77,6 +78,18 @@ class EnvironmentRequest(BaseModel):
         import shlex
 
         return shlex.join(self.command) if self.mode == "command" else self.mode
+
+
+class SourceTried(BaseModel):
+    """One declared environment source the executor tried (tox, a group, an extra, ...)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    source: str  # tox, dependency-group, extras, requirements-file, pytest
+    detail: str = ""  # what it named: `tox env py311`, `requirements/tests.txt`
+    outcome: Literal["used", "failed"] = "used"
+    error: str = ""
+    log_tail: str = ""
 
 
 class EnvironmentReport(BaseModel):
@@ -101,6 +114,9 @@ class EnvironmentReport(BaseModel):
     group: str | None = None
     files_read: tuple[str, ...] = ()
     where: str = "local"  # the machine: local, the SSH host, the pool member
+    source: str = ""  # the declared source used (`SourceTried.source`)
+    deps_key: str = ""  # the dependency layer, shared by revisions with the same declaration
+    tried: tuple[SourceTried, ...] = ()  # every source tried, in precedence order
 
 
 class ShardRun(BaseModel):

@@ -118,9 +118,19 @@ class GateOptions:
     question_budget: int = 3
     environment: str = "auto"  # auto, none, or a setup command (`--env`)
 
+    extras: tuple[str, ...] = ()  # the project's extras its tests need (`extras`)
+
     @property
     def environment_request(self) -> EnvironmentRequest:
-        return EnvironmentRequest.parse(self.environment)
+        request = EnvironmentRequest.parse(self.environment)
+        return request.model_copy(update={"extras": self.extras})
+
+    @property
+    def environment_setting(self) -> str:
+        """What the result cache keys on: the setting, its extras, and for `auto` the way
+        environments are made (format 3: the first declared source, the wheel installed)."""
+        setting = self.environment + (" sources-3" if self.environment == "auto" else "")
+        return setting + (f" extras={','.join(self.extras)}" if self.extras else "")
 
     max_report_mb: float = 64.0
     # Build head's sdist and wheel and try the upgrade from base's once the tests are done
@@ -160,6 +170,7 @@ class GateOptions:
             "wait": self.wait,
             "question_budget": self.question_budget,
             "env": self.environment,
+            "extras": list(self.extras),
             "max_report_mb": self.max_report_mb,
             "release_builds": self.release_builds,
         }
@@ -291,6 +302,7 @@ def options_from(started: ev.RunStarted) -> GateOptions:
         question_budget=int(recorded.get("question_budget", 3)),
         # Runs recorded before per-revision environments ran with the gate's interpreter.
         environment=str(recorded.get("env", "none")),
+        extras=tuple(str(e) for e in recorded.get("extras", ())),
         max_report_mb=float(recorded.get("max_report_mb", 64.0)),
         # Runs recorded before release builds existed are not built on resume.
         release_builds=bool(recorded.get("release_builds", False)),
@@ -546,7 +558,7 @@ class GateProcess:
             blobs = head.blobs if head is not None else {}
             # Figures depend on the machine as well as the environment: the executor is part
             # of the setting (a pod's memory is not a laptop's).
-            setting = f"{self.options.environment} on {self.started.executor}"
+            setting = f"{self.options.environment_setting} on {self.started.executor}"
             environment = content.environment_key(setting, self.started.python_version, blobs)
             command = content.command_key(self.started.command)
             self._measure_keys = {
@@ -725,6 +737,15 @@ class GateProcess:
             data = report.log_tail.encode("utf-8", "replace")
             log_hash = sha256_hex(data)
             artifacts[log_hash] = data
+        tried = []
+        for source in report.tried:
+            tail_hash = None
+            if source.log_tail:
+                data = source.log_tail.encode("utf-8", "replace")
+                tail_hash = sha256_hex(data)
+                artifacts[tail_hash] = data
+            recorded = source.model_dump(exclude={"log_tail"}) | {"log_tail_hash": tail_hash}
+            tried.append(ev.EnvironmentSource.model_validate(recorded))
         event = self.ledger.make(
             ev.EnvironmentPrepared,
             self.run_id,
@@ -748,6 +769,9 @@ class GateProcess:
             extra=report.extra,
             group=report.group,
             files_read=list(report.files_read),
+            source=report.source,
+            deps_key=report.deps_key,
+            tried=tried,
         )
         self.observer.notice(describe(event, {}))
         for warning in report.warnings:
@@ -881,7 +905,7 @@ class GateProcess:
                 self._keys[revision] = content_keys(
                     commit,
                     blobs,
-                    self.options.environment,
+                    self.options.environment_setting,
                     self.started.python_version,
                     self.started.command,
                 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shlex
 import tomllib
 from pathlib import Path
@@ -30,6 +31,7 @@ class RepositorySettings(BaseModel):
 
     base: str | None = None
     env: str | None = None
+    extras: list[str] | None = None  # the project's extras its own tests need
     command: str | list[str] | None = None
     budget_gib: float | None = Field(default=None, alias="budget-gib")
     isolation_budget_gib: float | None = Field(default=None, alias="isolation-budget-gib")
@@ -91,20 +93,44 @@ def parse_duration(text: str) -> float:
     return value
 
 
-def repository_settings(repo: Path, head: str) -> RepositorySettings:
-    """The `[tool.release-ledger]` table of `pyproject.toml` at `head` (empty when absent)."""
+def _pyproject_at(repo: Path, head: str) -> dict[str, Any]:
+    """`pyproject.toml` at `head`, parsed (empty when absent or the revision is bad)."""
     try:
         root = git.repo_root(repo)
         commit = git.resolve_commit(root, head)
     except BadInput:
-        return RepositorySettings()  # the gate itself reports the bad repository or revision
+        return {}  # the gate itself reports the bad repository or revision
     data = git.read_file_at_commit(root, commit, "pyproject.toml")
     if data is None:
-        return RepositorySettings()
+        return {}
     try:
-        document = tomllib.loads(data.decode("utf-8", "replace"))
+        return tomllib.loads(data.decode("utf-8", "replace"))
     except tomllib.TOMLDecodeError as error:
         raise BadInput(f"pyproject.toml at {head} is not valid TOML: {error}") from None
+
+
+def declared_extras(repo: Path, head: str, extras: list[str]) -> tuple[str, ...]:
+    """`extras` checked against the extras head's `[project]` declares (statically; a
+    project whose extras are dynamic or built by setup.py is checked when it is built)."""
+    project = _pyproject_at(repo, head).get("project")
+    names = tuple(re.sub(r"[-_.]+", "-", e).lower() for e in extras)
+    if not isinstance(project, dict) or "optional-dependencies" in project.get("dynamic", []):
+        return names
+    declared = project.get("optional-dependencies") or {}
+    known = {re.sub(r"[-_.]+", "-", str(k)).lower() for k in declared}
+    unknown = [e for e, n in zip(extras, names, strict=True) if n not in known]
+    if unknown:
+        listed = ", ".join(sorted(str(k) for k in declared)) or "none"
+        raise BadInput(
+            f"extras {', '.join(unknown)}: not declared by the project at {head} "
+            f"(its extras: {listed})"
+        )
+    return names
+
+
+def repository_settings(repo: Path, head: str) -> RepositorySettings:
+    """The `[tool.release-ledger]` table of `pyproject.toml` at `head` (empty when absent)."""
+    document = _pyproject_at(repo, head)
     tool = document.get("tool", {})
     table = tool.get("release-ledger", {}) if isinstance(tool, dict) else {}
     if not isinstance(table, dict):
@@ -180,6 +206,7 @@ def gate_options(flags: dict[str, Any]) -> GateOptions:
         wait=bool(flags.get("wait")),
         question_budget=int(_number(pick("question_budget", "questions"), 3)),
         environment=pick("env") or "auto",
+        extras=declared_extras(repo, head, list(table.extras or [])),
         max_report_mb=_number(pick("max_report_mb"), 64.0),
         release_builds=bool(pick("release_builds") if pick("release_builds") is not None else True),
     )

@@ -66,7 +66,8 @@ def _environment(e: ev.EnvironmentPrepared, _: Mapping[str, bytes]) -> str:
     """Which environment a revision ran in (or why it could not be made)."""
     where = f"{e.revision} environment" + ("" if e.where == "local" else f" on {e.where}")
     if e.status != "ready":
-        return f"{where}: setup failed ({e.error or 'see the install log'}); unmeasured"
+        failed = f"{where}: setup failed ({e.error or 'see the install log'}); unmeasured"
+        return "\n".join([failed, *_sources_tried(e)])
     if e.how in ("none", "gate-interpreter"):
         why = "--env none" if e.how == "none" else "not an installable project"
         return f"{where}: the given interpreter {e.python} ({why})"
@@ -76,7 +77,21 @@ def _environment(e: ev.EnvironmentPrepared, _: Mapping[str, bytes]) -> str:
         f"{where}: {made}, {what}, {e.packages} packages, "
         f"Python {e.python_version}, key {e.key[:12]}"
     )
-    return "; warning: ".join([text, *e.warnings])
+    return "\n".join(["; warning: ".join([text, *e.warnings]), *_sources_tried(e)])
+
+
+def _sources_tried(e: ev.EnvironmentPrepared) -> list[str]:
+    """One line per declared source tried, in precedence order: which was used and why the
+    ones before it were not."""
+    lines = []
+    for source in e.tried:
+        said = f"  {source.source} ({source.detail})"
+        if source.outcome == "used":
+            lines.append(f"{said}: used")
+        else:
+            log = f"; log {source.log_tail_hash[:12]}" if source.log_tail_hash else ""
+            lines.append(f"{said}: did not install: {source.error}{log}")
+    return lines
 
 
 def _measured(e: ev.FileMeasured, _: Mapping[str, bytes]) -> str:

@@ -77,7 +77,8 @@ def test_a_src_layout_project_is_tested_from_its_own_code_not_an_installed_copy(
     assert {e["revision"] for e in prepared} == {"head", "base"}
     for e in prepared:
         assert e["status"] == "ready" and e["how"] == "uv" and e["project"] == "shiny"
-        assert "/projects/" in e["imports"]["shiny"], e["imports"]  # the revision's build
+        # the revision's wheel, installed in its own environment (not an overlay)
+        assert "/envs/" in e["imports"]["shiny"] and "site-packages" in e["imports"]["shiny"]
         assert e["warnings"] == []
 
     # The same suite with the gate's interpreter (`--env none`) imports the stale copy: both
@@ -133,7 +134,7 @@ def test_each_revision_sees_its_own_dependency_versions_and_a_repeat_reuses_them
     assert "head environment: reused" in shown
 
 
-def test_revisions_whose_dependencies_did_not_change_share_one_environment(
+def test_revisions_whose_dependencies_did_not_change_share_one_dependency_layer(
     tmp_path: Path,
 ) -> None:
     repo = dependency_repo(tmp_path, "iniconfig==2.0.0", "iniconfig==2.0.0")
@@ -141,8 +142,10 @@ def test_revisions_whose_dependencies_did_not_change_share_one_environment(
     result = gate(tmp_path, repo)
 
     assert result.code == 0, (result.stdout, result.stderr)
-    keys = {e["revision"]: e["key"] for e in env_events(tmp_path, result.document["run_id"])}
-    assert keys["head"] == keys["base"]
+    prepared = {e["revision"]: e for e in env_events(tmp_path, result.document["run_id"])}
+    assert prepared["head"]["deps_key"] == prepared["base"]["deps_key"]
+    # ... while each revision has its own environment with its own wheel installed
+    assert prepared["head"]["key"] != prepared["base"]["key"]
 
 
 def test_a_broken_dependency_declaration_at_head_is_env_setup_unmeasured(tmp_path: Path) -> None:
@@ -159,7 +162,16 @@ def test_a_broken_dependency_declaration_at_head_is_env_setup_unmeasured(tmp_pat
     evs = events(tmp_path, result.document["run_id"])
     failed = [e for e in evs if e["kind"] == "EnvironmentPrepared" and e["status"] == "failed"]
     assert [e["revision"] for e in failed] == ["head"]
-    assert failed[0]["error"] == "installing the test dependencies failed (exit 1)"
+    assert failed[0]["error"] == (
+        "no declared test environment installs: tried "
+        "extras (installing extra [test] failed (exit 1)), "
+        "pytest (installing pytest alone failed (exit 1))"
+    )
+    assert [(t["source"], t["outcome"]) for t in failed[0]["tried"]] == [
+        ("extras", "failed"),
+        ("pytest", "failed"),
+    ]
+    assert all(t["log_tail_hash"] for t in failed[0]["tried"])
     log = run_ledger(tmp_path, "show", result.document["run_id"]).stdout
     assert "head environment: setup failed" in log
     assert not [e for e in evs if e["kind"] == "ShardSplit"]  # no culprit hunt for a setup
@@ -289,7 +301,7 @@ def test_without_uv_the_environment_is_made_with_venv_and_pip(tmp_path: Path) ->
     assert prepared["status"] == "ready", prepared.get("log_tail")
     assert prepared["how"] == "pip"
     assert "pytest==" in str(prepared["packages"])
-    assert "/projects/" in str(prepared["imports"]["shiny"])  # type: ignore[index]
+    assert "site-packages" in str(prepared["imports"]["shiny"])  # type: ignore[index]
 
 
 def test_a_package_that_resolves_outside_the_revision_is_a_warning(tmp_path: Path) -> None:

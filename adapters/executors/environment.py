@@ -5,22 +5,28 @@ this machine (imported), on SSH build hosts and in Kubernetes pods (its source i
 of the program those run). `prepare(...)` returns one JSON-able dict that the executor turns
 into the `EnvironmentPrepared` event.
 
-How an installable revision (`--env auto`) is prepared:
+How an installable revision (`--env auto`) is prepared, the way its own CI would:
 
-1. Its project is built into a wheel (`uv build`, or `pip wheel`), then unpacked with no
-   dependencies into an *overlay* folder kept per commit. The overlay goes first on
-   `PYTHONPATH`, so the tests import the revision's own built code (generated version files
-   and compiled extensions included) and never a copy installed anywhere else. The checkout is
-   cleaned afterwards (`git clean`), so build leftovers never reach the tests.
-2. Its test dependencies are the wheel's own `Requires-Dist` with the first of the extras
-   `test`/`tests`/`testing`/`dev`, the first matching PEP 735 dependency group, a `uv.lock`
-   (exported with `--frozen`) and test requirements files, plus pytest when nothing brings it.
-   They go into a virtual environment cached by a key over exactly those inputs (interpreter,
-   platform, the declared requirements, the content of every file read, the setup command),
-   so a base and a head whose dependencies did not change share one environment. The project
-   itself is not in that environment: it comes from the overlay.
-3. The revision's top-level packages are resolved with the environment's interpreter, and a
-   package that does not resolve inside the overlay or the checkout is a warning.
+1. Its project is built into a wheel (`uv build`, or `pip wheel`), cached per commit; the
+   checkout is cleaned afterwards (`git clean`), so build leftovers never reach the tests.
+2. Its test environment comes from the first *declared source* that installs, in this order
+   (`PRECEDENCE`): tox's test environment for this interpreter (`py311`), read by tox's own
+   loader (`tox config`: deps, extras, dependency_groups, set_env and the pytest options of
+   its commands); the first PEP 735 group named test/tests/testing/dev (include-group
+   resolved); the first test extra; one test requirements file (the variant for this
+   interpreter when one exists, such as `requirements/tests311.txt`; a dev file only where
+   there is no test file); pytest alone. Never a union of unrelated files. A `uv.lock`
+   constrains every source to its pins. Extras the project needs (`extras`) are installed
+   with the project whatever the source.
+3. Each (revision, source) gets its own virtual environment with the revision's wheel really
+   installed, so every process the suite starts (a server fixture, a CLI test with an
+   environment of its own) imports the revision's code as after `pip install`. uv's cache
+   and hard links make that venv cheap; `deps_key` names the dependency layer, shared by
+   revisions whose declarations did not change. A source that does not install is recorded
+   (`tried`, with its log's end) and the next one is tried; the first source with a ready
+   cached environment is reused without trying the ones before it again.
+4. The revision's top-level packages are resolved with the environment's interpreter, and a
+   package that resolves outside the environment or the checkout is a warning.
 
 The cache is bounded: past `max_bytes`, the least recently used entries are removed.
 `--env COMMAND` runs the user's own setup command (`{python}`, `{venv}` placeholders, an
@@ -44,7 +50,7 @@ import tempfile
 import time
 import zipfile
 
-FORMAT = 2  # bump when the layout or the key's inputs change
+FORMAT = 3  # bump when the layout or the key's inputs change
 TEST_EXTRAS = ("test", "tests", "testing", "dev")
 # Read through the build (their dependency declarations reach the key as the wheel's metadata).
 PROJECT_FILES = ("pyproject.toml", "setup.py", "setup.cfg")
@@ -189,6 +195,19 @@ class Installer:
         self.env.pop("VIRTUAL_ENV", None)
         self.env.pop("PYTHONPATH", None)
 
+    def take_log_tail(self) -> str:
+        """The log's end since the last call (one source's install), then a fresh log."""
+        try:
+            with open(self.log, "rb") as handle:
+                handle.seek(0, os.SEEK_END)
+                handle.seek(max(0, handle.tell() - LOG_TAIL_BYTES))
+                tail = handle.read().decode("utf-8", "replace")
+            with open(self.log, "wb"):
+                pass
+        except OSError:
+            return ""
+        return tail
+
     @property
     def how(self) -> str:
         return "uv" if self.uv else "pip"
@@ -255,16 +274,13 @@ class Installer:
             return self.run([self.uv, "pip", "freeze", "--python", python], what="uv pip freeze")
         return self.run([python, "-m", "pip", "freeze", "--all"], what="pip freeze")
 
-    def export_lock(self, checkout: str, extra: str | None, group: str | None) -> str | None:
-        """`uv.lock` as pinned requirements (None without uv or when it does not export)."""
+    def export_lock(self, checkout: str) -> str | None:
+        """`uv.lock` as pinned requirements, every extra and group (None without uv or when
+        it does not export): constraints, so each source installs only what it names."""
         if not self.uv:
             return None
         argv = [self.uv, "export", "--frozen", "--no-emit-project", "--no-hashes",
-                "--format", "requirements-txt", "--no-dev"]  # fmt: skip
-        if extra:
-            argv += ["--extra", extra]
-        if group:
-            argv += ["--group", group]
+                "--format", "requirements-txt", "--all-extras", "--all-groups"]  # fmt: skip
         try:
             return self.run(argv, cwd=checkout, what="uv export")
         except SetupFailed:
@@ -407,55 +423,41 @@ def _clean_checkout(checkout: str, installer: Installer) -> None:
 def _build_project(
     checkout: str, commit: str, cache: str, installer: Installer, tag: str
 ) -> tuple[str, dict[str, object], bool]:
-    """The revision's overlay folder (cached per commit), its metadata, and whether reused."""
+    """The revision's built wheel (cached per commit), its metadata, and whether reused."""
     entry = os.path.join(cache, "projects", f"{commit or _key({'path': checkout})}-{tag}")
     found = _ready(entry) if commit else None
     if found is not None:
-        return os.path.join(entry, "site"), found, True
+        return os.path.join(entry, "wheel", str(found.get("wheel"))), found, True
     with _locked(cache, os.path.basename(entry)):
         found = _ready(entry) if commit else None
         if found is not None:
-            return os.path.join(entry, "site"), found, True
+            return os.path.join(entry, "wheel", str(found.get("wheel"))), found, True
         os.makedirs(os.path.dirname(entry), exist_ok=True)
         staging = tempfile.mkdtemp(prefix=".build-", dir=os.path.dirname(entry))
         try:
             wheel = installer.wheel(checkout, os.path.join(staging, "wheel"))
             _clean_checkout(checkout, installer)
             name, requires, extras, tops = _wheel_metadata(wheel)
-            with zipfile.ZipFile(wheel) as archive:
-                archive.extractall(os.path.join(staging, "site"))
-            data = [n for n in os.listdir(os.path.join(staging, "site")) if n.endswith(".data")]
-            for folder in data:  # scripts and purelib/platlib parts of the wheel
-                _spread_data(os.path.join(staging, "site", folder), os.path.join(staging, "site"))
             meta: dict[str, object] = {
                 "name": name,
                 "requires": requires,
                 "extras": extras,
                 "top_level": tops,
                 "wheel": os.path.basename(wheel),
+                "wheel_sha256": _sha256_file(wheel),
             }
             _publish(staging, entry, meta)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             _clean_checkout(checkout, installer)
             raise
-    return os.path.join(entry, "site"), meta, False
-
-
-def _spread_data(data_dir: str, site: str) -> None:
-    """A wheel's `.data/purelib|platlib` into site, `.data/scripts` into site/bin."""
-    for part in ("purelib", "platlib"):
-        source = os.path.join(data_dir, part)
-        if os.path.isdir(source):
-            shutil.copytree(source, site, dirs_exist_ok=True)
-    scripts = os.path.join(data_dir, "scripts")
-    if os.path.isdir(scripts):
-        shutil.copytree(scripts, os.path.join(site, "bin"), dirs_exist_ok=True)
+    return os.path.join(entry, "wheel", str(meta["wheel"])), meta, False
 
 
 def _choose_extra(extras: list[str]) -> str | None:
     by_normal = {_normal(e): e for e in extras}
     return next((by_normal[name] for name in TEST_EXTRAS if name in by_normal), None)
+
 
 
 def _import_check(
@@ -498,8 +500,17 @@ def _import_check(
     return paths, warnings
 
 
-def runtime(site: str | None, venv: str | None) -> dict[str, list[str]]:
-    """What a shard's environment gains: folders before PATH and PYTHONPATH."""
+def runtime(
+    site: str | None,
+    venv: str | None,
+    set_env: dict[str, str] | None = None,
+    pytest_args: list[str] | None = None,
+) -> dict[str, list[str]]:
+    """What a shard's environment gains: folders before PATH and PYTHONPATH, and under `SET`
+    the variables the declaration sets (`NAME=value`; tox's pytest options as
+    `PYTEST_ADDOPTS`)."""
+    import shlex
+
     path: list[str] = []
     pythonpath: list[str] = []
     if venv:
@@ -507,7 +518,13 @@ def runtime(site: str | None, venv: str | None) -> dict[str, list[str]]:
     if site:
         pythonpath.append(site)
         path.append(os.path.join(site, "bin"))
-    return {"PATH": path, "PYTHONPATH": pythonpath, "VIRTUAL_ENV": [venv] if venv else []}
+    assigned = dict(set_env or {})
+    if pytest_args:
+        assigned["PYTEST_ADDOPTS"] = shlex.join(pytest_args)
+    found = {"PATH": path, "PYTHONPATH": pythonpath, "VIRTUAL_ENV": [venv] if venv else []}
+    if assigned:
+        found["SET"] = [f"{name}={value}" for name, value in sorted(assigned.items())]
+    return found
 
 
 def with_plugin(
@@ -526,6 +543,10 @@ def with_plugin(
 def shard_env(env: dict[str, str], extra: dict[str, list[str]]) -> dict[str, str]:
     """The environment a shard's command runs with: `env` with the prepared folders in front,
     and no bytecode written into the checkout."""
+    if extra.get("VIRTUAL_ENV"):
+        # The revision is installed in its own venv: the gate's own PYTHONPATH is the gate's,
+        # never part of the environment the project's CI would give its tests.
+        env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
     merged = apply_runtime(env, extra)
     merged["PYTHONDONTWRITEBYTECODE"] = "1"
     return merged
@@ -540,93 +561,329 @@ def apply_runtime(env: dict[str, str], extra: dict[str, list[str]]) -> dict[str,
         if name == "VIRTUAL_ENV":
             merged[name] = folders[0]
             continue
+        if name == "SET":
+            for item in folders:
+                name_, _, value = item.partition("=")
+                merged[name_] = value
+            continue
         current = [p for p in merged.get(name, "").split(os.pathsep) if p]
         merged[name] = os.pathsep.join([*folders, *current])
     return merged
 
 
+# --- declared sources -----------------------------------------------------------------------
+#
+# Each source is a plain dict: `source` (its kind), `detail` (what it names, for the ledger),
+# `extras`, `requirements`, `files` (requirements files, relative to the checkout),
+# `install_project`, `set_env` and `pytest_args`. The first that installs is used; every one
+# tried is recorded, in `PRECEDENCE` order.
+
+PRECEDENCE = ("tox", "dependency-group", "extras", "requirements-file", "pytest")
+TOX_FILES = ("tox.ini", "tox.toml")
+TOX_TIMEOUT_S = 120.0
+# Variables tox sets for its own bookkeeping: never part of what the project declares.
+_TOX_OWN_ENV = re.compile(r"^(TOX_|VIRTUAL_ENV$|PIP_|PYTHONHASHSEED$|PYTHONIOENCODING$)")
+# pytest options that would stop the gate's measurement early or write a report of their own.
+_STOPPING_ARGS = re.compile(
+    r"^(-x|--exitfirst|--maxfail(=.*)?|--junit-?xml(=.*)?|--sw|--stepwise)$"
+)
+
+
+def tox_declared(checkout: str) -> bool:
+    """tox configuration in any of the places tox itself reads it from."""
+    if any(os.path.isfile(os.path.join(checkout, name)) for name in TOX_FILES):
+        return True
+    if "[tox:tox]" in _read_text(os.path.join(checkout, "setup.cfg")):
+        return True
+    tool = _pyproject(checkout).get("tool")
+    return isinstance(tool, dict) and "tox" in tool
+
+
+def find_tox() -> str | None:
+    """tox beside this interpreter (the gate's own environment) or on PATH."""
+    beside = os.path.join(os.path.dirname(sys.executable), "tox")
+    if os.path.isfile(beside) and os.access(beside, os.X_OK):
+        return beside
+    return shutil.which("tox")
+
+
+def tox_source(checkout: str, version: str, env: dict[str, str]) -> dict[str, object]:
+    """tox's test environment for this interpreter, read by tox's own loader (`tox config`):
+    its deps, extras, dependency groups, set_env and the pytest arguments of its commands."""
+    tox = find_tox()
+    name = "py" + "".join(version.split(".")[:2])
+    if tox is None:
+        raise SetupFailed("tox is not installed on this machine")
+    keys = ["deps", "extras", "dependency_groups", "set_env", "commands", "skip_install"]
+    argv = [tox, "config", "-e", name, "-k", *keys, "--format", "json", "--no-provision"]
+    try:
+        done = subprocess.run(
+            argv, cwd=checkout, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+            timeout=TOX_TIMEOUT_S, check=False,
+        )  # fmt: skip
+        found = json.loads(done.stdout.decode("utf-8", "replace"))["env"][name]
+    except (OSError, subprocess.TimeoutExpired, ValueError, KeyError, TypeError) as error:
+        tail = locals().get("done")
+        said = tail.stderr.decode("utf-8", "replace").strip()[-300:] if tail else str(error)
+        raise SetupFailed(f"tox could not read its configuration: {said or error}") from None
+    requirements: list[str] = []
+    files: list[str] = []
+    for dep in found.get("deps") or []:
+        match = re.match(r"^(-r|--requirement)\s*=?\s*(\S+)$", str(dep).strip())
+        if match:
+            path = match.group(2)
+            files.append(os.path.relpath(path, checkout) if os.path.isabs(path) else path)
+        elif str(dep).strip():
+            requirements.append(str(dep).strip())
+    for group in found.get("dependency_groups") or []:
+        requirements.extend(_resolve_group(checkout, str(group)))
+    set_env = {
+        str(k): str(v) for k, v in (found.get("set_env") or {}).items() if not _TOX_OWN_ENV.match(k)
+    }
+    return {
+        "source": "tox",
+        "detail": f"tox env {name}",
+        "extras": [str(e) for e in found.get("extras") or []],
+        "requirements": requirements,
+        "files": files,
+        "install_project": not bool(found.get("skip_install")),
+        "set_env": set_env,
+        "pytest_args": pytest_arguments([str(c) for c in found.get("commands") or []], checkout),
+    }
+
+
+def pytest_arguments(commands: list[str], checkout: str) -> list[str]:
+    """The options a tox `commands` line gives pytest (for `PYTEST_ADDOPTS`): not its paths
+    (the gate passes each shard's files), nor options that would stop a shard early."""
+    import shlex
+
+    for line in commands:
+        try:
+            words = shlex.split(line)
+        except ValueError:
+            continue
+        for index, word in enumerate(words):
+            if os.path.basename(word) in ("pytest", "py.test"):
+                rest = words[index + 1 :]
+                break
+        else:
+            continue
+        kept = []
+        for word in rest:
+            bare = word.split("::", 1)[0]
+            is_path = not word.startswith("-") and (
+                os.path.exists(bare) or os.path.exists(os.path.join(checkout, bare))
+            )
+            if is_path or _STOPPING_ARGS.match(word) or word == "{posargs}":
+                continue
+            kept.append(word)
+        return kept
+    return []
+
+
+def _resolve_group(checkout: str, name: str) -> list[str]:
+    groups = _pyproject(checkout).get("dependency-groups")
+    if not isinstance(groups, dict):
+        return []
+    by_name = {_normal(str(k)): v for k, v in groups.items()}
+
+    def resolve(group: str, seen: tuple[str, ...]) -> list[str]:
+        entries = by_name.get(_normal(group))
+        if not isinstance(entries, list) or _normal(group) in seen:
+            return []
+        found: list[str] = []
+        for entry in entries:
+            if isinstance(entry, str):
+                found.append(entry)
+            elif isinstance(entry, dict) and isinstance(entry.get("include-group"), str):
+                found.extend(resolve(entry["include-group"], (*seen, _normal(group))))
+        return found
+
+    return resolve(name, ())
+
+
+def requirements_file_for(checkout: str, version: str) -> str | None:
+    """The one test requirements file for this interpreter: the first test file found, or its
+    per-interpreter variant (`tests311.txt`, `tests-py3.11.txt`, ...) when one exists; a `dev`
+    file only where there is no test file. Never a union of files."""
+    found = requirement_files(checkout)
+    tests = [f for f in found if not re.search(r"(^|[/_-])dev\b", f) and not _variant(f)]
+    chosen = tests[0] if tests else next((f for f in found if not _variant(f)), None)
+    if chosen is None:
+        return None
+    stem, ext = os.path.splitext(chosen)
+    major, minor = version.split(".")[:2]
+    for suffix in (f"{major}{minor}", f"-py{major}{minor}", f"{major}.{minor}", f"-{major}.{minor}",
+                   f"-py{major}.{minor}", f"_py{major}{minor}"):  # fmt: skip
+        if os.path.isfile(os.path.join(checkout, stem + suffix + ext)):
+            return stem + suffix + ext
+    return chosen
+
+
+def _variant(rel: str) -> bool:
+    """A per-interpreter variant of another requirements file (`tests37.txt`)."""
+    return bool(re.search(r"(py)?\d\.?\d+\.txt$", os.path.basename(rel)))
+
+
+def declared_sources(
+    checkout: str, version: str, provided: list[str], env: dict[str, str]
+) -> list[dict[str, object]]:
+    """The project's declared test environments, in `PRECEDENCE` order (a source that cannot
+    even be read is kept as a failed entry, so the ledger says it was tried)."""
+    sources: list[dict[str, object]] = []
+    if tox_declared(checkout):
+        try:
+            sources.append(tox_source(checkout, version, env))
+        except SetupFailed as error:
+            sources.append({"source": "tox", "detail": "tox", "unreadable": str(error)})
+    group, group_requires = dependency_group(checkout)
+    if group:
+        sources.append({"source": "dependency-group", "detail": f"group {group}",
+                        "requirements": group_requires})  # fmt: skip
+    extra = _choose_extra(provided)
+    if extra:
+        sources.append({"source": "extras", "detail": f"extra [{extra}]", "extras": [extra]})
+    rel = requirements_file_for(checkout, version)
+    if rel:
+        sources.append({"source": "requirements-file", "detail": rel, "files": [rel]})
+    sources.append({"source": "pytest", "detail": "pytest alone", "requirements": ["pytest"]})
+    for source in sources:
+        source.setdefault("extras", [])
+        source.setdefault("requirements", [])
+        source.setdefault("files", [])
+        source.setdefault("install_project", True)
+        source.setdefault("set_env", {})
+        source.setdefault("pytest_args", [])
+    return sources
+
+
 def _auto(
-    checkout: str, commit: str, cache: str, installer: Installer, result: dict[str, object]
-) -> None:
+    checkout: str, commit: str, cache: str, installer: Installer, result: dict[str, object],
+    extras: list[str],
+) -> None:  # fmt: skip
     interp = _interpreter(installer.python, installer)
     tag = _key({"i": interp["implementation"], "v": interp["version"],
                 "p": interp["platform"], "m": interp["machine"]})[:12]  # fmt: skip
     result["python_version"] = interp["version"]
-    site, meta, project_reused = _build_project(checkout, commit, cache, installer, tag)
-    extras = [str(e) for e in meta.get("extras", [])]  # type: ignore[attr-defined]
-    extra = _choose_extra(extras)
-    group, group_requires = dependency_group(checkout)
-    files = requirement_files(checkout)
-    lock = os.path.isfile(os.path.join(checkout, "uv.lock"))
-    digests = {
-        rel: _sha256_file(os.path.join(checkout, rel))
-        for rel in [*files, *(["uv.lock"] if lock else [])]
-    }
-    result.update(project=meta.get("name"), extra=extra, group=group)
-    result["files_read"] = sorted(
-        [r for r in PROJECT_FILES if os.path.isfile(os.path.join(checkout, r))] + list(digests)
-    )
-    key = _key({
-        "format": FORMAT, "interpreter": tag, "requires": meta.get("requires", []),
-        "extra": extra, "group": group_requires, "files": digests, "setup": "auto",
-        "installer": installer.how,
-    })  # fmt: skip
-    result["key"] = key
-    entry = os.path.join(cache, "envs", key)
-    found = _ready(entry)
-    if found is None:
-        with _locked(cache, key):
-            found = _ready(entry)
+    wheel, meta, project_reused = _build_project(checkout, commit, cache, installer, tag)
+    provided = [str(e) for e in meta.get("extras", [])]  # type: ignore[attr-defined]
+    unknown = sorted(set(extras) - {_normal(e) for e in provided} - set(provided))
+    if unknown:
+        raise SetupFailed(
+            f"extras {', '.join(unknown)} are not declared by the project"
+            f" (it declares: {', '.join(provided) or 'none'})"
+        )
+    lock = os.path.join(checkout, "uv.lock")
+    lock_digest = _sha256_file(lock) if os.path.isfile(lock) else ""
+    result.update(project=meta.get("name"), project_reused=project_reused)
+    planned: list[tuple[dict[str, object], dict[str, str], str, str]] = []
+    unreadable: list[dict[str, object]] = []
+    for source in declared_sources(checkout, interp["version"], provided, installer.env):
+        if "unreadable" in source:
+            unreadable.append({"source": source["source"], "detail": source["detail"],
+                               "outcome": "failed", "error": source["unreadable"]})  # fmt: skip
+            continue
+        source["extras"] = sorted({*source["extras"], *extras})  # type: ignore[misc]
+        digests = {
+            rel: _sha256_file(os.path.join(checkout, rel))
+            for rel in source["files"]  # type: ignore[attr-defined]
+            if os.path.isfile(os.path.join(checkout, rel))
+        }
+        spec = {k: source[k] for k in ("source", "extras", "requirements", "files",
+                                        "install_project", "set_env", "pytest_args")}  # fmt: skip
+        deps_key = _key({
+            "format": FORMAT, "interpreter": tag, "requires": meta.get("requires", []),
+            "spec": spec, "files": digests, "lock": lock_digest, "installer": installer.how,
+        })  # fmt: skip
+        key = _key({"deps": deps_key, "wheel": meta.get("wheel_sha256", commit)})
+        planned.append((source, digests, deps_key, key))
+    # A source whose environment is ready is reused with the record of the sources before it
+    # that failed when it was built; they are not tried again.
+    reusable = next((p for p in planned if _ready(os.path.join(cache, "envs", p[3]))), None)
+    tried: list[dict[str, object]] = list(unreadable)
+    for source, digests, deps_key, key in [reusable] if reusable else planned:
+        entry_of = {"source": source["source"], "detail": source["detail"]}
+        entry = os.path.join(cache, "envs", key)
+        try:
+            found, built = _ready(entry), False
             if found is None:
-                _build_env(checkout, site, entry, installer, meta, extra, group, group_requires,
-                           files, lock)  # fmt: skip
-                found = _ready(entry)
-                result["built"] = True
-    if found is None:
-        raise SetupFailed("the environment was built but is not readable")
-    result["reused"] = not result.pop("built", False)
-    result["project_reused"] = project_reused
+                with _locked(cache, key):
+                    found = _ready(entry)
+                    if found is None:
+                        _build_env(checkout, wheel, entry, installer, source, lock_digest, tried)
+                        found, built = _ready(entry), True
+            if found is None:
+                raise SetupFailed("the environment was built but is not readable")
+        except SetupFailed as error:
+            tried.append({**entry_of, "outcome": "failed", "error": str(error),
+                          "log_tail": installer.take_log_tail()})  # fmt: skip
+            continue
+        installer.take_log_tail()
+        if not built:
+            before = found.get("tried_before")
+            tried = [dict(t) for t in before] if isinstance(before, list) else tried
+        tried.append({**entry_of, "outcome": "used"})
+        result.update(
+            key=key, deps_key=deps_key, reused=not built, source=source["source"],
+            extra=",".join(source["extras"]) or None,  # type: ignore[arg-type]
+            group=str(source["detail"])[6:] if source["source"] == "dependency-group" else None,
+            files_read=sorted(
+                [r for r in PROJECT_FILES if os.path.isfile(os.path.join(checkout, r))]
+                + list(digests) + (["uv.lock"] if lock_digest else [])
+            ),
+        )  # fmt: skip
+        break
+    result["tried"] = tried
+    if "key" not in result or not result["key"]:
+        result["error"] = "no declared test environment installs: tried " + ", ".join(
+            f"{t['source']} ({t['error']})" for t in tried
+        )
+        raise SetupFailed(str(result["error"]))
     venv = os.path.join(entry, "venv")
     result["python"] = os.path.join(venv, "bin", "python")
-    result["packages"] = found.get("packages", "")
-    result["runtime"] = runtime(site, venv)
-    result["keep"] = [entry, os.path.dirname(site)]
+    result["packages"] = (found or {}).get("packages", "")
+    set_env = {str(k): str(v) for k, v in dict(source["set_env"]).items()}  # type: ignore[call-overload]
+    pytest_args = [str(a) for a in source["pytest_args"]]  # type: ignore[attr-defined]
+    result["runtime"] = runtime(None, venv, set_env, pytest_args)
+    result["keep"] = [entry, os.path.dirname(os.path.dirname(wheel))]
     env = apply_runtime(installer.env, result["runtime"])  # type: ignore[arg-type]
     tops = [str(t) for t in meta.get("top_level", [])]  # type: ignore[attr-defined]
     result["imports"], result["warnings"] = _import_check(
-        str(result["python"]), tops, site, checkout, env
+        str(result["python"]), tops, venv, checkout, env
     )
 
 
 def _build_env(
-    checkout: str, site: str, entry: str, installer: Installer, meta: dict[str, object],
-    extra: str | None, group: str | None, group_requires: list[str], files: list[str],
-    lock: bool,
+    checkout: str, wheel: str, entry: str, installer: Installer, source: dict[str, object],
+    lock_digest: str, tried_before: list[dict[str, object]],
 ) -> None:  # fmt: skip
+    """A fresh venv with the revision's wheel really installed (so every process the suite
+    starts imports it) and the source's dependencies; uv's cache shares the downloads."""
     os.makedirs(os.path.dirname(entry), exist_ok=True)
     staging = tempfile.mkdtemp(prefix=".build-", dir=os.path.dirname(entry))
     try:
         python = installer.venv(os.path.join(staging, "venv"))
-        name = str(meta.get("name") or "")
-        wheel = os.path.join(os.path.dirname(site), "wheel", str(meta.get("wheel")))
         if not os.path.isfile(wheel):
             raise SetupFailed(f"the built wheel {wheel} is no longer in the cache")
-        target = f"{wheel}[{extra}]" if extra else wheel
-        args = [target, *group_requires]
+        extras = [str(e) for e in source["extras"]]  # type: ignore[attr-defined]
+        args: list[str] = []
+        if source["install_project"]:
+            args.append(f"{wheel}[{','.join(extras)}]" if extras else wheel)
+        args += [str(r) for r in source["requirements"]]  # type: ignore[attr-defined]
         scratch = os.path.join(staging, "requirements")
         os.makedirs(scratch)
-        for rel in files:
-            args += ["-r", sanitized_requirements(checkout, rel, scratch)]
-        if lock:
-            exported = installer.export_lock(checkout, extra, group)
+        for rel in source["files"]:  # type: ignore[attr-defined]
+            if not os.path.isfile(os.path.join(checkout, str(rel))):
+                raise SetupFailed(f"{rel} is named but not in the checkout")
+            args += ["-r", sanitized_requirements(checkout, str(rel), scratch)]
+        if lock_digest:
+            exported = installer.export_lock(checkout)
             if exported is not None:
                 pinned = os.path.join(scratch, "uv.lock.txt")
                 with open(pinned, "w", encoding="utf-8") as handle:
                     handle.write(exported)
-                args += ["-r", pinned]
-        installer.install(python, args, "installing the test dependencies")
-        if name:
-            installer.uninstall(python, name)  # the project comes from its overlay
+                args += ["-c", pinned]
+        installer.install(python, args, f"installing {source['detail']}")
         try:
             installer.run([python, "-c", "import pytest"], what="checking for pytest")
         except SetupFailed:
@@ -636,6 +893,7 @@ def _build_env(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
 
 
 def _command(
@@ -688,6 +946,7 @@ def prepare(
     installer_name: str = "auto",
     max_bytes: int = DEFAULT_MAX_BYTES,
     base_env: dict[str, str] | None = None,
+    extras: list[str] | tuple[str, ...] = (),
 ) -> dict[str, object]:
     """Prepare the environment the tests of `checkout` run in; never raises for a bad project.
 
@@ -719,17 +978,21 @@ def prepare(
             ]
         elif mode == "auto":
             result["how"] = installer.how
-            _auto(checkout, commit, cache, installer, result)
+            _auto(checkout, commit, cache, installer, result, [_normal(e) for e in extras])
         else:
             result["how"] = "command"
             _command(checkout, commit, cache, installer, list(command or []), result)
     except SetupFailed as error:
         result["status"] = "failed"
         result["error"] = str(error)
-        with open(log, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, handle.tell() - LOG_TAIL_BYTES))
-            result["log_tail"] = handle.read().decode("utf-8", "replace")
+        tried = result.get("tried", [])
+        tails = [
+            f"== {t['source']}: {t.get('error', '')}\n{t['log_tail']}"
+            for t in (tried if isinstance(tried, list) else [])
+            if t.get("log_tail")
+        ]
+        tails.append(installer.take_log_tail())
+        result["log_tail"] = "\n".join(t for t in tails if t)[-LOG_TAIL_BYTES:]
     finally:
         with contextlib.suppress(OSError):
             os.unlink(log)

@@ -140,6 +140,7 @@ class LocalExecutor:
                 cache=str(self.envs_dir),
                 commit=commit,
                 command=list(request.command),
+                extras=list(request.extras),
             )
             found = (report_of(prepared, "local"), _runtime_of(prepared))
             with self._lock:

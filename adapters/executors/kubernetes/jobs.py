@@ -181,6 +181,7 @@ def job_manifest(
         "commit": shard.commit,
         "env_mode": request.mode,
         "env_command": list(request.command),
+        "env_extras": list(request.extras),
         "env_cache": ENV_CACHE,
         "plugin_module": PLUGIN_MODULE,
         "plugin_source": PLUGIN_SOURCE,

@@ -63,6 +63,7 @@ def main(argv: list[str]) -> int:
         cache=spec["env_cache"],
         commit=spec["commit"],
         command=spec["env_command"],
+        extras=spec.get("env_extras", []),
     )
     with open(os.path.join(out, "environment.json"), "w") as handle:
         json.dump(prepared, handle, sort_keys=True)

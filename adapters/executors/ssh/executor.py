@@ -115,6 +115,7 @@ class SshExecutor:
             "memory_limit_mb": shard.memory_limit_mb,
             "env_mode": request.mode,
             "env_command": list(request.command),
+            "env_extras": list(request.extras),
             "plugin_module": PLUGIN_MODULE,
             "plugin_source": PLUGIN_SOURCE,
         }

@@ -85,6 +85,7 @@ def main(argv: list[str]) -> int:
         cache=os.path.join(os.path.dirname(mirror.rstrip("/")), ENVS_FOLDER),
         commit=spec["commit"],
         command=spec["env_command"],
+        extras=spec.get("env_extras", []),
     )
     if link.dropped:
         return 3
