@@ -5,8 +5,11 @@
 For each real project (two consecutive releases from their public sdists, see
 `tests/realworld/sdists.py`): the head revision's environment prepared as the gate prepares it —
 first with empty caches (our environment cache and uv's own, so downloads count), then again
-from the cache — and one plain `pytest` run of the suite in that environment. Printed side by
-side in one run, with the ratios to the plain pytest time.
+from the cache, then the base revision's (its own venv with its own wheel installed, the
+dependency layer warm in uv's cache: what a second revision costs) — and one plain `pytest`
+run of the suite in head's environment. The source column is the declared source used (tox,
+dependency-group, extras, requirements-file, pytest). Printed side by side in one run, with
+the ratios to the plain pytest time.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ PROJECTS = {
     "six": ("1.16.0", "1.17.0"),
     "more-itertools": ("10.4.0", "10.5.0"),
     "packaging": ("24.1", "24.2"),
+    "click": ("8.1.7", "8.1.8"),  # tox + a Pallets requirements folder
 }
 
 
@@ -56,6 +60,17 @@ def measure(name: str, workdir: Path) -> dict[str, object]:
         timings[label] = time.perf_counter() - started
         if prepared["status"] != "ready":
             raise RuntimeError(f"{name}: {prepared.get('error')}\n{prepared.get('log_tail')}")
+    base_checkout = workdir / f"{name}-base"
+    subprocess.run(
+        ["git", "-C", str(repo), "worktree", "add", "-q", "--detach", str(base_checkout),
+         f"v{base}"], check=True, capture_output=True,
+    )  # fmt: skip
+    started = time.perf_counter()
+    sibling = environment.prepare(
+        str(base_checkout), mode="auto", python=sys.executable, cache=str(cache),
+        commit="base", base_env=env,
+    )  # fmt: skip
+    timings["second revision"] = time.perf_counter() - started
     runtime = prepared["runtime"]
     assert isinstance(runtime, dict)
     run_env = environment.apply_runtime(dict(os.environ), runtime)
@@ -70,6 +85,9 @@ def measure(name: str, workdir: Path) -> dict[str, object]:
     return {
         "project": f"{name} {head}",
         "how": prepared["how"],
+        "source": prepared.get("source", ""),
+        "sibling": sibling["status"],
+        "second_s": timings["second revision"],
         "packages": len(str(prepared["packages"]).splitlines()),
         "first_s": timings["first"],
         "cached_s": timings["cached"],
@@ -84,14 +102,20 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-envs-") as scratch:
         rows = [measure(name, Path(scratch)) for name in args.projects.split(",")]
-    header = f"{'project':24} {'how':4} {'pkgs':>4} {'first':>7} {'cached':>7} {'pytest':>7}"
-    print(header + "  first/pytest  cached/pytest  pytest says")
+    header = (
+        f"{'project':22} {'source':17} {'pkgs':>4} {'first':>7} {'cached':>7} {'2nd rev':>7}"
+        f" {'pytest':>7}"
+    )
+    print(header + "  first/pytest  cached/pytest  2nd/pytest  pytest says")
     for row in rows:
-        first, cached, plain = (float(row[k]) for k in ("first_s", "cached_s", "pytest_s"))  # type: ignore[arg-type]
+        first, cached, second, plain = (
+            float(row[k])  # type: ignore[arg-type]
+            for k in ("first_s", "cached_s", "second_s", "pytest_s")
+        )
         print(
-            f"{row['project']:24} {row['how']:4} {row['packages']:>4} {first:7.2f} "
-            f"{cached:7.2f} {plain:7.2f}  {first / plain:12.2f}  {cached / plain:13.2f}  "
-            f"{row['pytest']}"
+            f"{row['project']:22} {row['source']!s:17} {row['packages']:>4} {first:7.2f} "
+            f"{cached:7.2f} {second:7.2f} {plain:7.2f}  {first / plain:12.2f}  "
+            f"{cached / plain:13.2f}  {second / plain:10.2f}  {row['pytest']}"
         )
 
 

@@ -773,7 +773,8 @@ class GateProcess:
             deps_key=report.deps_key,
             tried=tried,
         )
-        self.observer.notice(describe(event, {}))
+        for line in describe(event, {}).splitlines():  # each source tried on a line
+            self.observer.notice(line)
         for warning in report.warnings:
             self.observer.notice(f"warning: {run.revision} environment: {warning}")
         return [event], artifacts

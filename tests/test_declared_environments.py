@@ -78,8 +78,11 @@ def test_a_pallets_requirements_folder_installs_the_variant_for_this_interpreter
     assert found["status"] == "ready", found.get("log_tail")
     assert found["source"] == "requirements-file"
     assert found["tried"][0]["detail"] == f"requirements/tests{VARIANT}.txt"  # type: ignore[index]
-    assert {"pytest", "iniconfig", "layout"} <= packages(found)
+    assert {"pytest", "iniconfig"} <= packages(found)
     assert "black" not in packages(found) and "sphinx" not in packages(found)
+    # the project itself is installed from its wheel (and left out of the dependency list)
+    assert "site-packages" in found["imports"]["layout"]  # type: ignore[index]
+    assert "layout" not in packages(found)
 
 
 def test_the_plain_test_file_is_used_when_no_variant_names_this_interpreter(
@@ -102,7 +105,8 @@ def test_the_plain_test_file_is_used_when_no_variant_names_this_interpreter(
             "tox.ini": (
                 "[tox]\nenv_list = py3{9,10,11,12,13}\n"
                 "[testenv]\ndeps =\n    pytest\n    iniconfig==2.0.0\n"
-                "set_env = LAYOUT_MODE=tox\ncommands = pytest -p no:randomly -x tests {posargs}\n"
+                "set_env = LAYOUT_MODE=tox\n"
+                "commands = pytest -p no:randomly -x --basetemp={envtmpdir} tests {posargs}\n"
             )
         },
         {
@@ -130,7 +134,7 @@ def test_tox_only_dependencies_are_read_by_tox_and_win_over_requirements_files(
     assert found["status"] == "ready", found.get("log_tail")
     assert found["source"] == "tox"
     assert tried(found) == [("tox", "used")]
-    assert {"pytest", "iniconfig", "layout"} <= packages(found)
+    assert {"pytest", "iniconfig"} <= packages(found)
     assert "six" not in packages(found) and "attrs" not in packages(found)
     # set_env and the pytest options of `commands` (not its paths, not -x) reach the shard
     env = environment.shard_env({"PATH": "/usr/bin"}, found["runtime"])  # type: ignore[arg-type]
@@ -151,7 +155,7 @@ def test_a_pep735_group_with_include_group_is_installed(tmp_path: Path) -> None:
 
     assert found["status"] == "ready", found.get("log_tail")
     assert (found["source"], found["group"]) == ("dependency-group", "test")
-    assert {"pytest", "iniconfig", "layout"} <= packages(found)
+    assert {"pytest", "iniconfig"} <= packages(found)
     assert "six" not in packages(found)  # the group wins over the extra
 
 
@@ -167,7 +171,7 @@ def test_the_test_extra_is_installed_with_the_project_and_the_extras_setting_add
 
     assert plain["source"] == with_fast["source"] == "extras"
     assert "six" not in packages(plain)
-    assert {"six", "pytest", "layout"} <= packages(with_fast)
+    assert {"six", "pytest"} <= packages(with_fast)
     assert with_fast["extra"] == "fast,test"
 
 

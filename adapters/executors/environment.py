@@ -585,8 +585,11 @@ TOX_TIMEOUT_S = 120.0
 _TOX_OWN_ENV = re.compile(r"^(TOX_|VIRTUAL_ENV$|PIP_|PYTHONHASHSEED$|PYTHONIOENCODING$)")
 # pytest options that would stop the gate's measurement early or write a report of their own.
 _STOPPING_ARGS = re.compile(
-    r"^(-x|--exitfirst|--maxfail(=.*)?|--junit-?xml(=.*)?|--sw|--stepwise)$"
+    r"^(-x|--exitfirst|--maxfail(=.*)?|--junit-?xml(=.*)?|--sw|--stepwise|--basetemp=.*)$"
 )
+# ... and those of them whose value is the next word. `--basetemp` names a folder of tox's
+# that pytest empties at start: shards running side by side must each keep their own.
+_DROPPED_WITH_VALUE = ("--maxfail", "--junitxml", "--junit-xml", "--basetemp")
 
 
 def tox_declared(checkout: str) -> bool:
@@ -668,8 +671,15 @@ def pytest_arguments(commands: list[str], checkout: str) -> list[str]:
                 break
         else:
             continue
-        kept = []
+        kept: list[str] = []
+        skip_next = False
         for word in rest:
+            if skip_next:
+                skip_next = False
+                continue
+            if word in _DROPPED_WITH_VALUE:
+                skip_next = True
+                continue
             bare = word.split("::", 1)[0]
             is_path = not word.startswith("-") and (
                 os.path.exists(bare) or os.path.exists(os.path.join(checkout, bare))
@@ -841,7 +851,7 @@ def _auto(
         raise SetupFailed(str(result["error"]))
     venv = os.path.join(entry, "venv")
     result["python"] = os.path.join(venv, "bin", "python")
-    result["packages"] = (found or {}).get("packages", "")
+    result["packages"] = _dependencies_only(str((found or {}).get("packages", "")), meta)
     set_env = {str(k): str(v) for k, v in dict(source["set_env"]).items()}  # type: ignore[call-overload]
     pytest_args = [str(a) for a in source["pytest_args"]]  # type: ignore[attr-defined]
     result["runtime"] = runtime(None, venv, set_env, pytest_args)
@@ -851,6 +861,17 @@ def _auto(
     result["imports"], result["warnings"] = _import_check(
         str(result["python"]), tops, venv, checkout, env
     )
+
+
+def _dependencies_only(frozen: str, meta: dict[str, object]) -> str:
+    """The frozen list less the project itself (installed from its wheel, by path): the
+    package set its tests ran in, comparable between revisions."""
+    own = _normal(str(meta.get("name") or ""))
+    kept = [
+        line for line in frozen.splitlines()
+        if _normal(re.split(r"\s*(==|@)", line.strip(), maxsplit=1)[0]) != own
+    ]  # fmt: skip
+    return "\n".join(kept) + ("\n" if kept else "")
 
 
 def _build_env(
