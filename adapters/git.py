@@ -119,6 +119,18 @@ def resolve_commit(repo: Path, rev: str) -> str:
     return sha
 
 
+def committer_date(repo: Path, sha: str) -> str:
+    """The commit's committer date in UTC, ISO 8601 (`2024-11-03T09:12:00Z`)."""
+    done = _git(repo, "show", "-s", "--format=%ct", sha, check=False)
+    try:
+        stamp = int(done.stdout.decode().strip())
+    except ValueError:
+        raise BadInput(f"cannot read the committer date of {sha} in {repo}") from None
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(stamp, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def repo_root(path: Path) -> Path:
     """The top of the working tree that contains `path`."""
     _require_repo(path)

@@ -70,6 +70,9 @@ from ledger.settings import EXECUTORS, gate_options
 @click.option("--release-builds/--no-release-builds", "release_builds", default=None,
               help="Once the tests are done, build head's sdist and wheel and try the upgrade "
               "from base's wheel, for the approval report [default: on].")  # fmt: skip
+@click.option("--resolve-as-of", "resolve_as_of", default=None, metavar="head|base|now|DATE",
+              help="Resolve both revisions' unpinned dependencies as PyPI stood then (uv's "
+              "--exclude-newer) [default: head, the head commit's committer date].")  # fmt: skip
 @click.option("--junit-out", "junit_out", default=None, metavar="FILE",
               help="Also write the head's results as one JUnit XML file.")  # fmt: skip
 @common

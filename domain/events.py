@@ -104,6 +104,7 @@ class EnvironmentPrepared(Event):
     files_read: list[str] = Field(default_factory=list)
     source: str = ""  # the declared source used: tox, dependency-group, extras, ...
     deps_key: str = ""
+    exclude_newer: str = ""  # resolved as the index stood then (`--resolve-as-of`)
     tried: list[EnvironmentSource] = Field(default_factory=list)
 
     def artifact_hashes(self) -> list[str]:

@@ -60,6 +60,7 @@ class EnvironmentRequest(BaseModel):
     mode: EnvironmentMode = "none"
     command: tuple[str, ...] = ()  # the user's setup command, with {python} and {venv}
     extras: tuple[str, ...] = ()  # installed with the project whatever the source
+    exclude_newer: str = ""  # resolve as the index stood then (UTC ISO timestamp; uv only)
 
     @classmethod
     def parse(cls, text: str) -> EnvironmentRequest:
@@ -116,6 +117,7 @@ class EnvironmentReport(BaseModel):
     where: str = "local"  # the machine: local, the SSH host, the pool member
     source: str = ""  # the declared source used (`SourceTried.source`)
     deps_key: str = ""  # the dependency layer, shared by revisions with the same declaration
+    exclude_newer: str = ""  # the index snapshot unpinned dependencies were resolved against
     tried: tuple[SourceTried, ...] = ()  # every source tried, in precedence order
 
 

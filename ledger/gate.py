@@ -119,11 +119,15 @@ class GateOptions:
     environment: str = "auto"  # auto, none, or a setup command (`--env`)
 
     extras: tuple[str, ...] = ()  # the project's extras its tests need (`extras`)
+    # Both revisions resolve unpinned dependencies as the index stood then (`--resolve-as-of`).
+    exclude_newer: str = ""
 
     @property
     def environment_request(self) -> EnvironmentRequest:
         request = EnvironmentRequest.parse(self.environment)
-        return request.model_copy(update={"extras": self.extras})
+        return request.model_copy(
+            update={"extras": self.extras, "exclude_newer": self.exclude_newer}
+        )
 
     @property
     def environment_setting(self) -> str:
@@ -171,6 +175,7 @@ class GateOptions:
             "question_budget": self.question_budget,
             "env": self.environment,
             "extras": list(self.extras),
+            "exclude_newer": self.exclude_newer,
             "max_report_mb": self.max_report_mb,
             "release_builds": self.release_builds,
         }
@@ -303,6 +308,7 @@ def options_from(started: ev.RunStarted) -> GateOptions:
         # Runs recorded before per-revision environments ran with the gate's interpreter.
         environment=str(recorded.get("env", "none")),
         extras=tuple(str(e) for e in recorded.get("extras", ())),
+        exclude_newer=str(recorded.get("exclude_newer", "")),
         max_report_mb=float(recorded.get("max_report_mb", 64.0)),
         # Runs recorded before release builds existed are not built on resume.
         release_builds=bool(recorded.get("release_builds", False)),
@@ -771,6 +777,7 @@ class GateProcess:
             files_read=list(report.files_read),
             source=report.source,
             deps_key=report.deps_key,
+            exclude_newer=report.exclude_newer,
             tried=tried,
         )
         for line in describe(event, {}).splitlines():  # each source tried on a line

@@ -32,6 +32,7 @@ class RepositorySettings(BaseModel):
     base: str | None = None
     env: str | None = None
     extras: list[str] | None = None  # the project's extras its own tests need
+    resolve_as_of: str | None = Field(default=None, alias="resolve-as-of")
     command: str | list[str] | None = None
     budget_gib: float | None = Field(default=None, alias="budget-gib")
     isolation_budget_gib: float | None = Field(default=None, alias="isolation-budget-gib")
@@ -128,6 +129,32 @@ def declared_extras(repo: Path, head: str, extras: list[str]) -> tuple[str, ...]
     return names
 
 
+def snapshot(repo: Path, head: str, base: str, as_of: str) -> str:
+    """`--resolve-as-of head|base|now|DATE` as the UTC timestamp both revisions resolve
+    their unpinned dependencies against (recorded in `RunStarted`, used again on resume)."""
+    import datetime as dt
+
+    word = as_of.strip()
+    if word in ("head", "base"):
+        try:
+            root = git.repo_root(repo)
+            commit = git.resolve_commit(root, head if word == "head" else base)
+            return git.committer_date(root, commit)
+        except BadInput:
+            return ""  # the gate itself reports the bad repository or revision
+    if word == "now":
+        return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        when = dt.datetime.fromisoformat(word.replace("Z", "+00:00"))
+    except ValueError:
+        raise BadInput(
+            f"--resolve-as-of {as_of!r}: use head, base, now or a date such as 2025-06-01"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def repository_settings(repo: Path, head: str) -> RepositorySettings:
     """The `[tool.release-ledger]` table of `pyproject.toml` at `head` (empty when absent)."""
     document = _pyproject_at(repo, head)
@@ -207,6 +234,7 @@ def gate_options(flags: dict[str, Any]) -> GateOptions:
         question_budget=int(_number(pick("question_budget", "questions"), 3)),
         environment=pick("env") or "auto",
         extras=declared_extras(repo, head, list(table.extras or [])),
+        exclude_newer=snapshot(repo, head, str(base), pick("resolve_as_of") or "head"),
         max_report_mb=_number(pick("max_report_mb"), 64.0),
         release_builds=bool(pick("release_builds") if pick("release_builds") is not None else True),
     )

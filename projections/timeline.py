@@ -76,7 +76,7 @@ def _environment(e: ev.EnvironmentPrepared, _: Mapping[str, bytes]) -> str:
     text = (
         f"{where}: {made}, {what}, {e.packages} packages, "
         f"Python {e.python_version}, key {e.key[:12]}"
-    )
+    ) + (f", resolved as of {e.exclude_newer}" if e.exclude_newer else "")
     return "\n".join(["; warning: ".join([text, *e.warnings]), *_sources_tried(e)])
 
 

@@ -268,6 +268,12 @@ def test_a_suite_whose_fixture_starts_the_package_in_a_bare_subprocess_imports_t
     ]
     shown = run_ledger(tmp_path, "show", run_id, "--all").stdout
     assert "extras (extra [test]): used" in shown
+    # both revisions resolved against one snapshot: the head commit's date, recorded
+    started = next(e for e in events(tmp_path, run_id) if e["kind"] == "RunStarted")
+    snapshot = started["options"]["exclude_newer"]
+    assert snapshot.endswith("Z")
+    assert {e["exclude_newer"] for e in prepared_events} == {snapshot}
+    assert f"resolved as of {snapshot}" in shown
 
 
 def test_an_extras_setting_the_project_does_not_declare_is_exit_2_and_writes_nothing(
@@ -292,3 +298,29 @@ def test_an_extras_setting_the_project_does_not_declare_is_exit_2_and_writes_not
     ]
     listed = run_ledger(tmp_path, "runs", "--json")
     assert listed.code != 0 or json.loads(listed.stdout) == []
+
+
+def test_unpinned_dependencies_resolve_as_the_index_stood_at_the_snapshot(tmp_path: Path) -> None:
+    root = checkout(tmp_path, {"pyproject.toml": pyproject(extra='test = ["pytest", "iniconfig"]')})
+
+    found = prepared(tmp_path, root, exclude_newer="2022-06-01T00:00:00Z")
+
+    assert found["status"] == "ready", found.get("log_tail")
+    assert "iniconfig==1.1.1" in str(found["packages"])  # 2.0.0 came out in 2023
+    assert found["exclude_newer"] == "2022-06-01T00:00:00Z"
+
+
+def test_the_snapshot_defaults_to_the_head_commits_date_and_a_bad_date_is_bad_input(
+    tmp_path: Path,
+) -> None:
+    from domain.errors import BadInput
+    from ledger.settings import snapshot
+
+    repo = make_repo(tmp_path, {"tests/test_a.py": "def test_a():\n    pass\n"})
+    tag(repo, "v1")
+
+    assert snapshot(repo, "HEAD", "v1", "head").endswith("Z")
+    assert snapshot(repo, "HEAD", "v1", "2025-06-01") == "2025-06-01T00:00:00Z"
+    assert snapshot(repo, "HEAD", "v1", "2025-06-01T02:00:00+02:00") == "2025-06-01T00:00:00Z"
+    with pytest.raises(BadInput, match="--resolve-as-of 'last tuesday'"):
+        snapshot(repo, "HEAD", "v1", "last tuesday")

@@ -257,9 +257,14 @@ class Installer:
             raise SetupFailed(f"building the project gave {len(wheels)} wheels, not one")
         return os.path.join(out_dir, wheels[0])
 
-    def install(self, python: str, args: list[str], what: str) -> None:
+    exclude_newer = ""  # resolve as the index stood then (uv's --exclude-newer)
+
+    def install(self, python: str, args: list[str], what: str, pinned: bool = False) -> None:
+        """Install `args`; unless a lock `pinned` them, as the index stood at `exclude_newer`."""
         if self.uv:
-            self.run([self.uv, "pip", "install", "-q", "--python", python, *args], what=what)
+            snapshot = ["--exclude-newer", self.exclude_newer] if self.exclude_newer else []
+            argv = [self.uv, "pip", "install", "-q", "--python", python]
+            self.run([*argv, *([] if pinned else snapshot), *args], what=what)
         else:
             self.run([python, "-m", "pip", "install", "-q", *args], what=what)
 
@@ -804,6 +809,7 @@ def _auto(
         deps_key = _key({
             "format": FORMAT, "interpreter": tag, "requires": meta.get("requires", []),
             "spec": spec, "files": digests, "lock": lock_digest, "installer": installer.how,
+            "exclude_newer": installer.exclude_newer,
         })  # fmt: skip
         key = _key({"deps": deps_key, "wheel": meta.get("wheel_sha256", commit)})
         planned.append((source, digests, deps_key, key))
@@ -904,7 +910,7 @@ def _build_env(
                 with open(pinned, "w", encoding="utf-8") as handle:
                     handle.write(exported)
                 args += ["-c", pinned]
-        installer.install(python, args, f"installing {source['detail']}")
+        installer.install(python, args, f"installing {source['detail']}", pinned=lock_digest != "")
         try:
             installer.run([python, "-c", "import pytest"], what="checking for pytest")
         except SetupFailed:
@@ -968,6 +974,7 @@ def prepare(
     max_bytes: int = DEFAULT_MAX_BYTES,
     base_env: dict[str, str] | None = None,
     extras: list[str] | tuple[str, ...] = (),
+    exclude_newer: str = "",
 ) -> dict[str, object]:
     """Prepare the environment the tests of `checkout` run in; never raises for a bad project.
 
@@ -989,6 +996,9 @@ def prepare(
     os.close(log_fd)
     uv_binary = None if installer_name == "pip" else find_uv(uv)
     installer = Installer(python, uv_binary, log, env)
+    installer.exclude_newer = exclude_newer if uv_binary else ""
+    if exclude_newer:
+        result["exclude_newer"] = installer.exclude_newer
     try:
         if mode == "none":
             result["how"] = "none"

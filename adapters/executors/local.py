@@ -141,6 +141,7 @@ class LocalExecutor:
                 commit=commit,
                 command=list(request.command),
                 extras=list(request.extras),
+                exclude_newer=request.exclude_newer,
             )
             found = (report_of(prepared, "local"), _runtime_of(prepared))
             with self._lock:

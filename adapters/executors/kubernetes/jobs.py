@@ -182,6 +182,7 @@ def job_manifest(
         "env_mode": request.mode,
         "env_command": list(request.command),
         "env_extras": list(request.extras),
+        "env_exclude_newer": request.exclude_newer,
         "env_cache": ENV_CACHE,
         "plugin_module": PLUGIN_MODULE,
         "plugin_source": PLUGIN_SOURCE,

@@ -116,6 +116,7 @@ class SshExecutor:
             "env_mode": request.mode,
             "env_command": list(request.command),
             "env_extras": list(request.extras),
+            "env_exclude_newer": request.exclude_newer,
             "plugin_module": PLUGIN_MODULE,
             "plugin_source": PLUGIN_SOURCE,
         }

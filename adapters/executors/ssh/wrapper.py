@@ -86,6 +86,7 @@ def main(argv: list[str]) -> int:
         commit=spec["commit"],
         command=spec["env_command"],
         extras=spec.get("env_extras", []),
+        exclude_newer=spec.get("env_exclude_newer", ""),
     )
     if link.dropped:
         return 3
