@@ -26,6 +26,12 @@ from ledger.settings import EXECUTORS, gate_options
               help="Each revision's environment: auto (build it from the revision's own "
               "dependency declarations; default), none (the gate's interpreter), or a setup "
               "command run in the checkout with {python} and {venv}.")  # fmt: skip
+@click.option("--python", "python", default=None, metavar="3.X[,3.Y...]|auto",
+              help="Run the gate on each of these interpreters (an interpreter matrix): "
+              "versions, interpreter paths, or auto (the versions the project's classifiers "
+              "and tox env_list name within requires-python, that this machine has). Each "
+              "gets its own environments and shard runs; the verdict is per interpreter and "
+              "overall. Default: the gate's own interpreter.")  # fmt: skip
 @click.option("--shards", type=int, default=None, help="Shard count (default: twice --jobs).")
 @click.option("--budget-gib", type=float, default=None, help="Memory per shard [default: 8].")
 @click.option("--rounds", type=int, default=None, help="Retry rounds [default: 2].")
@@ -92,6 +98,7 @@ def gate(ledger_url: str | None, as_json: bool, junit_out: str | None, **flags: 
       ledger gate --base v1.4.0 --head rc-2 --shards 8 --budget-gib 4 --json
       ledger gate --base main~5 --command '{python} -m pytest -q --junitxml={junit} {files}'
       ledger gate --base v1.4.0 --env '{python} -m pip install -e .[test]'
+      ledger gate --base v1.4.0 --python 3.11,3.12,3.13
       ledger gate --base v1.4.0 --executor kubernetes --pool prod-a,prod-b
       ledger gate --base v1.4.0 --executor ssh --host ci@build-1
       ledger gate --base v1.4.0 --junit-out reports/gate-junit.xml

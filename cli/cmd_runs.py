@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from cli.options import EXIT_FAILED, common, emit_json
-from cli.render import base_reuse_line, cell
+from cli.render import base_reuse_line, cell, interpreter_lines
 from domain.text import one_line
 from ledger import queries
 from ledger.service import opened
@@ -110,6 +110,7 @@ def show_lines(
             out.append(f"{line['position']:>5}  {one_line(when)}  {line['kind']:<22} {text}")
     if conclusion is not None:
         out.append(f"verdict under rule {conclusion['rule']}: {conclusion['status']}")
+        out.extend(f"  {one_line(line)}" for line in interpreter_lines(conclusion))
         reuse = conclusion.get("base_reuse")
         if reuse:
             out.append(base_reuse_line(reuse))

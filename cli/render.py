@@ -55,6 +55,9 @@ def print_verdict(
     table.add_row("rule", cell(f"{document['rule']} v{document['rule_version']}"))
     table.add_row("head", cell(f"{document.get('head_ref')} {str(document.get('head'))[:12]}"))
     table.add_row("base", cell(f"{document.get('base_ref')} {str(document.get('base'))[:12]}"))
+    for line in interpreter_lines(document):
+        label, _, summary = line.partition(": ")
+        table.add_row(label, cell(summary))
     for key in ("introduced", "preexisting", "fixed", "flaky"):
         table.add_row(key, lines_cell(document.get(key) or []))
     if document.get("retry_shards"):
@@ -103,3 +106,17 @@ def base_reuse_line(reuse: dict[str, Any]) -> str:
     if reuse.get("from"):
         line += " from " + ", ".join(r[:12] for r in reuse["from"])
     return line
+
+
+def interpreter_lines(document: dict[str, Any]) -> list[str]:
+    """One line per interpreter of a matrix verdict document (none without a matrix): its
+    status and what decided it."""
+    out = []
+    for label, verdict in (document.get("interpreters") or {}).items():
+        parts = [f"{len(verdict[k])} {k}" for k in ("introduced", "flaky") if verdict.get(k)]
+        if verdict.get("unmeasured"):
+            parts.append(f"{len(verdict['unmeasured'])} unmeasured")
+        head = (verdict.get("tests") or {}).get("head")
+        counted = [f"{head} tests at head"] if head is not None else []
+        out.append(f"Python {label}: {verdict['status']} ({', '.join([*counted, *parts])})")
+    return out

@@ -33,6 +33,17 @@ class Event(BaseModel):
         return []
 
 
+class OnInterpreter(BaseModel):
+    """Trait of the facts observed on one interpreter of a matrix gate (`--python`).
+
+    `interpreter` is the matrix label (`3.12`); empty in a gate of one interpreter, and then
+    left out of the stored JSON, so such events are byte for byte what they were before the
+    matrix. The fold keeps each interpreter's facts apart (`domain/run_state.fold`).
+    """
+
+    interpreter: str = Field(default="", exclude_if=lambda value: value == "")
+
+
 # --- run lifecycle -------------------------------------------------------------------------
 
 
@@ -78,7 +89,7 @@ class EnvironmentSource(BaseModel):
     log_tail_hash: str | None = None  # the install log's end, as an artifact
 
 
-class EnvironmentPrepared(Event):
+class EnvironmentPrepared(OnInterpreter, Event):
     """The environment one revision's tests ran in, where they ran (or why it failed)."""
 
     kind: Literal["EnvironmentPrepared"] = "EnvironmentPrepared"
@@ -125,7 +136,7 @@ class TestFilesDiscovered(Event):
     test_functions: dict[str, int] = Field(default_factory=dict)
 
 
-class FileMeasured(Event):
+class FileMeasured(OnInterpreter, Event):
     kind: Literal["FileMeasured"] = "FileMeasured"
     file: str
     rss_mb: float
@@ -162,7 +173,7 @@ class FileMeasured(Event):
         return self.empty if self.empty is not None else self.exit_code == 5
 
 
-class MeasurementFailed(Event):
+class MeasurementFailed(OnInterpreter, Event):
     kind: Literal["MeasurementFailed"] = "MeasurementFailed"
     file: str
     reason: str  # signal, timeout, oom, no-output, ...
@@ -182,7 +193,7 @@ class MeasurementFailed(Event):
         return [self.log_tail_hash] if self.log_tail_hash else []
 
 
-class MeasurementReused(Event):
+class MeasurementReused(OnInterpreter, Event):
     kind: Literal["MeasurementReused"] = "MeasurementReused"
     file: str
     from_run: str
@@ -205,7 +216,7 @@ class PlannedShard(BaseModel):
     seconds: float
 
 
-class ShardsPlanned(Event):
+class ShardsPlanned(OnInterpreter, Event):
     kind: Literal["ShardsPlanned"] = "ShardsPlanned"
     budget_mb: float
     count: int
@@ -224,13 +235,13 @@ class MemberLease(BaseModel):
     reason: str = ""
 
 
-class PoolMeasured(Event):
+class PoolMeasured(OnInterpreter, Event):
     kind: Literal["PoolMeasured"] = "PoolMeasured"
     round: int
     members: list[MemberLease]
 
 
-class ShardPlaced(Event):
+class ShardPlaced(OnInterpreter, Event):
     kind: Literal["ShardPlaced"] = "ShardPlaced"
     shard: str
     member: str
@@ -242,7 +253,7 @@ class ShardPlaced(Event):
 # --- execution -----------------------------------------------------------------------------
 
 
-class ShardAttemptRecorded(Event):
+class ShardAttemptRecorded(OnInterpreter, Event):
     kind: Literal["ShardAttemptRecorded"] = "ShardAttemptRecorded"
     shard: str
     attempt: int
@@ -276,7 +287,7 @@ class ShardAttemptRecorded(Event):
         return [h for h in (self.report_hash, self.log_tail_hash) if h]
 
 
-class PodFailed(Event):
+class PodFailed(OnInterpreter, Event):
     kind: Literal["PodFailed"] = "PodFailed"
     member: str
     shard: str
@@ -294,14 +305,14 @@ class ChildShard(BaseModel):
     files: list[str]
 
 
-class ShardSplit(Event):
+class ShardSplit(OnInterpreter, Event):
     kind: Literal["ShardSplit"] = "ShardSplit"
     parent: str
     children: list[ChildShard]
     reason: str
 
 
-class IsolationRecorded(Event):
+class IsolationRecorded(OnInterpreter, Event):
     kind: Literal["IsolationRecorded"] = "IsolationRecorded"
     file: str
     revision: Revision
@@ -317,7 +328,7 @@ class IsolationRecorded(Event):
         return [h for h in (self.report_hash, self.log_tail_hash) if h]
 
 
-class BaselineReused(Event):
+class BaselineReused(OnInterpreter, Event):
     kind: Literal["BaselineReused"] = "BaselineReused"
     base: str
     from_run: str

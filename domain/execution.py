@@ -61,6 +61,9 @@ class EnvironmentRequest(BaseModel):
     command: tuple[str, ...] = ()  # the user's setup command, with {python} and {venv}
     extras: tuple[str, ...] = ()  # installed with the project whatever the source
     exclude_newer: str = ""  # resolve as the index stood then (UTC ISO timestamp; uv only)
+    # A matrix gate's lane: the interpreter's label (`3.12`) and, on this machine, its path.
+    interpreter: str = ""
+    python: str = ""
 
     @classmethod
     def parse(cls, text: str) -> EnvironmentRequest:

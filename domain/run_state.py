@@ -156,6 +156,10 @@ class RunState:
     completed_position: int | None = None
     last_at: datetime | None = None
     length: int = 0
+    # A matrix gate (`--python`): the interpreter this state folds (its label), and on the
+    # first interpreter's state every interpreter's state by label (itself included).
+    interpreter: str = ""
+    matrix: dict[str, RunState] = field(default_factory=dict, repr=False, compare=False)
     # Derived values memoised by pure functions of this state; every `apply` clears it.
     cache: dict[str, object] = field(default_factory=dict, repr=False, compare=False)
     # Assessments the caller knows ahead by content, and those this fold made (`fold`).
@@ -555,18 +559,64 @@ def _apply_clarification(state: RunState, position: int, e: ev.Event) -> None:
         state.completed_position = position
 
 
+def matrix_labels(started: ev.RunStarted | None) -> tuple[str, ...]:
+    """The interpreters a run was started on (`3.11`, `3.12`, ...), in order; empty for a run
+    on the gate's own interpreter."""
+    if started is None:
+        return ()
+    recorded = started.options.get("interpreters") or ()
+    return tuple(
+        str(item["label"]) for item in recorded if isinstance(item, dict) and item.get("label")
+    )
+
+
+def lane(state: RunState, interpreter: str) -> RunState:
+    """One interpreter's state of a matrix run (the run's own state otherwise)."""
+    return state.matrix.get(interpreter, state) if interpreter else state
+
+
 def fold(
     events: Iterable[tuple[int, ev.Event]] | Sequence[ev.Event],
     artifacts: Mapping[str, bytes],
     memo: AssessmentMemo | None = None,
 ) -> RunState:
     """The run's state from its events, in ledger order (positions from 1 when not given).
-    With a `memo`, assessments it knows are taken from it and those made are added to it."""
+    With a `memo`, assessments it knows are taken from it and those made are added to it.
+
+    A matrix run is folded once per interpreter: each state holds the run's shared facts
+    (discovery, questions, lifecycle) and that interpreter's own (`OnInterpreter` events),
+    so every rule, retry and bisection decides per interpreter exactly as for one. The first
+    interpreter's state is returned, carrying all of them in `matrix`."""
+    items = [
+        item if isinstance(item, tuple) else (index, item)
+        for index, item in enumerate(events, start=1)
+    ]
+    started = next((e for _, e in items if isinstance(e, ev.RunStarted)), None)
+    labels = matrix_labels(started)
+    if len(labels) <= 1:
+        state = _fold_items(items, artifacts, memo)
+        state.interpreter = labels[0] if labels else ""
+        return state
+    lanes: dict[str, RunState] = {}
+    for label in labels:
+        own = [item for item in items if getattr(item[1], "interpreter", "") in ("", label)]
+        state = _fold_items(own, artifacts, memo)
+        state.interpreter = label
+        # The stream's own length and last time: appends are checked against the whole run.
+        state.length = max((p for p, _ in items), default=0)
+        state.last_at = items[-1][1].at if items else None
+        lanes[label] = state
+    first = lanes[labels[0]]
+    first.matrix = lanes
+    return first
+
+
+def _fold_items(
+    items: Iterable[tuple[int, ev.Event]],
+    artifacts: Mapping[str, bytes],
+    memo: AssessmentMemo | None,
+) -> RunState:
     state = RunState(memo=memo)
-    for index, item in enumerate(events, start=1):
-        if isinstance(item, tuple):
-            position, event = item
-        else:
-            position, event = index, item
+    for position, event in items:
         apply(state, position, event, artifacts)
     return state

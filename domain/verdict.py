@@ -10,8 +10,8 @@ with no open question can pass.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from domain.failures import blames_executor
@@ -85,8 +85,18 @@ class Verdict:
     open_questions: tuple[str, ...] = ()
     reasons: tuple[str, ...] = ()
     tests: dict[str, int] = field(default_factory=dict)
+    # A matrix gate: each interpreter's own verdict, by label, in the run's order.
+    interpreters: tuple[tuple[str, Verdict], ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
+        document = self._fields()
+        if self.interpreters:
+            document["interpreters"] = {
+                label: verdict._fields() for label, verdict in self.interpreters
+            }
+        return document
+
+    def _fields(self) -> dict[str, Any]:
         return {
             "rule": self.rule,
             "rule_version": self.rule_version,
@@ -263,7 +273,68 @@ def classify(state: RunState) -> Classification:
 
 
 def judge(state: RunState, policy: Policy, rule: str, version: int) -> Verdict:
-    """Classify every measured test and decide the status under `policy`."""
+    """Classify every measured test and decide the status under `policy`; a matrix run is
+    judged per interpreter, then the verdicts combined (`combine`)."""
+    if state.matrix:
+        verdicts = [
+            (label, _judge_one(lane, policy, rule, version)) for label, lane in state.matrix.items()
+        ]
+        return combine(verdicts, rule, version)
+    return _judge_one(state, policy, rule, version)
+
+
+# Worst first: one interpreter's introduced failure fails the gate; an open question holds it;
+# otherwise any unmeasured interpreter leaves it unmeasured; only all passed passes.
+_STATUS_ORDER = ("failed", "parked", "awaiting", "unmeasured", "passed")
+
+
+def combine(verdicts: Sequence[tuple[str, Verdict]], rule: str, version: int) -> Verdict:
+    """One verdict for a matrix: the worst interpreter's status, each list the union of the
+    interpreters' (a test named once), every unmeasured shard and reason named with its
+    interpreter, and each interpreter's own verdict kept in `interpreters`."""
+
+    def union(name: str) -> tuple[str, ...]:
+        return tuple(sorted({t for _, v in verdicts for t in getattr(v, name)}))
+
+    status = min((v.status for _, v in verdicts), key=_STATUS_ORDER.index, default="unmeasured")
+    unmeasured = tuple(
+        replace(
+            u,
+            shard=f"{label}/{u.shard}",
+            detail=f"Python {label}: {u.detail}" if u.detail else f"Python {label}",
+        )
+        for label, v in verdicts
+        for u in v.unmeasured
+    )
+    reasons = tuple(f"Python {label}: {r}" for label, v in verdicts for r in v.reasons)
+    tests: dict[str, int] = {}
+    for _, v in verdicts:
+        for key, count in v.tests.items():
+            tests[key] = tests.get(key, 0) + count
+    first = verdicts[0][1] if verdicts else None
+    return Verdict(
+        rule=rule,
+        rule_version=version,
+        status=status,
+        introduced=union("introduced"),
+        preexisting=union("preexisting"),
+        fixed=union("fixed"),
+        flaky=union("flaky"),
+        skipped=union("skipped"),
+        skipped_at_head=union("skipped_at_head"),
+        failing_at_head=union("failing_at_head"),
+        blocking=union("blocking"),
+        retry_shards=tuple(f"{label}/{s}" for label, v in verdicts for s in v.retry_shards),
+        unmeasured=unmeasured,
+        waivers=first.waivers if first else (),
+        open_questions=first.open_questions if first else (),
+        reasons=reasons,
+        tests=tests,
+        interpreters=tuple(verdicts),
+    )
+
+
+def _judge_one(state: RunState, policy: Policy, rule: str, version: int) -> Verdict:
     basis = classify(state)
     unmeasured = list(basis.unmeasured)
     head, base = basis.head, basis.base

@@ -39,7 +39,14 @@ from domain.execution import (
 from domain.junit import Report
 from domain.planning import DEFAULT_BASELINE_MB, FileCost, nominal_cost, plan_shards
 from domain.rules import get_rule
-from domain.run_state import BASE, HEAD, NO_TESTS_COLLECTED, RunState, attempt_assessment
+from domain.run_state import (
+    BASE,
+    HEAD,
+    NO_TESTS_COLLECTED,
+    RunState,
+    attempt_assessment,
+    lane,
+)
 from domain.verdict import Verdict
 from ledger.read_side import project, verdict_of
 from ledger.result_cache import ContentKeys, content_keys, find_reuse
@@ -119,6 +126,9 @@ class GateOptions:
     environment: str = "auto"  # auto, none, or a setup command (`--env`)
 
     extras: tuple[str, ...] = ()  # the project's extras its tests need (`extras`)
+    # The interpreter matrix (`--python`): {"label", "path", "version"} each, in order; empty
+    # runs on the gate's own interpreter.
+    interpreters: tuple[dict[str, str], ...] = ()
     # Both revisions resolve unpinned dependencies as the index stood then (`--resolve-as-of`).
     exclude_newer: str = ""
 
@@ -178,7 +188,13 @@ class GateOptions:
             "exclude_newer": self.exclude_newer,
             "max_report_mb": self.max_report_mb,
             "release_builds": self.release_builds,
-        }
+        } | ({"interpreters": [dict(i) for i in self.interpreters]} if self.interpreters else {})
+
+    def lane_request(self, interpreter: dict[str, str]) -> EnvironmentRequest:
+        """The environment request of one interpreter's lane of the matrix."""
+        return self.environment_request.model_copy(
+            update={"interpreter": interpreter["label"], "python": interpreter.get("path", "")}
+        )
 
 
 YEAR_S = 366 * 24 * 3600.0
@@ -309,6 +325,11 @@ def options_from(started: ev.RunStarted) -> GateOptions:
         environment=str(recorded.get("env", "none")),
         extras=tuple(str(e) for e in recorded.get("extras", ())),
         exclude_newer=str(recorded.get("exclude_newer", "")),
+        interpreters=tuple(
+            {str(k): str(v) for k, v in i.items()}
+            for i in recorded.get("interpreters", ())
+            if isinstance(i, dict)
+        ),
         max_report_mb=float(recorded.get("max_report_mb", 64.0)),
         # Runs recorded before release builds existed are not built on resume.
         release_builds=bool(recorded.get("release_builds", False)),
@@ -360,17 +381,31 @@ class GateProcess:
         observer: Observer | None = None,
         measuring_executor: Executor | None = None,
         hooks: Sequence[StepHook] = (),
+        interpreter: str = "",
+        finish: bool = True,
     ) -> None:
-        self.ledger = ledger
+        # One interpreter's lane of a matrix gate: its facts carry the label, it decides from
+        # its own state, and only the lane that `finish`es runs the hooks and completes the run.
+        self.interpreter = interpreter
+        self.finish = finish
+        self.ledger = ledger.for_interpreter(interpreter) if interpreter else ledger
         self.run_id = run_id
         self.executor = executor
         self.measuring = measuring_executor or executor
         self.observer = observer or QuietObserver()
         self.hooks = tuple(hooks)
-        state = project(ledger, run_id)
+        state = lane(project(ledger, run_id), interpreter)
         if state.started is None:
             raise BadInput(f"run {run_id} has no RunStarted event")
         self.started: ev.RunStarted = state.started
+        # What this lane's results are keyed by: its interpreter's version (the gate's own
+        # when the run has no matrix).
+        recorded = {
+            str(i.get("label")): str(i.get("version") or "")
+            for i in state.started.options.get("interpreters") or ()
+            if isinstance(i, dict)
+        }
+        self.python_version = recorded.get(interpreter) or state.started.python_version
         self.options = options_from(state.started)
         self.repo = Path(state.started.repo)
         self.capabilities: Capabilities = spec_for(state.started.executor).capabilities
@@ -416,19 +451,26 @@ class GateProcess:
 
     def _loop(self) -> Verdict:
         while True:
-            state = project(self.ledger, self.run_id)
+            run = project(self.ledger, self.run_id)
+            state = lane(run, self.interpreter)
             step = next_step(state, rounds=self.options.rounds, measure=self.options.measure)
             if step.kind == "complete":
+                if not self.finish:
+                    return verdict_of(run)  # this lane is done; the matrix goes on
                 try:
-                    if any(hook(self, state) for hook in self.hooks):
+                    if any(hook(self, run) for hook in self.hooks):
                         continue
                 except GateSuspended:
                     return verdict_of(project(self.ledger, self.run_id))
                 self.ledger.record(self.run_id, ev.RunCompleted)
                 continue
             if step.kind == "done":
-                return verdict_of(project(self.ledger, self.run_id))
+                return verdict_of(run)
             self._handlers[step.kind](state, step)
+
+    def _state(self) -> RunState:
+        """This lane's state as the ledger holds it now."""
+        return lane(project(self.ledger, self.run_id), self.interpreter)
 
     # -- steps --
 
@@ -565,7 +607,7 @@ class GateProcess:
             # Figures depend on the machine as well as the environment: the executor is part
             # of the setting (a pod's memory is not a laptop's).
             setting = f"{self.options.environment_setting} on {self.started.executor}"
-            environment = content.environment_key(setting, self.started.python_version, blobs)
+            environment = content.environment_key(setting, self.python_version, blobs)
             command = content.command_key(self.started.command)
             self._measure_keys = {
                 file: (blob, content.measurement_key(blob, environment, command))
@@ -691,7 +733,7 @@ class GateProcess:
         if self.capabilities.places_on_pool:
             # A pool with no room for a shard this round: an unmeasured attempt, so the
             # retry rounds (and bisection) bound the wait instead of looping on placement.
-            unplaced_detail = _pool_detail(project(self.ledger, self.run_id))
+            unplaced_detail = _pool_detail(self._state())
             for run in [r for r in runs if r.member is None]:
                 self._record_attempt(
                     run, Observation.failed("unplaced", "unplaced", unplaced_detail)
@@ -914,7 +956,7 @@ class GateProcess:
                     commit,
                     blobs,
                     self.options.environment_setting,
-                    self.started.python_version,
+                    self.python_version,
                     self.started.command,
                 )
         return self._keys[revision]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import socket
@@ -134,6 +135,8 @@ class Ledger:
         self._leases: dict[str, Lease] = {}
         self._fence: dict[str, int] = {}  # the stream position the driver last knew
         self.indexed = True  # the ledger's own indexes are complete (see ensure_indexed)
+        # One interpreter's lane of a matrix gate: the facts it makes carry its label.
+        self.interpreter = ""
 
     @classmethod
     def open(cls, url: str | None, *, create: bool = True, clock: Clock | None = None) -> Ledger:
@@ -249,8 +252,21 @@ class Ledger:
         return uuid.uuid4().hex
 
     def make(self, cls: type[E], run_id: str, **fields: Any) -> E:
-        """Build an event stamped with the run and the clock's time."""
+        """Build an event stamped with the run and the clock's time (and, in an interpreter's
+        lane, with its label when the event is a per-interpreter fact)."""
+        if self.interpreter:
+            from domain.events import OnInterpreter
+
+            if issubclass(cls, OnInterpreter):
+                fields.setdefault("interpreter", self.interpreter)
         return cls(run_id=run_id, at=self.clock.now(), **fields)
+
+    def for_interpreter(self, label: str) -> Ledger:
+        """This ledger as one interpreter's lane of a matrix gate sees it: the same store,
+        leases and fences, its per-interpreter facts labelled."""
+        lane = copy.copy(self)
+        lane.interpreter = label
+        return lane
 
     def record(
         self, run_id: str, cls: type[E], *, artifacts: dict[str, bytes] | None = None, **fields: Any

@@ -17,8 +17,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from adapters import git
+from adapters import git, interpreters
 from adapters.executors import REGISTRY, spec_for
+from adapters.interpreters import Interpreter
 from domain.errors import BadInput
 from domain.execution import DEFAULT_PYTEST_COMMAND
 from ledger.gate import GateOptions
@@ -33,6 +34,7 @@ class RepositorySettings(BaseModel):
     env: str | None = None
     extras: list[str] | None = None  # the project's extras its own tests need
     resolve_as_of: str | None = Field(default=None, alias="resolve-as-of")
+    python: str | list[str] | None = None  # the interpreter matrix: versions, or "auto"
     command: str | list[str] | None = None
     budget_gib: float | None = Field(default=None, alias="budget-gib")
     isolation_budget_gib: float | None = Field(default=None, alias="isolation-budget-gib")
@@ -155,6 +157,96 @@ def snapshot(repo: Path, head: str, base: str, as_of: str) -> str:
     return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def interpreters_for(
+    repo: Path, head: str, given: str | list[str] | None, local: bool = True
+) -> tuple[Interpreter, ...]:
+    """`--python 3.11,3.12` (or a list, or `auto`) as the interpreters of the matrix, in
+    order; empty without one (the gate's own interpreter). `auto` takes the versions head's
+    classifiers and tox `env_list` name, within `requires-python`, that this machine has.
+    With `local` (the shards or the measuring run here) each must be found on this machine;
+    otherwise the executor finds it where it runs (`python3.12`, an image per version)."""
+    if given is None:
+        return ()
+    words = given if isinstance(given, list) else str(given).split(",")
+    words = [str(w).strip() for w in words if str(w).strip()]
+    if not words:
+        return ()
+    if words == ["auto"]:
+        return _declared_interpreters(repo, head, local)
+    labels: list[str] = []
+    given_paths: dict[str, Interpreter] = {}
+    for word in words:
+        if os.sep in word:  # a path: its version decides its label
+            probed = interpreters.at(word)
+            if probed is None:
+                raise BadInput(f"--python {word}: not a working CPython interpreter")
+            labels.append(probed.label)
+            given_paths[probed.label] = probed
+            continue
+        label = interpreters.label_of(word)
+        if label is None:
+            raise BadInput(f"--python {word!r}: use versions such as 3.11,3.12, a path, or auto")
+        labels.append(label)
+    if len(set(labels)) != len(labels):
+        raise BadInput(f"--python names an interpreter twice: {', '.join(labels)}")
+    if not local:
+        return tuple(given_paths.get(label) or Interpreter(label, "", "") for label in labels)
+    found = interpreters.available(interpreters.find_uv(), wanted=labels) | given_paths
+    missing = [label for label in labels if label not in found]
+    if missing:
+        raise BadInput(
+            f"--python {', '.join(missing)}: not on this machine (found: "
+            f"{', '.join(interpreters.available(interpreters.find_uv())) or 'none'})"
+        )
+    return tuple(found[label] for label in labels)
+
+
+def _declared_interpreters(repo: Path, head: str, local: bool) -> tuple[Interpreter, ...]:
+    """`--python auto`: the versions head declares, intersected with those found here."""
+    labels = declared_versions(repo, head)
+    if not labels:
+        raise BadInput(
+            f"--python auto: the project names no Python version at {head} (no "
+            "'Programming Language :: Python :: 3.X' classifier, no tox pyXY environment); "
+            "name them, e.g. --python 3.11,3.12"
+        )
+    if not local:
+        return tuple(Interpreter(label, "", "") for label in labels)
+    found = interpreters.available(interpreters.find_uv(), wanted=labels)
+    chosen = tuple(found[label] for label in labels if label in found)
+    if not chosen:
+        everything = interpreters.available(interpreters.find_uv())
+        raise BadInput(
+            f"--python auto: the project supports {', '.join(labels)}; none is on this machine "
+            f"(found: {', '.join(everything) or 'none'})"
+        )
+    return chosen
+
+
+def declared_versions(repo: Path, head: str) -> list[str]:
+    """The `3.X` versions head's classifiers and tox `env_list` name, within its
+    `requires-python` (tox's own loader reads its configuration, from a copy of head's)."""
+    import tempfile
+
+    from adapters.executors.environment import TOX_FILES, find_tox, tox_declared
+
+    document = _pyproject_at(repo, head)
+    try:
+        root = git.repo_root(repo)
+        commit = git.resolve_commit(root, head)
+    except BadInput:
+        return interpreters.declared_labels(document)
+    tox_envs: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="ledger-tox-") as folder:
+        for name in (*TOX_FILES, "setup.cfg", "pyproject.toml"):
+            data = git.read_file_at_commit(root, commit, name)
+            if data is not None:
+                Path(folder, name).write_bytes(data)
+        if tox_declared(folder):
+            tox_envs = interpreters.tox_env_list(folder, find_tox())
+    return interpreters.declared_labels(document, tox_envs)
+
+
 def repository_settings(repo: Path, head: str) -> RepositorySettings:
     """The `[tool.release-ledger]` table of `pyproject.toml` at `head` (empty when absent)."""
     document = _pyproject_at(repo, head)
@@ -235,9 +327,22 @@ def gate_options(flags: dict[str, Any]) -> GateOptions:
         environment=pick("env") or "auto",
         extras=declared_extras(repo, head, list(table.extras or [])),
         exclude_newer=snapshot(repo, head, str(base), pick("resolve_as_of") or "head"),
+        interpreters=tuple(
+            i.recorded()
+            for i in interpreters_for(repo, head, pick("python"), local=runs_locally(executor))
+        ),
         max_report_mb=_number(pick("max_report_mb"), 64.0),
         release_builds=bool(pick("release_builds") if pick("release_builds") is not None else True),
     )
+
+
+def runs_locally(executor: str) -> bool:
+    """Whether shards or their measuring run on this machine (its interpreters matter)."""
+    try:
+        spec = spec_for(executor)
+    except BadInput:
+        return True  # the gate names the unknown executor itself
+    return spec.capabilities.runs_locally or spec.capabilities.measures_locally
 
 
 def _number(value: Any, default: float) -> float:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import sys
 from typing import Any
 
 from adapters import git
 from adapters.executors import Executor, build_executor, spec_for, validate_options
 from adapters.executors.local import LocalExecutor
+from adapters.interpreters import available, find_uv
 from domain import events as ev
+from domain.errors import BadInput
 from domain.rules import get_rule
 from ledger.clarify import clarify
 from ledger.gate import GateOptions, GateProcess, Observer, options_from, start, validate
@@ -16,6 +20,7 @@ from ledger.projection import project
 from ledger.release import release_builds
 from ledger.replay import verdict_for
 from ledger.service import Ledger
+from ledger.settings import runs_locally
 from ledger.views import catch_up_after_gate
 
 
@@ -25,16 +30,14 @@ def run_gate(ledger: Ledger, options: GateOptions, observer: Observer) -> dict[s
     repo = git.repo_root(options.repo)
     recorded = validate_options(options.executor, options.executor_options)
     options = dataclasses.replace(options, repo=repo, executor_options=recorded)
-    executor = build_executor(
-        options.executor, repo, options.executor_options, options.environment_request
-    )
+    lanes = _lanes(options)  # every executor built (and checked) before anything is appended
     try:
         run_id = start(ledger, options)
     except BaseException:
-        executor.close()
+        _close(lanes)
         raise
     observer.notice(f"run {run_id}")
-    return _drive(ledger, run_id, executor, observer)
+    return _drive(ledger, run_id, lanes, observer)
 
 
 def resume_gate(ledger: Ledger, run_prefix: str, observer: Observer) -> dict[str, Any]:
@@ -45,32 +48,89 @@ def resume_gate(ledger: Ledger, run_prefix: str, observer: Observer) -> dict[str
     options = options_from(state.started)
     validate(options)  # a run recorded with bad values is refused, not crashed
     with ledger.driving(run_id):  # one driver per run: a live holder is named, nothing appended
-        executor = build_executor(
-            options.executor, options.repo, options.executor_options, options.environment_request
-        )
+        lanes = _lanes(options)
         if not state.completed:
             ledger.record(run_id, ev.RunResumed)
-        return _drive(ledger, run_id, executor, observer)
+        return _drive(ledger, run_id, lanes, observer)
 
 
-def _drive(ledger: Ledger, run_id: str, executor: Executor, observer: Observer) -> dict[str, Any]:
-    """Wire the gate's process manager (the one place it is wired) and run it to its end."""
-    state = project(ledger, run_id)
-    assert state.started is not None
-    options = options_from(state.started)
-    measuring = None
-    if spec_for(state.started.executor).capabilities.measures_locally:
-        # Pool members run shards only; files are measured (and isolated) on this machine.
-        measuring = LocalExecutor(options.repo, environment_request=options.environment_request)
+@dataclasses.dataclass
+class Lane:
+    """One interpreter's executors (the matrix's label, or "" for the gate's interpreter)."""
+
+    interpreter: str
+    executor: Executor
+    measuring: Executor | None
+
+
+def _lanes(options: GateOptions) -> list[Lane]:
+    """An executor (and, for a pool, a local measuring one) per interpreter of the matrix."""
+    requests = [("", options.environment_request)]
+    if options.interpreters:
+        requests = [
+            (i["label"], options.lane_request(_located(i, options)))
+            for i in options.interpreters
+        ]
+    lanes: list[Lane] = []
     try:
-        process = GateProcess(
-            ledger, run_id, executor, observer, measuring, hooks=[release_builds, clarify]
-        )
-        process.drive()
+        for label, request in requests:
+            executor = build_executor(
+                options.executor, options.repo, options.executor_options, request
+            )
+            measuring = None
+            if spec_for(options.executor).capabilities.measures_locally:
+                # Pool members run shards only; files are measured (and isolated) here.
+                measuring = LocalExecutor(
+                    options.repo,
+                    python=request.python or sys.executable,
+                    environment_request=request,
+                )
+            lanes.append(Lane(label, executor, measuring))
+    except BaseException:
+        _close(lanes)
+        raise
+    return lanes
+
+
+def _located(interpreter: dict[str, str], options: GateOptions) -> dict[str, str]:
+    """A recorded interpreter where this machine has it (a resumed run may be elsewhere)."""
+    path = interpreter.get("path", "")
+    if not path or os.access(path, os.X_OK) or not runs_locally(options.executor):
+        return interpreter
+    found = available(find_uv(), wanted=[interpreter["label"]]).get(interpreter["label"])
+    if found is None:
+        raise BadInput(f"Python {interpreter['label']} of this run is not on this machine")
+    return dict(interpreter, path=found.path)
+
+
+def _close(lanes: list[Lane]) -> None:
+    for lane in lanes:
+        lane.executor.close()
+        if lane.measuring is not None:
+            lane.measuring.close()
+
+
+def _drive(ledger: Ledger, run_id: str, lanes: list[Lane], observer: Observer) -> dict[str, Any]:
+    """Wire the gate's process manager (the one place it is wired) and run it to its end:
+    each interpreter's lane in turn, the last one finishing the run (hooks, completion)."""
+    try:
+        for index, lane in enumerate(lanes):
+            last = index == len(lanes) - 1
+            if lane.interpreter and len(lanes) > 1:
+                observer.notice(f"Python {lane.interpreter}")
+            process = GateProcess(
+                ledger,
+                run_id,
+                lane.executor,
+                observer,
+                lane.measuring,
+                hooks=[release_builds, clarify] if last else [],
+                interpreter=lane.interpreter,
+                finish=last,
+            )
+            process.drive()
     finally:
-        executor.close()
-        if measuring is not None:
-            measuring.close()
+        _close(lanes)
     notice = catch_up_after_gate(ledger)
     if notice:
         observer.notice(notice)

@@ -169,28 +169,32 @@ def gate_metric_v1(state: RunState, verdict: Verdict, index: Index) -> Metric:
     introduced_files = {t.split("::", 1)[0] for t in verdict.introduced}
     unmeasured_shards = {(u.shard, u.revision) for u in verdict.unmeasured}
     for u in verdict.unmeasured:
-        if u.shard == "measure":
+        if u.shard == "measure" or u.shard.endswith("/measure"):
             for file in u.files:
                 decided += index.at(index.measure_failed.get(file), f"{file}: {u.reason}")
     waived = {f: w for w in verdict.waivers for f in w["files"]}
     for file in sorted(waived):
         decided += index.at(index.measure_failed.get(file), f"{file}: waived")
-    for shard in sorted(state.leaves(), key=lambda s: s.id):
-        for revision in ("head", "base"):
-            latest = shard.latest(revision)
-            if latest is None:
-                continue
-            if (shard.id, revision) in unmeasured_shards:
-                decided += index.at(latest.position, f"{shard.id} at {revision}: unmeasured")
-            elif not latest.assessment.measured and set(shard.files) <= set(waived):
-                decided += index.at(latest.position, f"{shard.id} at {revision}: waived")
-            elif verdict.status == "passed" or (
-                revision == "head" and introduced_files & set(shard.files)
-            ):
-                decided += index.at(latest.position, f"{shard.id} at {revision}")
-    for (file, revision), iso in sorted(state.isolations.items()):
-        if file in introduced_files or any(t.startswith(f"{file}::") for t in verdict.flaky):
-            decided += index.at(iso.position, f"{file} alone at {revision}")
+    # A matrix names each interpreter's shards `3.12/s01` (as `combine` does).
+    for label, lane in state.matrix.items() or [("", state)]:
+        prefix = f"{label}/" if state.matrix else ""
+        for shard in sorted(lane.leaves(), key=lambda s: s.id):
+            for revision in ("head", "base"):
+                latest = shard.latest(revision)
+                if latest is None:
+                    continue
+                name = prefix + shard.id
+                if (name, revision) in unmeasured_shards:
+                    decided += index.at(latest.position, f"{name} at {revision}: unmeasured")
+                elif not latest.assessment.measured and set(shard.files) <= set(waived):
+                    decided += index.at(latest.position, f"{name} at {revision}: waived")
+                elif verdict.status == "passed" or (
+                    revision == "head" and introduced_files & set(shard.files)
+                ):
+                    decided += index.at(latest.position, f"{name} at {revision}")
+        for (file, revision), iso in sorted(lane.isolations.items()):
+            if file in introduced_files or any(t.startswith(f"{file}::") for t in verdict.flaky):
+                decided += index.at(iso.position, f"{file} alone at {revision}")
     for q in sorted(state.questions.values(), key=lambda q: q.position):
         for position, _kind in q.history:
             decided += index.at(position, q.id)
@@ -220,20 +224,32 @@ def pin_metric(state: RunState, index: Index) -> Metric:
     started = state.started
     assert started is not None
     first = min(index.by_position) if index.by_position else 1
-    ran = started.python_version or "unknown"
+    # A matrix ran each interpreter's tests: every one of them is held against the pin.
+    versions = [
+        str(i.get("version") or "")
+        for i in started.options.get("interpreters") or ()
+        if isinstance(i, dict)
+    ] or [started.python_version]
+    ran = ", ".join(v or "unknown" for v in versions)
     if not started.runtime_pin:
         why = "the repository pins no Python (.python-version or requires-python) at head"
         return Metric(
             RUNTIME_PIN, f"python {ran}, no pin", "unmeasured", tuple(index.at(first)), why
         )
-    held = pin_satisfied(started.python_version, started.runtime_pin)
+    held = [pin_satisfied(version, started.runtime_pin) for version in versions]
     value = f"python {ran} against {started.runtime_pin}"
-    if held is None:
+    if None in held:
         verdict, why = "unmeasured", "the version or the pin could not be read"
-    elif held:
-        verdict, why = "pass", "the gate ran under the pinned Python"
+    elif all(held):
+        verdict = "pass"
+        why = "the gate ran under the pinned Python" + (
+            f" ({len(versions)} interpreters, each within the pin)" if len(versions) > 1 else ""
+        )
     else:
         verdict, why = "fail", "the gate ran under another Python than the repository pins"
+        if len(versions) > 1:
+            outside = [v for v, ok in zip(versions, held, strict=True) if not ok]
+            why += f" ({', '.join(outside)} outside it)"
     return Metric(RUNTIME_PIN, value, verdict, tuple(index.at(first, value)), why)
 
 
@@ -294,7 +310,11 @@ def gate_value(verdict: Verdict) -> str:
         parts.append("awaiting " + ", ".join(verdict.open_questions))
     tests = verdict.tests.get("head")
     counted = f"{tests} tests at head" if tests is not None else ""
-    return f"{verdict.status}: " + "; ".join(p for p in [counted, *parts] if p)
+    status = verdict.status
+    if verdict.interpreters:  # a matrix: each interpreter's own status first
+        status += " (" + ", ".join(f"{label} {v.status}" for label, v in verdict.interpreters)
+        status += ")"
+    return f"{status}: " + "; ".join(p for p in [counted, *parts] if p)
 
 
 def gate_check(evidence: Evidence) -> Metric:
@@ -435,9 +455,14 @@ def _latest_environments(
     """The latest `EnvironmentPrepared` of a revision on each machine."""
     latest: dict[str, tuple[int, ev.EnvironmentPrepared]] = {}
     for position, e in evidence.of_kind(ev.EnvironmentPrepared):
-        if e.revision == revision:
-            latest[e.where] = (position, e)
+        if e.revision == revision:  # a matrix: one environment per machine and interpreter
+            latest[_environment_name(e)] = (position, e)
     return latest
+
+
+def _environment_name(e: ev.EnvironmentPrepared) -> str:
+    """Where an environment ran: the machine, and in a matrix its interpreter too."""
+    return e.where + (f" Python {e.interpreter}" if e.interpreter else "")
 
 
 def _package_set(
@@ -450,7 +475,7 @@ def _package_set(
         return None, [], f"no EnvironmentPrepared event at {revision}: no shard prepared one"
     ready = [(p, e) for p, e in envs if e.status == "ready"]
     if not ready:
-        errors = "; ".join(f"{e.where}: {e.error or 'see its log'}" for _, e in envs)
+        errors = "; ".join(f"{_environment_name(e)}: {e.error or 'see its log'}" for _, e in envs)
         return None, envs, f"{revision}'s environment failed ({errors})"
     listed = [(p, e) for p, e in ready if e.packages_hash]
     if not listed:
@@ -493,10 +518,10 @@ def dependencies_check(evidence: Evidence) -> Metric:
         value = "not recorded" if not head_events else "no package list at head"
         return Metric(DEPENDENCIES, value, "unmeasured", decided, why_not)
     base, base_events, base_why = _package_set(evidence, "base")
-    notes = {p: f"{e.where}: {e.packages} packages, {e.how}" for p, e in head_events}
-    notes |= {p: f"{e.where} at base: {e.packages} packages" for p, e in base_events}
+    notes = {p: f"{_environment_name(e)}: {e.packages} packages, {e.how}" for p, e in head_events}
+    notes |= {p: f"{_environment_name(e)} at base: {e.packages} packages" for p, e in base_events}
     decided = tuple(d for p in sorted(notes) for d in evidence.index.at(p, notes[p]))
-    machines = {e.where for _, e in head_events}
+    machines = {_environment_name(e) for _, e in head_events}
     differs = sorted(n for n, v in head.items() if " | " in v)
     value = f"{len(head)} packages at head"
     why = f"head's tests ran with {len(head)} packages"

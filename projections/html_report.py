@@ -84,7 +84,8 @@ def _outcome(e: Any, measured: bool | None) -> str:
 def _bars(state: RunState, events: Sequence[tuple[int, ev.Event]]) -> list[Bar]:
     measured_at = {
         a.position: a.assessment.measured
-        for s in state.shards.values()
+        for lane in state.matrix.values() or [state]
+        for s in lane.shards.values()
         for attempts in s.attempts.values()
         for a in attempts
     }
@@ -101,7 +102,10 @@ def _bars(state: RunState, events: Sequence[tuple[int, ev.Event]]) -> list[Bar]:
             )
             if e.infrastructure_failure:
                 detail += f"; {e.infrastructure_failure} {e.infrastructure_detail}".rstrip()
-            raw.append((e.at, e.seconds, "shard", label, e.member, outcome, detail))
+            member = e.member + (f" · Python {e.interpreter}" if e.interpreter else "")
+            if e.interpreter:
+                label, detail = f"{e.interpreter} {label}", f"Python {e.interpreter}: {detail}"
+            raw.append((e.at, e.seconds, "shard", label, member, outcome, detail))
             rounds[e.shard] = max(rounds.get(e.shard, 0), e.attempt)
         elif isinstance(e, ev.FileMeasured) and e.source == "shard":
             continue  # measured inside a shard attempt: that attempt is the bar
@@ -264,6 +268,33 @@ def _layout(
 
 
 def bisection_svg(state: RunState) -> str:
+    """Each split shard's tree (every interpreter's, in a matrix)."""
+    if state.matrix:
+        return "\n".join(
+            f"<h3>Python {_e(label)}</h3>{_bisection_svg(lane)}"
+            for label, lane in state.matrix.items()
+        )
+    return _bisection_svg(state)
+
+
+def interpreters_html(verdict: Verdict) -> str:
+    """A matrix gate's table: each interpreter's status and what decided it."""
+    if not verdict.interpreters:
+        return ""
+    rows = "".join(
+        f"<tr><td>Python {_e(label)}</td><td>{_e(v.status)}</td>"
+        f"<td>{len(v.introduced)}</td><td>{len(v.flaky)}</td><td>{len(v.unmeasured)}</td>"
+        f"<td>{_e('; '.join(v.reasons) or '-')}</td></tr>"
+        for label, v in verdict.interpreters
+    )
+    return (
+        "<h2>Interpreters</h2><table><thead><tr><th>interpreter</th><th>verdict</th>"
+        "<th>introduced</th><th>flaky</th><th>unmeasured</th><th>why</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table>"
+    )
+
+
+def _bisection_svg(state: RunState) -> str:
     roots = [s for s in state.shards.values() if s.parent is None and s.children]
     if not roots:
         return '<p class="none">No shard was split.</p>'
@@ -426,6 +457,7 @@ def html_report(
             f"<code>{_e(started.repo)}</code>; executor {_e(started.executor)}; "
             f"{len(events)} events; {len(shards)} shard attempts.</p>",
             f"<ul>{reasons}</ul>" if reasons else "",
+            interpreters_html(verdict),
             "<h2>Timeline</h2>",
             '<p class="note">One lane per executor slot or pool member; one bar per attempt '
             "(shard, revision, attempt), coloured by outcome. Hover a bar for its details.</p>",

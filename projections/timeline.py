@@ -343,8 +343,15 @@ DESCRIBERS: dict[type[ev.Event], Describer] = {
 
 
 def describe(event: ev.Event, artifacts: Mapping[str, bytes]) -> str:
+    """One line for one event; a matrix lane's fact names its interpreter first."""
     describer = DESCRIBERS.get(type(event))
-    return describer(event, artifacts) if describer else event.kind
+    text = describer(event, artifacts) if describer else event.kind
+    return _on_interpreter(event) + text
+
+
+def _on_interpreter(event: ev.Event) -> str:
+    label = getattr(event, "interpreter", "")
+    return f"Python {label}: " if label else ""
 
 
 def timeline(
@@ -500,8 +507,13 @@ def grouped_timeline(
     index = 0
     while index < len(events):
         kind = events[index][1].kind
+        lane = getattr(events[index][1], "interpreter", "")
         end = index
-        while end < len(events) and events[end][1].kind == kind:
+        while (
+            end < len(events)
+            and events[end][1].kind == kind
+            and getattr(events[end][1], "interpreter", "") == lane
+        ):
             end += 1
         if kind in GROUPERS and end - index >= at_least:
             chunk = [e for _, e in events[index:end]]
@@ -512,7 +524,7 @@ def grouped_timeline(
                     chunk[0].at.isoformat(),
                     kind,
                     len(chunk),
-                    GROUPERS[kind](chunk, artifacts),
+                    _on_interpreter(chunk[0]) + GROUPERS[kind](chunk, artifacts),
                 )
             )
         else:
@@ -524,14 +536,17 @@ def grouped_timeline(
 def _findings(events: Sequence[tuple[int, ev.Event]], artifacts: Mapping[str, bytes]) -> str:
     """What every rule agrees on at completion and a postmortem must not miss: lost coverage
     and a head where no test was measured."""
-    basis = classify(fold(events, artifacts))
+    state = fold(events, artifacts)
     text = ""
-    lost = basis.skipped_at_head
-    if lost:
-        text += (
-            f"; {len(lost)} tests skipped-at-head (passed at base, skipped or gone at head): "
-            + _files(lost, 5)
-        )
-    if not basis.head and not basis.unmeasured:
-        text += "; no test was measured at head (no-tests)"
+    for label, lane in (state.matrix or {"": state}).items():
+        basis = classify(lane)
+        on = f" on Python {label}" if label else ""
+        lost = basis.skipped_at_head
+        if lost:
+            text += (
+                f"; {len(lost)} tests skipped-at-head{on} (passed at base, skipped or gone at "
+                "head): " + _files(lost, 5)
+            )
+        if not basis.head and not basis.unmeasured:
+            text += f"; no test was measured at head{on} (no-tests)"
     return text

@@ -22,7 +22,8 @@ def verdict_document(run_id: str, state: RunState, verdict: Verdict) -> dict[str
             "baseline_reused": sorted(
                 {
                     run
-                    for s in state.shards.values()
+                    for lane in lanes(state)
+                    for s in lane.shards.values()
                     for a in s.attempts["base"]
                     for run in (*((a.reused_from,) if a.reused_from else ()), *a.reused_runs)
                 }
@@ -34,19 +35,25 @@ def verdict_document(run_id: str, state: RunState, verdict: Verdict) -> dict[str
     return document
 
 
+def lanes(state: RunState) -> list[RunState]:
+    """Every interpreter's state of a matrix run; the run's own state otherwise."""
+    return list(state.matrix.values()) or [state]
+
+
 def base_reuse(state: RunState) -> dict[str, Any]:
     """How much of the base was measured afresh and how much reused from earlier runs (the
-    result cache, or a whole shard's reused baseline): files and tests of each."""
+    result cache, or a whole shard's reused baseline): files and tests of each (summed over
+    a matrix's interpreters)."""
     cached = state.cache.get("base_reuse")
     if isinstance(cached, dict):
         return cached
     counts = {"fresh": {"files": 0, "tests": 0}, "reused": {"files": 0, "tests": 0}}
     sources: set[str] = set()
-    for shard in state.leaves():
+    for shard, lane in [(s, one) for one in lanes(state) for s in one.leaves()]:
         latest = shard.latest(BASE)
         if latest is None:
             continue
-        files = state.base_files_of(shard)
+        files = lane.base_files_of(shard)
         if latest.reused_from and not latest.reused_files:
             reused = set(files)  # a whole shard reused (ledgers from before the result cache)
             sources.add(latest.reused_from)

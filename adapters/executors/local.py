@@ -301,13 +301,13 @@ class LocalOptions(ExecutorOptions):
 
 
 def _build(repo: Path, options: Any, request: EnvironmentRequest) -> Executor:
-    return LocalExecutor(repo, environment_request=request)
+    return LocalExecutor(repo, python=request.python or sys.executable, environment_request=request)
 
 
 SPEC = ExecutorSpec(
     name="local",
     summary="this machine (the default)",
     options=LocalOptions,
-    capabilities=Capabilities(),
+    capabilities=Capabilities(runs_locally=True),
     build=_build,
 )

@@ -9,6 +9,7 @@ name.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +65,8 @@ class Capabilities:
     # Shards are placed on a pool of members (the executor is a `PoolExecutor`): the pool is
     # measured each round and each shard reserves its planned memory there.
     places_on_pool: bool = False
+    # Shards run on this machine (its interpreters are the matrix's).
+    runs_locally: bool = False
     # Files are measured and isolated on this machine by the local executor, not by this one.
     measures_locally: bool = False
     # Its failures can be the machinery's (a dropped connection, a failed pod): each one is
@@ -107,3 +110,27 @@ class ExecutorSpec:
     def recorded(self, options: ExecutorOptions) -> dict[str, Any]:
         """The options as `RunStarted` records them (defaults left out, JSON values)."""
         return options.model_dump(mode="json", exclude_defaults=True)
+
+
+def per_interpreter(value: str, label: str, default: str, flag: str) -> str:
+    """An executor setting for one interpreter of a matrix: `{python}` in it is replaced by
+    the label (`python:{python}-slim`); the built-in `default` follows the label by itself;
+    any other fixed value would run every interpreter's shards on one, so it is refused."""
+    if not label:
+        return value
+    if "{python}" in value:
+        return value.replace("{python}", label)
+    if value == default:
+        return default_for(default, label)
+    raise BadInput(
+        f"{flag} {value!r} names one interpreter; for --python write it with {{python}} "
+        f"(e.g. {default_for(default, '{python}')!r})"
+    )
+
+
+def default_for(default: str, label: str) -> str:
+    """The built-in setting for `label`: `python3` -> `python3.12`, `python:3.11-slim` ->
+    `python:3.12-slim`."""
+    if default == "python3":
+        return f"python{label}"
+    return re.sub(r"\d+\.\d+", label, default, count=1)

@@ -7,8 +7,16 @@ from typing import Any
 
 from pydantic import field_validator
 
-from adapters.executors.port import Capabilities, Executor, ExecutorOptions, ExecutorSpec
+from adapters.executors.port import (
+    Capabilities,
+    Executor,
+    ExecutorOptions,
+    ExecutorSpec,
+    per_interpreter,
+)
 from domain.execution import EnvironmentRequest
+
+DEFAULT_IMAGE = "python:3.11-slim"  # the pods' image; `python:3.12-slim` in a matrix lane
 
 
 class KubernetesOptions(ExecutorOptions):
@@ -32,6 +40,9 @@ def _build(repo: Path, options: Any, environment: EnvironmentRequest) -> Executo
     from adapters.executors.kubernetes import executor as k8s
 
     given = {k: v for k, v in options.model_dump().items() if v is not None}
+    given["image"] = per_interpreter(
+        given.get("image", DEFAULT_IMAGE), environment.interpreter, DEFAULT_IMAGE, "--image"
+    )
     return k8s.build_kubernetes_executor(repo=repo, environment_request=environment, **given)
 
 

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
+from adapters.executors.kubernetes import DEFAULT_IMAGE
 from adapters.executors.kubernetes.jobs import (
     GATE_LABEL,
     LABEL_PREFIX,
@@ -591,7 +592,7 @@ def build_kubernetes_executor(
     pool: Sequence[str],
     namespace: str = "default",
     capacity: int = 4,
-    image: str = "python:3.11-slim",
+    image: str = DEFAULT_IMAGE,
     source: str | None,
     repo: Path,
     pool_config: Path | str | None = None,
@@ -625,6 +626,12 @@ def build_kubernetes_executor(
         )
     defaults = MemberSettings(namespace=namespace, capacity=capacity, image=image)
     settings = load_pool_config(Path(pool_config) if pool_config else None, members, defaults)
+    label = environment_request.interpreter if environment_request else ""
+    if label:  # a matrix lane: each member's image for this interpreter
+        settings = {
+            member: replace(found, image=found.image.replace("{python}", label))
+            for member, found in settings.items()
+        }
     timings = timings or K8sTimings()
     apis = [MemberApi(member, settings[member], _api_client(path, member)) for member in members]
     return KubernetesExecutor(

@@ -5,8 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from adapters.executors.port import Capabilities, Executor, ExecutorOptions, ExecutorSpec
+from adapters.executors.port import (
+    Capabilities,
+    Executor,
+    ExecutorOptions,
+    ExecutorSpec,
+    per_interpreter,
+)
 from domain.execution import EnvironmentRequest
+
+REMOTE_PYTHON = "python3"  # the build host's interpreter; `python3.12` in a matrix lane
 
 
 class SshOptions(ExecutorOptions):
@@ -22,6 +30,10 @@ def _build(repo: Path, options: Any, environment: EnvironmentRequest) -> Executo
     from adapters.executors.ssh import executor as ssh
 
     given = {k: v for k, v in options.model_dump().items() if v is not None}
+    given["remote_python"] = per_interpreter(
+        given.get("remote_python", REMOTE_PYTHON), environment.interpreter, REMOTE_PYTHON,
+        "--remote-python",
+    )  # fmt: skip
     if given.get("identity"):
         given["identity"] = Path(given["identity"])
     return ssh.build_ssh_executor(repo=repo, environment_request=environment, **given)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO
 
 from adapters.executors.local import report_of, setup_failed
-from adapters.executors.ssh import faults
+from adapters.executors.ssh import REMOTE_PYTHON, faults
 from adapters.executors.ssh.remote import (
     CLEANUP_SCRIPT,
     EXIT_CHECKOUT,
@@ -353,7 +353,7 @@ def build_ssh_executor(
     port: int | None = None,
     identity: Path | None = None,
     ssh_options: Sequence[str] = (),
-    remote_python: str = "python3",
+    remote_python: str = REMOTE_PYTHON,
     remote_path: str = "/usr/local/bin:/usr/bin:/bin",
     connect_timeout: int = 10,
     environment_request: EnvironmentRequest | None = None,
