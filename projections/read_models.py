@@ -68,9 +68,9 @@ TABLES: tuple[Table, ...] = (
         "files",  # the measurement of each test file alone: "slowest files"
         (
             ("run_id", str), ("file", str), ("source", str), ("rss_mb", float),
-            ("seconds", float), ("from_run", str), ("reason", str),
+            ("seconds", float), ("from_run", str), ("reason", str), ("interpreter", str),
         ),
-        ("run_id", "file"),
+        ("run_id", "interpreter", "file"),
         (("seconds",), ("file", "seconds"), ("rss_mb",)),
     ),
     Table(
@@ -78,9 +78,9 @@ TABLES: tuple[Table, ...] = (
         (
             ("run_id", str), ("shard", str), ("parent", str), ("depth", int), ("leaf", int),
             ("file_count", int), ("files", str), ("planned_rss_mb", float),
-            ("planned_seconds", float), ("split_reason", str),
+            ("planned_seconds", float), ("split_reason", str), ("interpreter", str),
         ),
-        ("run_id", "shard"),
+        ("run_id", "interpreter", "shard"),
     ),
     Table(
         "attempts",  # shard attempts, reused baselines and isolations, one row per event
@@ -91,6 +91,7 @@ TABLES: tuple[Table, ...] = (
             ("detail", str), ("tests", int), ("failures", int), ("errors", int),
             ("skipped", int), ("report_hash", str), ("log_tail_hash", str),
             ("seconds", float), ("rss_mb", float), ("reused_from", str), ("last_started", str),
+            ("interpreter", str),
         ),
         ("run_id", "position"),
         (("run_id", "shard", "revision"), ("reason",), ("seconds",)),
@@ -225,7 +226,7 @@ def _run_row(run_id: str, state: RunState, events: int, own: Verdict | None) -> 
         _iso(state.last_at),
         events,
         len(state.files),
-        len(state.leaves()),
+        sum(len(lane.leaves()) for lane in _lanes(state)),
         int(state.completed),
         int(state.interrupted),
         own.status if own else None,
@@ -234,39 +235,48 @@ def _run_row(run_id: str, state: RunState, events: int, own: Verdict | None) -> 
     )
 
 
+def _lanes(state: RunState) -> list[RunState]:
+    """Each interpreter's state of a matrix run (rows carry its label), else the run's."""
+    return list(state.matrix.values()) or [state]
+
+
 def _file_rows(run_id: str, state: RunState) -> list[Row]:
     rows: list[Row] = []
-    for file in sorted(set(state.measured) | set(state.measure_failures)):
-        if file in state.measured:
-            rss, seconds, from_run = state.measured[file]
-            source = "reused" if from_run else "measured"
-            rows.append((run_id, file, source, rss, seconds, from_run, None))
-        else:
-            f = state.measure_failures[file]
-            rows.append((run_id, file, "failed", f.rss_mb, f.seconds, None, f.reason))
+    for lane in _lanes(state):
+        on = lane.interpreter
+        for file in sorted(set(lane.measured) | set(lane.measure_failures)):
+            if file in lane.measured:
+                rss, seconds, from_run = lane.measured[file]
+                source = "reused" if from_run else "measured"
+                rows.append((run_id, file, source, rss, seconds, from_run, None, on))
+            else:
+                f = lane.measure_failures[file]
+                rows.append((run_id, file, "failed", f.rss_mb, f.seconds, None, f.reason, on))
     return rows
 
 
 def _shard_rows(run_id: str, state: RunState) -> list[Row]:
-    planned = {s.id: s for s in state.plan.shards} if state.plan else {}
     rows: list[Row] = []
-    for shard_id in sorted(state.shards):
-        shard = state.shards[shard_id]
-        plan = planned.get(shard_id)
-        rows.append(
-            (
-                run_id,
-                shard_id,
-                shard.parent,
-                shard.depth,
-                int(shard.leaf),
-                len(shard.files),
-                canonical_json(list(shard.files)),
-                plan.rss_mb if plan else None,
-                plan.seconds if plan else None,
-                shard.split_reason or None,
+    for lane in _lanes(state):
+        planned = {s.id: s for s in lane.plan.shards} if lane.plan else {}
+        for shard_id in sorted(lane.shards):
+            shard = lane.shards[shard_id]
+            plan = planned.get(shard_id)
+            rows.append(
+                (
+                    run_id,
+                    shard_id,
+                    shard.parent,
+                    shard.depth,
+                    int(shard.leaf),
+                    len(shard.files),
+                    canonical_json(list(shard.files)),
+                    plan.rss_mb if plan else None,
+                    plan.seconds if plan else None,
+                    shard.split_reason or None,
+                    lane.interpreter,
+                )
             )
-        )
     return rows
 
 
@@ -276,15 +286,20 @@ def _attempt_rows(
     records: Sequence[tuple[int, ev.Event]],
     artifacts: Mapping[str, bytes],
 ) -> tuple[list[Row], list[Row]]:
+    lanes = _lanes(state)
     views: dict[int, AttemptView] = {
         a.position: a
-        for shard in state.shards.values()
+        for lane in lanes
+        for shard in lane.shards.values()
         for revision in shard.attempts.values()
         for a in revision
     }
-    isolations = {v.position: v.assessment for v in state.isolations.values()}
+    isolations = {v.position: v.assessment for lane in lanes for v in lane.isolations.values()}
     reused_sources = {
-        r.position: r.source for shard in state.shards.values() for r in shard.reused.values()
+        r.position: r.source
+        for lane in lanes
+        for shard in lane.shards.values()
+        for r in shard.reused.values()
     }
     attempts: list[Row] = []
     cases: list[Row] = []
@@ -322,6 +337,7 @@ def _attempt_rows(
                 report.tests if report else None, report.failures if report else None,
                 report.errors if report else None, report.skipped if report else None,
                 e.report_hash, e.log_tail_hash, e.seconds, rss_mb, reused_from, last_started,
+                e.interpreter,
             )
         )  # fmt: skip
         if report is None:

@@ -53,23 +53,30 @@ test_classes.__test__ = False  # type: ignore[attr-defined]
 
 
 def shard_key(shard: str, files: tuple[str, ...]) -> str:
-    """Measurement failures are reported per file under the pseudo-shard `measure`."""
-    return f"measure:{files[0]}" if shard == "measure" and files else shard
+    """Measurement failures are reported per file under the pseudo-shard `measure` (in a
+    matrix, `3.12/measure`)."""
+    lane, _, name = shard.rpartition("/")
+    if name == "measure" and files:
+        return f"{lane}/measure:{files[0]}" if lane else f"measure:{files[0]}"
+    return shard
 
 
 def shard_classes(state: RunState, verdict: Verdict) -> dict[str, str]:
     """Every leaf shard (and file that failed to measure) -> `measured`, `waived` or
-    `unmeasured: REASON` under the verdict's rule."""
+    `unmeasured: REASON` under the verdict's rule; a matrix's shards as `3.12/s01`."""
     unmeasured = {shard_key(u.shard, u.files): u.reason for u in verdict.unmeasured}
     classes: dict[str, str] = {}
-    for shard in state.leaves():
-        if shard.id in unmeasured:
-            continue
-        classes[shard.id] = WAIVED if shard_unmeasured(state, shard) is not None else MEASURED
-    for file in state.measure_failures:
-        key = shard_key("measure", (file,))
-        if key not in unmeasured:
-            classes[key] = WAIVED
+    for label, lane in state.matrix.items() or [("", state)]:
+        prefix = f"{label}/" if label and state.matrix else ""
+        for shard in lane.leaves():
+            if prefix + shard.id in unmeasured:
+                continue
+            measured = shard_unmeasured(lane, shard) is None
+            classes[prefix + shard.id] = MEASURED if measured else WAIVED
+        for file in lane.measure_failures:
+            key = shard_key(prefix + "measure", (file,))
+            if key not in unmeasured:
+                classes[key] = WAIVED
     for key, reason in unmeasured.items():
         classes[key] = f"{UNMEASURED}: {reason}"
     return dict(sorted(classes.items()))
