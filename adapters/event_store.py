@@ -384,6 +384,7 @@ class EventStore:
         self._reader_thread = threading.get_ident()
         self._building = threading.Lock()
         self.url = url  # how to reach this database again (PostgreSQL read models use it)
+        self.read_only = False  # a read-only SQLite ledger: derived data is not kept
         self.dialect = dialect
         self.description = description
         ph = self._ph = "?" if dialect == "sqlite" else "%s"
@@ -577,6 +578,8 @@ class EventStore:
     def set_verdict(self, run_id: str, length: int, code: str, verdict: str) -> None:
         """Remember the run's verdict status as of `length` events under `code` (rule and
         reader versions); an older computation never overwrites a newer one."""
+        if self.read_only:
+            return  # remembered by a reader that may write; computed again meanwhile
         ph = self._ph
         with self._transaction(commit=True) as c:
             c.execute(
@@ -635,6 +638,8 @@ class EventStore:
                 execute(statement)
             execute(statements[-1], tuple(row))
 
+        if self.read_only:
+            raise BadInput(f"the ledger {self.description} is read-only")
         reader = self._direct_reader()
         if reader is not None and self.dialect == "sqlite":
             reader.execute("PRAGMA busy_timeout = 200")
@@ -788,6 +793,16 @@ class EventStore:
                 raise StoreBusy(
                     f"the ledger {self.description} stayed locked by another writer for "
                     f"{LOCK_WAIT_S} s; nothing was written, try again"
+                ) from error
+            if "full" in text or "disk i/o error" in text:
+                # SQLITE_FULL, or the I/O error a file size limit gives: rolled back whole.
+                raise BadInput(
+                    f"the ledger {self.description} could not be written ({text}: a full disk "
+                    "or a file size limit); nothing was written"
+                ) from error
+            if "readonly" in text or "read-only" in text:
+                raise BadInput(
+                    f"the ledger {self.description} is read-only; nothing was written"
                 ) from error
             raise
 
@@ -1134,13 +1149,16 @@ class EventStore:
         return events
 
     def read_raw(self, run_id: str) -> list[RawRecord]:
+        """The run's stored events as they are, undecoded (what `verify` and `export` check);
+        a plain read, so a read-only ledger answers it too."""
         raw = []
-        for stored in self.recorder.select_events(run_id):
+        for position, topic, state in self._query(self._sql_read, (run_id,)):
+            state = bytes(state)
             try:
-                header, payload = decode_state(stored.state)
+                header, payload = decode_state(state)
             except ValueError:
-                header, payload = {}, stored.state
-            raw.append(RawRecord(run_id, stored.originator_version, stored.topic, header, payload))
+                header, payload = {}, state
+            raw.append(RawRecord(run_id, int(position), str(topic), header, payload))
         return raw
 
     def runs(self) -> list[RunRow]:
@@ -1376,6 +1394,8 @@ def _sqlite_file_state(path: Path) -> str:
         return "absent"
     if path.is_dir():
         raise BadInput(f"ledger path {path} is a directory, not a database file")
+    if not path.is_file():  # a device, a FIFO, a socket: never opened, created or chmod-ed
+        raise BadInput(f"ledger path {path} is not a regular file")
     try:
         with path.open("rb") as f:
             head = f.read(16)
@@ -1425,9 +1445,13 @@ def _open_sqlite(path: Path, *, create: bool) -> EventStore:
     if not exists:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
-            os.close(fd)
-            os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
+            except FileExistsError:
+                pass  # an empty file of the user's: SQLite makes it a database, mode kept
+            else:
+                os.fchmod(fd, stat.S_IRUSR | stat.S_IWUSR)
+                os.close(fd)
         except OSError as error:
             raise BadInput(f"cannot create ledger file {path}: {error.strerror}") from error
     elif not os.access(path, os.R_OK | os.W_OK):
@@ -1440,6 +1464,25 @@ def _open_sqlite(path: Path, *, create: bool) -> EventStore:
         datastore = _sqlite_datastore(str(path), lock_timeout=LOCK_WAIT_S, pool_size=4)
         return _sqlite_recorder(datastore), datastore
 
+    if state == "complete" and not _writable(path):
+        # A read-only ledger (a read-only mount, another user's file): every reading command
+        # answers through a read-only connection; anything that writes is refused in one line.
+        wal = path.with_name(path.name + "-wal").exists()
+        where = _pathname2url(str(path.absolute()))
+        uri = f"file:{where}?mode=ro" + ("" if wal else "&immutable=1")
+
+        def refuse() -> tuple[Any, Any]:
+            raise BadInput(f"the ledger {path} is read-only: this command writes to it")
+
+        try:
+            reader = sqlite3.connect(
+                uri, uri=True, timeout=LOCK_WAIT_S, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as error:
+            raise BadInput(f"cannot open ledger file {path}: {error}") from error
+        store = EventStore(dialect="sqlite", description=str(path), reader=reader, connect=refuse)
+        store.read_only = True
+        return store
     if state == "complete":
         # Every table is there: no DDL (and no write lock) to open it. Reads go through one
         # plain connection until the first write builds the library's datastore.
@@ -1460,6 +1503,11 @@ def _open_sqlite(path: Path, *, create: bool) -> EventStore:
     except PersistenceError as error:
         raise BadInput(f"cannot open ledger file {path}: {error}") from error
     return EventStore(recorder, dialect="sqlite", description=str(path), datastore=datastore)
+
+
+def _writable(path: Path) -> bool:
+    """Whether this process may write the ledger file and create its -wal/-shm files."""
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)
 
 
 def _open_sqlite_memory(description: str) -> EventStore:

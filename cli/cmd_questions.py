@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from cli.options import common, emit_json
+from cli.options import PAGE, common, emit_json
 from domain.text import one_line
 from ledger import read_side
 from ledger.service import opened
@@ -18,9 +18,9 @@ DEFAULT_PAGE = 100
 
 @click.command("questions")
 @click.option("--run", "run", default=None, help="Only this run (id or unique prefix).")
-@click.option("--limit", type=click.IntRange(min=0), default=DEFAULT_PAGE, show_default=True,
+@click.option("--limit", type=PAGE, default=DEFAULT_PAGE, show_default=True,
               help="Questions per page (0: all).")  # fmt: skip
-@click.option("--offset", type=click.IntRange(min=0), default=0, help="Skip this many questions.")
+@click.option("--offset", type=PAGE, default=0, help="Skip this many questions.")
 @common
 def questions(
     run: str | None, limit: int, offset: int, ledger_url: str | None, as_json: bool

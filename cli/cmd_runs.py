@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from cli.options import EXIT_FAILED, common, emit_json
+from cli.options import EXIT_FAILED, PAGE, common, emit_json
 from cli.render import base_reuse_line, cell, interpreter_lines
 from domain.text import one_line
 from ledger import queries
@@ -15,9 +15,9 @@ from ledger.service import opened
 
 
 @click.command("runs")
-@click.option("--limit", type=click.IntRange(min=0), default=100, show_default=True,
+@click.option("--limit", type=PAGE, default=100, show_default=True,
               help="Runs per page (0: all).")  # fmt: skip
-@click.option("--offset", type=click.IntRange(min=0), default=0, help="Skip this many runs.")
+@click.option("--offset", type=PAGE, default=0, help="Skip this many runs.")
 @common
 def runs(limit: int, offset: int, ledger_url: str | None, as_json: bool) -> None:
     """Runs in the ledger, newest first (a page of --limit runs from --offset).

@@ -25,6 +25,10 @@ EXIT_BAD_INPUT = 2
 EXIT_UNMEASURED = 3
 EXIT_PARKED = 4
 
+# The largest --limit / --offset: SQLite's integers end at 2**63 - 1, and no ledger holds more.
+MAX_PAGE = 2**62
+PAGE = click.IntRange(min=0, max=MAX_PAGE)  # the type of --limit and --offset
+
 
 def ledger_option(f: F) -> F:
     return click.option(

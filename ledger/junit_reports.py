@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterator, Sequence
 from typing import Any, BinaryIO
 
@@ -14,9 +16,24 @@ def _chunks(stream: BinaryIO) -> Iterator[bytes]:
         yield chunk
 
 
+def open_regular(path: str) -> BinaryIO:
+    """`path` opened for reading when it is a regular file; BadInput otherwise. Opened without
+    blocking and checked on the open descriptor: a FIFO would wait for a writer forever, a
+    device would read without end."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as error:
+        raise BadInput(f"cannot read {path}: {error.strerror or error}") from error
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise BadInput(f"cannot read {path}: not a regular file")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
 def _read(path: str, expected: list[str] | None) -> Report | Rejection:
     try:
-        with open(path, "rb") as stream:
+        with open_regular(path) as stream:
             return read_report_chunks(_chunks(stream), expected, counts_only=True)
     except OSError as error:
         raise BadInput(f"cannot read {path}: {error.strerror or error}") from error
@@ -25,11 +42,7 @@ def _read(path: str, expected: list[str] | None) -> Report | Rejection:
 def _check_readable(paths: Sequence[str]) -> None:
     """Fail before reading anything: a half-written answer would be misleading."""
     for path in paths:
-        try:
-            with open(path, "rb"):
-                pass
-        except OSError as error:
-            raise BadInput(f"cannot read {path}: {error.strerror or error}") from error
+        open_regular(path).close()
 
 
 def _row(path: str, result: Report | Rejection) -> dict[str, Any]:

@@ -35,6 +35,8 @@ def writable(path: str, option: str) -> Path:
     target = Path(path)
     if target.is_dir():
         raise BadInput(f"{option} {path}: is a directory")
+    if target.exists() and not target.is_file():
+        raise BadInput(f"{option} {path}: not a regular file")
     if not target.parent.is_dir():
         raise BadInput(f"{option} {path}: directory {target.parent} does not exist")
     return target

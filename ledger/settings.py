@@ -28,7 +28,8 @@ from ledger.gate import GateOptions
 class RepositorySettings(BaseModel):
     """`[tool.release-ledger]`: every key optional; an unknown key is an error, not ignored."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+    # Strict: a TOML value has its type already; `budget-gib = true` is refused, not read as 1.0.
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True, strict=True)
 
     base: str | None = None
     env: str | None = None
@@ -264,8 +265,12 @@ def repository_settings(repo: Path, head: str) -> RepositorySettings:
 
 def gate_options(flags: dict[str, Any]) -> GateOptions:
     """GateOptions from the flags given (None = not given), the repository's table, defaults."""
-    repo = Path(flags.get("repo") or ".").resolve()
-    if not repo.is_dir():
+    try:
+        repo = Path(flags.get("repo") or ".").resolve()
+        is_dir = repo.is_dir()
+    except (OSError, RuntimeError) as error:  # a symlink loop, a name too long
+        raise BadInput(f"--repo {flags.get('repo')}: {error}") from None
+    if not is_dir:
         raise BadInput(f"--repo {flags.get('repo')} is not a directory")
     head = flags.get("head") or "HEAD"
     table = repository_settings(repo, head)
@@ -281,7 +286,10 @@ def gate_options(flags: dict[str, Any]) -> GateOptions:
         raise BadInput("--base is required (or `base` in [tool.release-ledger])")
     command = pick("command")
     if isinstance(command, str):
-        template = tuple(shlex.split(command))
+        try:
+            template = tuple(shlex.split(command))
+        except ValueError as error:  # an unclosed quote
+            raise BadInput(f"--command {command!r}: {error}") from None
     elif isinstance(command, list):
         template = tuple(str(token) for token in command)
     else:

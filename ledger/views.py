@@ -370,6 +370,16 @@ def _check_schema(ledger: Ledger, schema: str) -> dict[str, Any]:
     return result
 
 
+def _scratch(prefix: str, folder: Path) -> tuple[int, str]:
+    """A new scratch file for a rebuild beside the views; BadInput (one line) where the folder
+    cannot be written (a read-only ledger's, a full disk)."""
+    try:
+        return tempfile.mkstemp(prefix=prefix, suffix=".db", dir=folder)
+    except OSError as error:
+        raise BadInput(f"cannot write the views beside the ledger in {folder}: "
+                       f"{error.strerror or error}") from None  # fmt: skip
+
+
 def rebuild(ledger: Ledger, path: Path | str) -> dict[str, Any]:
     """`ledger rebuild`: build the views afresh in a new file beside the old one, then put it
     in its place; whatever the old file was (corrupt, foreign, another layout or ledger), the
@@ -377,7 +387,7 @@ def rebuild(ledger: Ledger, path: Path | str) -> dict[str, Any]:
     is rebuilt in a fresh schema and swapped in."""
     if isinstance(path, str):
         return _rebuild_schema(ledger, path)
-    fd, temporary = tempfile.mkstemp(prefix=".views-rebuild-", suffix=".db", dir=_parent(path))
+    fd, temporary = _scratch(".views-rebuild-", _parent(path))
     os.close(fd)
     try:
         views = open_views(Path(temporary))
@@ -466,7 +476,7 @@ def check_index(ledger: Ledger) -> str | None:
 def _check_file(ledger: Ledger, path: Path) -> dict[str, Any]:
     catch_up_file(ledger, path)  # repairs a views file that cannot be read
     maintained = open_views(path)
-    fd, temporary = tempfile.mkstemp(prefix=".views-check-", suffix=".db", dir=path.parent)
+    fd, temporary = _scratch(".views-check-", path.parent)
     os.close(fd)
     rebuilt = None
     try:

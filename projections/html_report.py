@@ -16,6 +16,7 @@ from typing import Any
 
 from domain import events as ev
 from domain.run_state import RunState, ShardView
+from domain.text import one_line
 from domain.verdict import Verdict
 from projections.approval import ApprovalReport, approval_report, judged
 
@@ -45,7 +46,11 @@ VERDICT_COLOURS = {"pass": "#2e7d32", "fail": "#c62828", "unmeasured": "#8d6e00"
 
 
 def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
+    """Text from the suite as HTML text: markup escaped, and every control or format character
+    (bidi overrides that reorder what is read, zero-width ones) shown as an escape; line
+    breaks are kept for `<pre>` blocks."""
+    lines = str(text).split("\n")
+    return html.escape("\n".join(one_line(line) for line in lines), quote=True)
 
 
 @dataclass(frozen=True)
