@@ -273,6 +273,9 @@ class ShardAttemptRecorded(OnInterpreter, Event):
     failure_kind: str | None = None  # its kind in `domain.failures` (None in older events)
     # Tracked files the attempt's tests changed in its own checkout (no other attempt saw it).
     modified_files: list[str] = Field(default_factory=list)
+    # How the suite was confined (`bwrap`, `pod`, or `none`: it ran with the gate's rights);
+    # empty in events of executors that do not say, and in events from before sandboxes.
+    sandbox: str = Field(default="", exclude_if=lambda value: value == "")
     # The size of a report over --max-report-mb; `report_hash` is then only its head.
     report_too_large: int | None = None
     # What the results are valid for (`domain/content.py`), so they can be reused by content:
@@ -323,6 +326,7 @@ class IsolationRecorded(OnInterpreter, Event):
     log_tail_hash: str | None = None
     seconds: float = 0.0
     report_too_large: int | None = None  # as in ShardAttemptRecorded
+    sandbox: str = Field(default="", exclude_if=lambda value: value == "")  # as there
 
     def artifact_hashes(self) -> list[str]:
         return [h for h in (self.report_hash, self.log_tail_hash) if h]

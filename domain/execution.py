@@ -64,6 +64,9 @@ class EnvironmentRequest(BaseModel):
     # A matrix gate's lane: the interpreter's label (`3.12`) and, on this machine, its path.
     interpreter: str = ""
     python: str = ""
+    # Folders the suite must not see besides the home directory and the repository (the
+    # ledger's own), hidden by executors that sandbox shards.
+    hidden: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, text: str) -> EnvironmentRequest:
@@ -159,6 +162,7 @@ class Observation(BaseModel):
     member: str | None = None
     environment: EnvironmentReport | None = None  # where the revision's tests ran
     modified_files: tuple[str, ...] = ()  # tracked files the attempt changed in its checkout
+    sandbox: str = ""  # how the suite was confined: bwrap, pod, none ("" when not said)
     # Set when the executor could not give a finished run: the kind from the closed
     # vocabulary (`domain.failures`), the executor's own word for it, and a detail.
     failure_kind: FailureKind | None = None

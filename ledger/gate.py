@@ -870,6 +870,7 @@ class GateProcess:
             infrastructure_detail=o.failure_detail if o.failure_reason else "",
             failure_kind=o.failure_kind,
             modified_files=list(o.modified_files),
+            sandbox=o.sandbox,
             report_too_large=too_large,
             **self._attempt_keys(run),
         )
@@ -1043,6 +1044,7 @@ class GateProcess:
                 log_tail_hash=log_hash,
                 seconds=o.seconds,
                 report_too_large=too_large,
+                sandbox=o.sandbox,
             )
             self.ledger.append(
                 self.run_id, [*environment, isolation], artifacts=artifacts | env_artifacts

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from adapters import git
@@ -30,7 +31,7 @@ def run_gate(ledger: Ledger, options: GateOptions, observer: Observer) -> dict[s
     repo = git.repo_root(options.repo)
     recorded = validate_options(options.executor, options.executor_options)
     options = dataclasses.replace(options, repo=repo, executor_options=recorded)
-    lanes = _lanes(options)  # every executor built (and checked) before anything is appended
+    lanes = _lanes(options, ledger)  # every executor built and checked before any append
     try:
         run_id = start(ledger, options)
     except BaseException:
@@ -48,7 +49,7 @@ def resume_gate(ledger: Ledger, run_prefix: str, observer: Observer) -> dict[str
     options = options_from(state.started)
     validate(options)  # a run recorded with bad values is refused, not crashed
     with ledger.driving(run_id):  # one driver per run: a live holder is named, nothing appended
-        lanes = _lanes(options)
+        lanes = _lanes(options, ledger)
         if not state.completed:
             ledger.record(run_id, ev.RunResumed)
         return _drive(ledger, run_id, lanes, observer)
@@ -63,14 +64,18 @@ class Lane:
     measuring: Executor | None
 
 
-def _lanes(options: GateOptions) -> list[Lane]:
-    """An executor (and, for a pool, a local measuring one) per interpreter of the matrix."""
+def _lanes(options: GateOptions, ledger: Ledger) -> list[Lane]:
+    """An executor (and, for a pool, a local measuring one) per interpreter of the matrix;
+    each keeps the ledger's own folder out of the suite's sight."""
     requests = [("", options.environment_request)]
     if options.interpreters:
         requests = [
             (i["label"], options.lane_request(_located(i, options)))
             for i in options.interpreters
         ]
+    sqlite = ledger.store.dialect == "sqlite"
+    hidden = (str(Path(ledger.store.description).parent),) if sqlite else ()
+    requests = [(label, r.model_copy(update={"hidden": hidden})) for label, r in requests]
     lanes: list[Lane] = []
     try:
         for label, request in requests:

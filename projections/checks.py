@@ -210,6 +210,11 @@ def gate_metric_v1(state: RunState, verdict: Verdict, index: Index) -> Metric:
         why += f"; skipped-at-head (passed at base, skipped or gone at head): {shown}"
     for w in verdict.waivers:
         why += f"; {', '.join(w['files'])} waived by {w['by']} ({w['question']})"
+    unconfined = [p for p, e in index.by_position.items()
+                  if isinstance(e, ev.ShardAttemptRecorded) and e.sandbox == "none"]  # fmt: skip
+    if unconfined:
+        why += (f"; {len(unconfined)} shard attempts ran without a sandbox (no bubblewrap: "
+                "the suite had the gate's rights)")  # fmt: skip
     unique = {d.position: d for d in decided}
     return Metric(
         GATE,

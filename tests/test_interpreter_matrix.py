@@ -350,7 +350,7 @@ def test_an_interrupted_matrix_resumes_with_the_interpreters_it_recorded(tmp_pat
     url = gatekit.ledger_url(tmp_path)
     with opened(url) as ledger:
         run_id = start(ledger, options)
-        lanes = use_cases._lanes(options)
+        lanes = use_cases._lanes(options, ledger)
         try:  # only the first interpreter's lane runs before the "interruption"
             GateProcess(ledger, run_id, lanes[0].executor, interpreter="3.11", finish=False).drive()
         finally:

@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from adapters.executors import environment
+from adapters.executors import environment, sandbox
 from adapters.executors.port import Capabilities, Executor, ExecutorOptions, ExecutorSpec
 from adapters.executors.programs import program
 from adapters.executors.supervisor import ShardProcess, log_tail
@@ -194,6 +194,8 @@ class LocalExecutor:
         if not argv:
             raise BadInput("the test command is empty")
         env = with_plugin_path(environment.shard_env(dict(os.environ), runtime))
+        argv, confined = self._sandboxed(argv, cwd, run_dir, python, env)
+        env = sandbox.shard_environment(env, confined)
         process = ShardProcess(
             argv,
             cwd=str(cwd),
@@ -226,12 +228,32 @@ class LocalExecutor:
             timed_out=seen.timed_out,
             oom=seen.oom,
             environment=report,
+            sandbox=confined,
         )
         if seen.killed:
             return observation.model_copy(
                 update={"failure_kind": "cancelled", "failure_reason": "cancelled"}
             )
         return observation
+
+    def _sandboxed(
+        self, argv: list[str], cwd: Path, run_dir: Path, python: str, env: dict[str, str]
+    ) -> tuple[list[str], str]:
+        """The shard's command inside the sandbox (`adapters/executors/sandbox.py`): only its
+        own attempt folder writable; the home directory, the user's repository, the ledger's
+        folder and the other attempts' scratch out of sight; its interpreter, environment
+        and the gate's plugin readable."""
+        program = shutil.which(argv[0], path=env.get("PATH")) or argv[0]
+        readable = [
+            *sandbox.prefixes(python),
+            os.path.dirname(os.path.realpath(program)),
+            *env.get("VIRTUAL_ENV", "").split(os.pathsep),
+            *env.get("PYTHONPATH", "").split(os.pathsep),
+        ]
+        hidden = [str(self.repo), str(self.work_dir), *self.environment_request.hidden]
+        return sandbox.wrap(
+            argv, cwd=str(cwd), writable=[str(run_dir)], readable=readable, hidden=hidden
+        )
 
     def _next_tag(self) -> str:
         """A tag for one shard, after making sure the reaper watches this executor's tags."""
