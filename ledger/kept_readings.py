@@ -12,11 +12,11 @@ the answers afresh. It is a memo: deleting every kept reading loses nothing.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
 from adapters.event_store import KeptReading
+from adapters.ledger_key import seal, sealed
 from adapters.source_digest import source_digest
 from ledger.gc_pause import gc_paused
 from ledger.service import Ledger
@@ -28,23 +28,26 @@ def run_reading(ledger: Ledger, run_id: str) -> Reading:
     """The run's answers: the kept ones when they hold for its events and this code, else
     made from its stream (and kept, best effort)."""
     code = source_digest()
-    if code is not None:
+    key = ledger.sealing_key()
+    if code is not None and key is not None:
         kept = ledger.store.kept_reading(run_id)
         if (
             kept is not None
             and kept.code == code
-            and kept.seal == _seal(run_id, kept.length, kept.tip, code, kept.body)
+            and sealed(key, kept.seal, run_id, str(kept.length), kept.tip, code, kept.body)
         ):
-            # The chain is checked as a fold would read it: a broken run raises BrokenRun.
+            # The chain is checked as a fold would read it: a broken run raises BrokenRun;
+            # so are the artifacts the answers were made from.
             length, tip = ledger.store.verified_tip(run_id)
             if (length, tip) == (kept.length, kept.tip):
                 reading: Reading = json.loads(kept.body)
+                ledger.check_artifacts(run_id, [(p, d) for p, d in reading.get("artifacts", ())])
                 return reading
     made, length, tip = make_reading(ledger, run_id)
     # Served as JSON, as a kept reading is: the first reader and the next get the same types.
     body = json.dumps(made, sort_keys=True, separators=(",", ":"), default=str)
-    if code is not None and length:
-        keep(ledger, run_id, body, length, tip, code)
+    if code is not None and key is not None and length:
+        keep(ledger, run_id, body, length, tip, code, key)
     reading = json.loads(body)
     return reading
 
@@ -73,6 +76,7 @@ def make_reading(ledger: Ledger, run_id: str) -> tuple[Reading, int, str]:
             conclusion = get_rule(state.started.rule).decide(state).as_dict()
             conclusion["base_reuse"] = base_reuse(state)
         reading = {
+            "artifacts": [[p, h] for p, e in records for h in e.artifact_hashes()],
             "events": [line.as_dict() for line in lines],
             "grouped": [line.as_dict() for line in grouped],
             "conclusion": conclusion,
@@ -82,14 +86,12 @@ def make_reading(ledger: Ledger, run_id: str) -> tuple[Reading, int, str]:
         return reading, len(recorded), tip
 
 
-def keep(ledger: Ledger, run_id: str, body: str, length: int, tip: str, code: str) -> bool:
-    """Keep a reading (as JSON) made from the run's first `length` events; False when the
-    ledger could not take it (read-only, busy): the next reader makes it again."""
-    sealed = KeptReading(length, tip, code, _seal(run_id, length, tip, code, body), body)
-    return ledger.store.keep_reading(run_id, sealed)
-
-
-def _seal(run_id: str, length: int, tip: str, code: str, body: str) -> str:
-    """sha256 over the run, the reading's key (length, tip, code) and its body."""
-    head = json.dumps([run_id, length, tip, code]).encode()
-    return hashlib.sha256(head + b"\n" + body.encode()).hexdigest()
+def keep(
+    ledger: Ledger, run_id: str, body: str, length: int, tip: str, code: str, key: bytes
+) -> bool:
+    """Keep a reading (as JSON) made from the run's first `length` events, sealed with the
+    ledger's key (HMAC over the run, its key and its body: without the key file nobody who
+    can write the database can forge one); False when the ledger could not take it
+    (read-only, busy): the next reader makes it again."""
+    mac = seal(key, run_id, str(length), tip, code, body)
+    return ledger.store.keep_reading(run_id, KeptReading(length, tip, code, mac, body))

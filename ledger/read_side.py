@@ -85,8 +85,20 @@ def refresh_status(ledger: Ledger, run_id: str) -> str | None:
     if state.started is None:
         return None
     status = verdict_of(state).status
-    ledger.store.set_verdict(run_id, state.length, status_code(state.started.rule), status)
+    code = sealed_code(ledger, run_id, state.length, status_code(state.started.rule), status)
+    if code is not None:
+        ledger.store.set_verdict(run_id, state.length, code, status)
     return status
+
+
+def sealed_code(ledger: Ledger, run_id: str, length: int, code: str, status: str) -> str | None:
+    """The status row's code with the ledger's seal over what it remembers (`CODE#HMAC`): a
+    status set by hand in the database is computed again, never shown; None without a key
+    (then nothing is remembered)."""
+    from adapters.ledger_key import seal
+
+    key = ledger.sealing_key()
+    return None if key is None else f"{code}#{seal(key, run_id, str(length), code, status)}"
 
 
 def _status(ledger: Ledger, run: IndexedRun) -> str:
@@ -96,7 +108,9 @@ def _status(ledger: Ledger, run: IndexedRun) -> str:
     if (
         run.verdict is not None
         and run.verdict_length == run.row.length
-        and run.verdict_code == status_code(rule)
+        and run.verdict_code is not None
+        and run.verdict_code
+        == sealed_code(ledger, run.row.run_id, run.row.length, status_code(rule), run.verdict)
     ):
         return run.verdict
     try:

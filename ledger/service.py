@@ -27,7 +27,7 @@ from adapters.event_store import (
     open_store,
 )
 from domain.chain import StoredLink, find_break, sha256_hex
-from domain.errors import BadInput
+from domain.errors import BadInput, BrokenRun, IntegrityProblem
 
 if TYPE_CHECKING:  # the event models (pydantic) load where events are made or read, so
     # commands that only read the ledger's indexes (`ledger runs`, `questions`) never pay for them
@@ -135,6 +135,7 @@ class Ledger:
         self._leases: dict[str, Lease] = {}
         self._fence: dict[str, int] = {}  # the stream position the driver last knew
         self.indexed = True  # the ledger's own indexes are complete (see ensure_indexed)
+        self._sealing_key: bytes | None
         # One interpreter's lane of a matrix gate: the facts it makes carry its label.
         self.interpreter = ""
 
@@ -170,8 +171,6 @@ class Ledger:
     def reindex(self, run_ids: Sequence[str] | None = None) -> int:
         """Rebuild the indexes of these runs (all: None) from their events; returns how many
         runs. A run appended to meanwhile is re-read (its appends wrote their own rows)."""
-        from domain.errors import BrokenRun
-
         ids = list(run_ids) if run_ids is not None else [r.run_id for r in self.store.runs()]
         for run_id in ids:
             for _ in range(20):
@@ -416,10 +415,49 @@ class Ledger:
         return self.store.runs()
 
     def artifacts_for(self, events: Sequence[Event]) -> dict[str, bytes]:
-        return self.store.artifacts(h for e in events for h in e.artifact_hashes())
+        """The artifacts `events` reference, each checked against its sha256 as `verify`
+        checks it: a replaced or deleted report is a broken run on every read, never an
+        answer made from other bytes (a failed run must not read as unmeasured)."""
+        found = self.store.artifacts(h for e in events for h in e.artifact_hashes())
+        for position, event in enumerate(events, start=1):
+            for digest in event.artifact_hashes():
+                data = found.get(digest)
+                if data is None or sha256_hex(data) != digest:
+                    problem = "is missing" if data is None else "no longer matches its hash"
+                    raise BrokenRun(event.run_id, position, f"artifact {digest} {problem}")
+        return found
+
+    def check_artifacts(self, run_id: str, referenced: Sequence[tuple[int, str]]) -> None:
+        """BrokenRun unless every (position, sha256) the run references is stored with bytes
+        that match it: the check a fold makes, for answers kept without one."""
+        found = self.store.artifacts(digest for _, digest in referenced)
+        for position, digest in referenced:
+            data = found.get(digest)
+            if data is None or sha256_hex(data) != digest:
+                problem = "is missing" if data is None else "no longer matches its hash"
+                raise BrokenRun(run_id, position, f"artifact {digest} {problem}")
+
+    def sealing_key(self) -> bytes | None:
+        """The ledger's HMAC key for what is kept beside the events (`adapters/ledger_key.py`),
+        made on first use; None where it can be neither read nor made."""
+        if not hasattr(self, "_sealing_key"):
+            from adapters.ledger_key import key_path, load_key
+
+            store = self.store
+            ledger_id = store.ledger_id() if store.dialect != "sqlite" else ""
+            path = key_path(store.dialect, store.description, ledger_id)
+            self._sealing_key = load_key(path, create=not store.read_only)
+        return self._sealing_key
 
     def artifact(self, digest: str) -> bytes | None:
-        return self.store.artifact(digest)
+        """An artifact by its sha256 (None when absent); bytes that no longer match it are
+        refused as tampering."""
+        data = self.store.artifact(digest)
+        if data is not None and sha256_hex(data) != digest:
+            raise IntegrityProblem(
+                f"artifact {digest} no longer matches its hash: run `ledger verify`"
+            )
+        return data
 
     def started(self, run_id: str) -> RunStarted:
         from domain.events import RunStarted

@@ -83,7 +83,9 @@ def test_a_reading_kept_by_other_code_is_not_served(ledger: Ledger) -> None:
     assert kept is not None
     other = dict(honest, grouped=[])
     body = json.dumps(other, sort_keys=True, separators=(",", ":"))
-    kept_readings.keep(ledger, RUN, body, kept.length, kept.tip, "another-version-of-the-code")
+    key = ledger.sealing_key()
+    assert key is not None
+    kept_readings.keep(ledger, RUN, body, kept.length, kept.tip, "another-version-of-the-code", key)
     assert queries.run_reading(ledger, RUN) == honest
 
 

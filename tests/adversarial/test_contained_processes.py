@@ -1,4 +1,8 @@
-"""Every process a shard starts dies with the shard, and with the gate (kill -9 included)."""
+"""Every process a shard starts dies with the shard, and with the gate (kill -9 included).
+
+These run the shards unsandboxed (`LEDGER_SANDBOX=none`): without bubblewrap's PID namespace
+the shard's session and tag must still find what escaped. The sandboxed case is in
+`test_sandbox.py`."""
 
 from __future__ import annotations
 
@@ -71,6 +75,7 @@ def test_a_daemon_that_left_the_shards_session_dies_with_the_shard(
     marks = tmp_path / "marks"
     marks.mkdir()
     monkeypatch.setenv("MARKS", str(marks))
+    monkeypatch.setenv("LEDGER_SANDBOX", "none")
     repo = repo_with_escaper(tmp_path)
     sha = subprocess.run(
         ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
@@ -107,13 +112,14 @@ def test_after_kill_9_of_the_gate_no_test_process_of_it_is_alive_10_s_later(
     repo = repo_with_escaper(tmp_path)
     os.environ["MARKS"] = str(marks)
     os.environ["HOLD"] = "300"
+    os.environ["LEDGER_SANDBOX"] = "none"
     try:
         gate = start_process(
             tmp_path, "gate", "--base", "v1", "--repo", str(repo), "--env", "none",
             "--measure", "never", "--questions", "0",
         )  # fmt: skip
     finally:
-        del os.environ["MARKS"], os.environ["HOLD"]
+        del os.environ["MARKS"], os.environ["HOLD"], os.environ["LEDGER_SANDBOX"]
     try:
         tests = marked(marks, "test", timeout=60)
         daemons = marked(marks, "daemon", timeout=60)

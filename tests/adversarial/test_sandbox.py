@@ -178,3 +178,49 @@ def test_the_approval_report_says_when_the_suite_ran_unconfined() -> None:
     assert "2 shard attempts ran without a sandbox" in gate_why("none")
     assert "sandbox" not in gate_why("bwrap")
     assert "sandbox" not in gate_why("")  # runs recorded before sandboxes read as they did
+
+
+HOLDER = f"""\
+import os, subprocess, time
+
+
+def test_leaves_a_daemon_and_holds():
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execvpe("sleep", ["sleep", "{ORPHAN_SECONDS}"], {{}})
+        os._exit(0)
+    time.sleep(300)
+"""
+
+
+@pytest.mark.slow
+def test_after_kill_9_of_the_gate_nothing_of_a_sandboxed_suite_is_alive(tmp_path: Path) -> None:
+    if sandbox.bwrap() is None:
+        pytest.skip("bubblewrap is missing or cannot make namespaces here")
+    import signal
+    import time
+
+    repo = make_repo(tmp_path, {"tests/test_a.py": "def test_a():\n    pass\n"})
+    tag(repo, "v1")
+    commit(repo, {"tests/test_hold.py": HOLDER})
+    gate = gatekit.start_process(
+        tmp_path, "gate", "--base", "v1", "--repo", str(repo), "--env", "none",
+        "--measure", "never", "--questions", "0",
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not _orphans() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _orphans(), "the suite's daemon never started"
+        gate.send_signal(signal.SIGKILL)
+        gate.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while _orphans() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _orphans() == []
+    finally:
+        if gate.poll() is None:
+            gate.kill()
+        for pid in _orphans():
+            os.kill(pid, signal.SIGKILL)
