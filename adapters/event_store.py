@@ -14,6 +14,7 @@ import contextlib
 import functools
 import gc
 import hashlib
+import hmac
 import json
 import os
 import sqlite3
@@ -117,6 +118,13 @@ READINGS_TABLE = (
     "length INTEGER NOT NULL, tip TEXT NOT NULL, code TEXT NOT NULL, seal TEXT NOT NULL, "
     "body BYTEA NOT NULL)"
 )
+# The run index's seal (HMAC under the ledger's key file, `adapters/ledger_key.py`) over each
+# run's (length, tip), written in the appending transaction: removing a run's last events and
+# fixing its index row to match is then told from an honest run. Made on first need.
+SEALS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS ledger_seals (run_id TEXT PRIMARY KEY, "
+    "length INTEGER NOT NULL, tip TEXT NOT NULL, key_id TEXT NOT NULL, seal TEXT NOT NULL)"
+)
 INDEX_TABLES = (
     READINGS_TABLE,
     "CREATE INDEX IF NOT EXISTS ledger_runs_newest ON ledger_runs (started_at DESC, run_id)",
@@ -134,6 +142,15 @@ INDEX_TABLES = (
 )
 
 ContentRowTuple = tuple[str, str, int, str, str]  # kind, key, offset in the batch, item, data
+
+
+@dataclass(frozen=True)
+class Sealer:
+    """Signs a run's (length, tip) with the ledger's key; `key_id` names the key (a digest of
+    it), so runners sharing a ledger with different keys skip each other's seals."""
+
+    key_id: str
+    sign: Callable[[str, int, str], str]
 
 
 @dataclass(frozen=True)
@@ -385,6 +402,16 @@ class EventStore:
         self._building = threading.Lock()
         self.url = url  # how to reach this database again (PostgreSQL read models use it)
         self.read_only = False  # a read-only SQLite ledger: derived data is not kept
+        # Signs each run's (length, tip) in the appending transaction and checks it on every
+        # read, when the ledger's key is at hand (`Ledger.sealing_key` sets it).
+        self.sealer: Sealer | None = None
+        self._seals_table = False
+        self._sql_upsert_seal = (
+            "INSERT INTO ledger_seals (run_id, length, tip, key_id, seal) VALUES "
+            f"({', '.join(['?' if dialect == 'sqlite' else '%s'] * 5)}) ON CONFLICT (run_id) "
+            "DO UPDATE SET length = "
+            "excluded.length, tip = excluded.tip, key_id = excluded.key_id, seal = excluded.seal"
+        )
         self.dialect = dialect
         self.description = description
         ph = self._ph = "?" if dialect == "sqlite" else "%s"
@@ -517,6 +544,8 @@ class EventStore:
                     self._sql_upsert_run,
                     self._run_update(run_id, started, length + len(events), prev),
                 )
+                if self.sealer is not None:
+                    self._write_seal(c, run_id, length + len(events), prev)
                 if index is not None:
                     self._write_index(c, run_id, length, index)
         except (_es_error("IntegrityError"), sqlite3.IntegrityError) as conflict:
@@ -525,6 +554,62 @@ class EventStore:
                 f"run {run_id}: position {length + 1} is already taken"
             ) from conflict
         return recorded
+
+    def _write_seal(self, c: Any, run_id: str, length: int, tip: str) -> None:
+        """The run's seal over its new (length, tip), in the caller's transaction."""
+        assert self.sealer is not None
+        if not self._seals_table:
+            c.execute(SEALS_TABLE)
+            self._seals_table = True
+        mac = self.sealer.sign(run_id, length, tip)
+        c.execute(self._sql_upsert_seal, (run_id, length, tip, self.sealer.key_id, mac))
+
+    def seal_unsealed(self) -> int:
+        """Seal every run that has no seal yet (a ledger from before seals, or a key made
+        just now: trusted on first use); how many were sealed."""
+        if self.sealer is None:
+            return 0
+        with self._write() as c:
+            c.execute(SEALS_TABLE)
+            self._seals_table = True
+            c.execute(
+                "SELECT r.run_id, r.length, r.tip FROM ledger_runs r LEFT JOIN ledger_seals s "
+                "ON s.run_id = r.run_id WHERE s.run_id IS NULL"
+            )
+            rows = list(c.fetchall())
+            for row in rows:
+                if isinstance(row, dict):  # PostgreSQL's datastore gives dicts
+                    row = (row["run_id"], row["length"], row["tip"])
+                self._write_seal(c, str(row[0]), int(row[1]), str(row[2]))
+        return len(rows)
+
+    def _check_seal(self, run_id: str, links: Sequence[tuple[int, str, str, str, bytes]]) -> None:
+        """BrokenRun unless the run's seal (made with this key) covers a prefix of its chain:
+        events removed behind the index's back, or an index row set by hand, show here."""
+        if self.sealer is None:
+            return
+        try:
+            rows = self._query(
+                f"SELECT length, tip, key_id, seal FROM ledger_seals WHERE run_id = {self._ph}",
+                (run_id,),
+            )
+        except Exception:  # no seals table: a ledger from before seals, not yet sealed
+            return
+        if not rows:
+            if links:
+                raise BrokenRun(run_id, len(links), "the run is not sealed by the ledger's key")
+            return
+        length, tip, key_id, mac = int(rows[0][0]), str(rows[0][1]), str(rows[0][2]), rows[0][3]
+        if key_id != self.sealer.key_id:
+            return  # sealed by another runner's key (a shared ledger): not checked here
+        if not hmac.compare_digest(str(mac), self.sealer.sign(run_id, length, tip)):
+            raise BrokenRun(run_id, length, "the run's seal does not match (edited seal)")
+        if length > len(links) or (length and links[length - 1][2] != tip):
+            raise BrokenRun(
+                run_id, min(length, len(links) + 1),
+                f"the sealed run had {length} events ending at {tip[:12]}; the stored chain "
+                f"has {len(links)} (events removed or replaced)",
+            )  # fmt: skip
 
     def _write_index(self, c: Any, run_id: str, length: int, index: IndexWrite) -> None:
         """The index rows of events appended after `length` (inside the append's transaction)."""
@@ -1135,6 +1220,7 @@ class EventStore:
                 continue  # the second read saw appends committed after the events were read
             if length and links[length - 1][2] != tip:
                 raise BrokenRun(run_id, length, "the last indexed event is not the recorded tip")
+        self._check_seal(run_id, links)
         return links
 
     @staticmethod

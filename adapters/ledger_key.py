@@ -38,26 +38,31 @@ def key_path(dialect: str, description: str, ledger_id: str) -> Path:
     return Path(config) / "release-ledger" / "keys" / f"{ledger_id or 'ledger'}.key"
 
 
-def load_key(path: Path, *, create: bool = True) -> bytes | None:
-    """The key in `path`, made (0600, never replacing one) when absent and `create`; None
-    when it can be neither read nor made."""
+def load_key(path: Path, *, create: bool = True) -> tuple[bytes | None, bool]:
+    """(the key in `path`, whether this call made it): made (0600, never replacing one) when
+    absent and `create`; None when it can be neither read nor made."""
     try:
         text = path.read_text(encoding="ascii").strip()
-        return bytes.fromhex(text) if len(text) == 2 * KEY_BYTES else None
+        return (bytes.fromhex(text) if len(text) == 2 * KEY_BYTES else None), False
     except (OSError, ValueError):
         pass
     if not create:
-        return None
+        return None, False
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except FileExistsError:
         return load_key(path, create=False)  # another process made it first
     except OSError:
-        return None
+        return None, False
     with os.fdopen(fd, "w", encoding="ascii") as handle:
         handle.write(secrets.token_hex(KEY_BYTES) + "\n")
-    return load_key(path, create=False)
+    return load_key(path, create=False)[0], True
+
+
+def key_id(key: bytes) -> str:
+    """A public name of the key (a digest of it): which runner's key sealed a run."""
+    return hashlib.sha256(b"release-ledger key id\n" + key).hexdigest()[:16]
 
 
 def seal(key: bytes, *parts: str | bytes) -> str:

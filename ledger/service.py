@@ -143,6 +143,7 @@ class Ledger:
     def open(cls, url: str | None, *, create: bool = True, clock: Clock | None = None) -> Ledger:
         ledger = cls(open_store(url, create=create), clock)
         ledger.ensure_indexed()
+        ledger.sealing_key()  # arms the run index's seals before anything is read or written
         return ledger
 
     # -- the ledger's own indexes (written with the events) --
@@ -285,6 +286,7 @@ class Ledger:
         for event in events:
             if event.run_id != run_id:
                 raise ValueError(f"event for run {event.run_id} appended to run {run_id}")
+        self.sealing_key()  # every append through the ledger is sealed where the key is at hand
         index = self.index_for(events, artifacts)
         lease = self._leases.get(run_id)
         if lease is None:
@@ -439,14 +441,27 @@ class Ledger:
 
     def sealing_key(self) -> bytes | None:
         """The ledger's HMAC key for what is kept beside the events (`adapters/ledger_key.py`),
-        made on first use; None where it can be neither read nor made."""
+        made on first use; None where it can be neither read nor made. With the key, every
+        append seals its run's (length, tip) and every read checks the seal; a key made now
+        first seals the runs already there (trusted on first use)."""
         if not hasattr(self, "_sealing_key"):
-            from adapters.ledger_key import key_path, load_key
+            from adapters.event_store import Sealer
+            from adapters.ledger_key import key_id, key_path, load_key, seal
 
             store = self.store
+            if store.description.endswith("(not created yet)"):
+                self._sealing_key = None
+                return None
             ledger_id = store.ledger_id() if store.dialect != "sqlite" else ""
             path = key_path(store.dialect, store.description, ledger_id)
-            self._sealing_key = load_key(path, create=not store.read_only)
+            key, made = load_key(path, create=not store.read_only)
+            self._sealing_key = key
+            if key is not None:
+                store.sealer = Sealer(
+                    key_id(key), lambda run, length, tip: seal(key, "run", run, str(length), tip)
+                )
+                if made:
+                    store.seal_unsealed()
         return self._sealing_key
 
     def artifact(self, digest: str) -> bytes | None:

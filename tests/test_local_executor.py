@@ -136,7 +136,12 @@ def test_under_the_memory_limit_nothing_is_flagged(executor: LocalExecutor, repo
     assert seen.exit_code == 0 and not seen.oom
 
 
-def test_children_left_behind_by_a_shard_are_killed(executor: LocalExecutor, repo: Path) -> None:
+def test_children_left_behind_by_a_shard_are_killed(
+    executor: LocalExecutor, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Unsandboxed, so the child's pid is this machine's (a sandbox's PID namespace kills it
+    # anyway: tests/adversarial/test_sandbox.py).
+    monkeypatch.setenv("LEDGER_SANDBOX", "none")
     seen = executor.run(shard(head(repo), "tests/test_spawns.py", command=VERBOSE))
     assert seen.exit_code == 0
     pid = int(seen.log_tail.split(b"sleeper=")[1].split()[0])

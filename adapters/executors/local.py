@@ -194,6 +194,8 @@ class LocalExecutor:
         if not argv:
             raise BadInput("the test command is empty")
         env = with_plugin_path(environment.shard_env(dict(os.environ), runtime))
+        if shutil.which(argv[0], path=env.get("PATH")) is None:  # checked before any sandbox
+            raise BadInput(f"cannot run the test command '{argv[0]}': not found")
         argv, confined = self._sandboxed(argv, cwd, run_dir, python, env)
         env = sandbox.shard_environment(env, confined)
         process = ShardProcess(
@@ -218,9 +220,10 @@ class LocalExecutor:
         finally:
             with self._lock:
                 self._running.discard(process)
+        exit_code, died_of = sandbox.exit_status(seen.exit_code, seen.signal, confined)
         observation = Observation(
-            exit_code=seen.exit_code,
-            signal=seen.signal,
+            exit_code=exit_code,
+            signal=died_of,
             report=junit.read_bytes() if junit.is_file() else None,
             log_tail=log_tail(str(log_path), LOG_TAIL_BYTES),
             rss_mb=round(seen.peak_kb / 1024, 1),

@@ -118,3 +118,14 @@ def shard_environment(env: dict[str, str], sandbox: str) -> dict[str, str]:
     if sandbox != BWRAP:
         return env
     return {**env, "TMPDIR": "/tmp"}
+
+
+def exit_status(
+    exit_code: int | None, signal: int | None, sandbox: str
+) -> tuple[int | None, int | None]:
+    """(exit code, signal) of the suite's command. bwrap's init reports a child killed by a
+    signal as exit 128 + N, as shells do; the suite's command is then taken to have died of
+    that signal (a program that exits 129-159 itself is read the same way: both unmeasured)."""
+    if sandbox == BWRAP and exit_code is not None and 128 < exit_code < 128 + 65:
+        return None, exit_code - 128
+    return exit_code, signal
