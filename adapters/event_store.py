@@ -583,9 +583,10 @@ class EventStore:
                 self._write_seal(c, str(row[0]), int(row[1]), str(row[2]))
         return len(rows)
 
-    def _check_seal(self, run_id: str, links: Sequence[tuple[int, str, str, str, bytes]]) -> None:
-        """BrokenRun unless the run's seal (made with this key) covers a prefix of its chain:
-        events removed behind the index's back, or an index row set by hand, show here."""
+    def check_seal(self, run_id: str, hashes: Sequence[str]) -> None:
+        """BrokenRun unless the run's seal (made with this key) covers a prefix of its chain
+        (`hashes`: each stored event's chain hash, in order): events removed behind the
+        index's back, or an index row set by hand, show here."""
         if self.sealer is None:
             return
         try:
@@ -596,19 +597,19 @@ class EventStore:
         except Exception:  # no seals table: a ledger from before seals, not yet sealed
             return
         if not rows:
-            if links:
-                raise BrokenRun(run_id, len(links), "the run is not sealed by the ledger's key")
+            if hashes:
+                raise BrokenRun(run_id, len(hashes), "the run is not sealed by the ledger's key")
             return
         length, tip, key_id, mac = int(rows[0][0]), str(rows[0][1]), str(rows[0][2]), rows[0][3]
         if key_id != self.sealer.key_id:
             return  # sealed by another runner's key (a shared ledger): not checked here
         if not hmac.compare_digest(str(mac), self.sealer.sign(run_id, length, tip)):
             raise BrokenRun(run_id, length, "the run's seal does not match (edited seal)")
-        if length > len(links) or (length and links[length - 1][2] != tip):
+        if length > len(hashes) or (length and hashes[length - 1] != tip):
             raise BrokenRun(
-                run_id, min(length, len(links) + 1),
+                run_id, min(length, len(hashes) + 1),
                 f"the sealed run had {length} events ending at {tip[:12]}; the stored chain "
-                f"has {len(links)} (events removed or replaced)",
+                f"has {len(hashes)} (events removed or replaced)",
             )  # fmt: skip
 
     def _write_index(self, c: Any, run_id: str, length: int, index: IndexWrite) -> None:
@@ -1220,7 +1221,7 @@ class EventStore:
                 continue  # the second read saw appends committed after the events were read
             if length and links[length - 1][2] != tip:
                 raise BrokenRun(run_id, length, "the last indexed event is not the recorded tip")
-        self._check_seal(run_id, links)
+        self.check_seal(run_id, [link[2] for link in links])
         return links
 
     @staticmethod

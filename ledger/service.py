@@ -533,6 +533,10 @@ class Ledger:
             return VerifyResult(run_id, False, len(raw), broken_position, problem)
         if broken is not None:
             return VerifyResult(run_id, False, len(raw), broken.position, broken.problem)
+        try:
+            self.store.check_seal(run_id, [str(r.header.get("hash", "")) for r in raw])
+        except BrokenRun as unsealed:
+            return VerifyResult(run_id, False, len(raw), unsealed.position, unsealed.problem)
         blobs = self.store.artifacts(h for _, h in referenced)
         for position, digest in referenced:
             data = blobs.get(digest)
