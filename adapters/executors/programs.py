@@ -29,5 +29,5 @@ def program(*relative_paths: str) -> str:
 
 
 def remote_program(entry: str) -> str:
-    """Supervisor + environment preparation + the entry module (e.g. `ssh/wrapper.py`)."""
-    return program("supervisor.py", "environment.py", entry)
+    """Supervisor + environment preparation + sandbox + the entry module (`ssh/wrapper.py`)."""
+    return program("supervisor.py", "environment.py", "sandbox.py", entry)

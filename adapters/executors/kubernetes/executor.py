@@ -496,6 +496,7 @@ class KubernetesExecutor:
             member=member.name,
             extra=extra,
             environment=environment,
+            sandbox="pod",  # its own container: the pod is the suite's whole world
         )
 
     def _quit_results_server(self, member: MemberApi, pod: str) -> None:

@@ -306,6 +306,7 @@ class SshExecutor:
             oom=frame.oom,
             extra=extra,
             environment=environment,
+            sandbox=frame.sandbox,
         )
 
     def _no_frame(self, code: int, stdout: bytes, stderr: str, why: str) -> tuple[str, str]:

@@ -111,6 +111,7 @@ class Frame:
     report: bytes | None
     log_tail: bytes
     environment: dict[str, Any] | None = None
+    sandbox: str = ""  # how the host confined the suite (bwrap, none)
 
 
 class FrameError(Exception):
@@ -171,6 +172,7 @@ def parse_frame(stdout: bytes) -> Frame:
         report=report,
         log_tail=log_tail,
         environment=header.get("environment"),
+        sandbox=str(header.get("sandbox", "")),
     )
 
 

@@ -21,6 +21,7 @@ import threading
 
 try:  # on the gate's machine; on the host these names come from the program's earlier parts
     from adapters.executors.environment import prepare, shard_env, with_plugin
+    from adapters.executors.sandbox import exit_status, prefixes, shard_environment, wrap
     from adapters.executors.supervisor import ShardProcess, log_tail, run_shard
 except ImportError:  # pragma: no cover - only on the build host
     pass
@@ -106,6 +107,13 @@ def main(argv: list[str]) -> int:
         spec["plugin_source"],
     )
     env = shard_env(dict(os.environ), runtime)
+    # Sandboxed on the host as on the gate's machine: only this shard's folder writable, the
+    # mirror, the other shards' folders and the home directory out of sight.
+    readable = [*prefixes(python), *env.get("VIRTUAL_ENV", "").split(os.pathsep)]
+    hidden = [os.path.dirname(mirror.rstrip("/")), os.path.dirname(tmp.rstrip("/"))]
+    command, confined = wrap(command, cwd=checkout, writable=[tmp], readable=readable,
+                             hidden=hidden)  # fmt: skip
+    env = shard_environment(env, confined)
     log_path = os.path.join(tmp, "log")
     process = ShardProcess(
         command,
@@ -117,9 +125,10 @@ def main(argv: list[str]) -> int:
         tag=f"rl-ssh-{os.getpid()}",  # what leaves the session is found and killed too
     )
     seen = run_shard(process, link.attach)
+    exit_code, died_of = exit_status(seen.exit_code, seen.signal, confined)
     header.update(
-        exit_code=seen.exit_code, signal=seen.signal, timed_out=seen.timed_out,
-        oom=seen.oom, rss_kb=seen.peak_kb, seconds=seen.seconds,
+        exit_code=exit_code, signal=died_of, timed_out=seen.timed_out,
+        oom=seen.oom, rss_kb=seen.peak_kb, seconds=seen.seconds, sandbox=confined,
     )  # fmt: skip
     if link.dropped:
         return 3
