@@ -269,3 +269,29 @@ def test_a_file_skipped_whole_at_import_is_told_apart_from_its_tests() -> None:
     assert skip.line() == (
         "numpy missing: 2 tests in 1 file and 1 file skipped whole at import, at head and base — S"
     )
+
+
+def test_a_matrix_counts_a_test_once_and_names_the_interpreters_missing_the_module() -> None:
+    run = RunBuilder()
+    started = run.events[0]
+    assert isinstance(started, ev.RunStarted)
+    lanes = [{"label": "3.11"}, {"label": "3.12"}]
+    run.events[0] = started.model_copy(update={"options": {"interpreters": lanes}})
+    run.discover([A, B]).plan({"s01": [A, B]})
+    plain = {f"{A}::test_dot": ("passed", ""), f"{A}::test_sum": ("passed", ""),
+             f"{B}::test_plain": ("passed", "")}  # fmt: skip
+    for label, cases in (("3.11", numpy_everywhere()), ("3.12", plain)):
+        for revision in ("head", "base"):
+            data = report(cases)
+            run.artifacts[sha256_hex(data)] = data
+            run.add(ev.ShardAttemptRecorded, shard="s01", attempt=1, revision=revision,
+                    files=[A, B], exit_code=0, report_hash=sha256_hex(data),
+                    interpreter=label)  # fmt: skip
+
+    skips = environment_skips(fold(run.events, run.artifacts))
+
+    assert [(s.module, len(s.tests), s.interpreters) for s in skips] == [
+        ("numpy", 2, ("3.11",)),
+        ("scipy", 1, ("3.11",)),
+    ]
+    assert "at head and base on Python 3.11 — " in skips[0].line()
