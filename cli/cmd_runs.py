@@ -122,6 +122,8 @@ def show_lines(
                 f"  unmeasured   {one_line(entry['shard'])}: {entry['reason']} "
                 f"({one_line(culprits)})"
             )
+        for skip in conclusion.get("environment_skips") or []:
+            out.append(f"  missing      {one_line(skip['text'])}")
     return out
 
 

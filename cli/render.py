@@ -73,6 +73,8 @@ def print_verdict(
         )
     for waiver in document.get("waivers") or []:
         table.add_row("waiver", cell(f"{', '.join(waiver['files'])} waived by {waiver['by']}"))
+    for entry in document.get("environment_skips") or []:
+        table.add_row("missing module", cell(entry["text"]))
     if document.get("baseline_reused"):
         reused = ", ".join(r[:12] for r in document["baseline_reused"])
         table.add_row("base reused from", cell(reused))

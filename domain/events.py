@@ -117,6 +117,10 @@ class EnvironmentPrepared(OnInterpreter, Event):
     deps_key: str = ""
     exclude_newer: str = ""  # resolved as the index stood then (`--resolve-as-of`)
     tried: list[EnvironmentSource] = Field(default_factory=list)
+    # The project's wheel metadata: every `Requires-Dist` line and `Provides-Extra` name, as
+    # declared (left out of the JSON when empty, as events recorded before them were).
+    requires_dist: list[str] = Field(default_factory=list, exclude_if=lambda value: not value)
+    provides_extra: list[str] = Field(default_factory=list, exclude_if=lambda value: not value)
 
     def artifact_hashes(self) -> list[str]:
         tails = [t.log_tail_hash for t in self.tried if t.log_tail_hash]
@@ -555,7 +559,8 @@ class ApprovalIssued(Event):
     required: list[str] = Field(default_factory=list)
     # 1: the first report (gate, checks, runtime pin); 2: titled by version, built-in release
     # checks, rollback commands from the recorded `ReleaseInspected`; 3: also dependencies,
-    # distributions and upgrade, and only the required metrics decide. Audit derives by it.
+    # distributions and upgrade, and only the required metrics decide; 4: the gate's why also
+    # names tests skipped at both revisions for a missing module. Audit derives by it.
     report_format: int = 1
 
 

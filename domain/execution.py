@@ -125,6 +125,10 @@ class EnvironmentReport(BaseModel):
     deps_key: str = ""  # the dependency layer, shared by revisions with the same declaration
     exclude_newer: str = ""  # the index snapshot unpinned dependencies were resolved against
     tried: tuple[SourceTried, ...] = ()  # every source tried, in precedence order
+    # The project's wheel metadata as declared (`Requires-Dist` lines, `Provides-Extra`
+    # names): which extra would bring in a module its tests skip for (`environment_skips`).
+    requires_dist: tuple[str, ...] = ()
+    provides_extra: tuple[str, ...] = ()
 
 
 class ShardRun(BaseModel):

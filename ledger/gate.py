@@ -821,6 +821,8 @@ class GateProcess:
             deps_key=report.deps_key,
             exclude_newer=report.exclude_newer,
             tried=tried,
+            requires_dist=list(report.requires_dist),
+            provides_extra=list(report.provides_extra),
         )
         for line in describe(event, {}).splitlines():  # each source tried on a line
             self.observer.notice(line)

@@ -61,6 +61,7 @@ def make_reading(ledger: Ledger, run_id: str) -> tuple[Reading, int, str]:
     from domain.rules import get_rule
     from domain.run_state import fold
     from ledger.read_side import verdict_of
+    from projections.environment_skips import environment_skips
     from projections.timeline import grouped_timeline, timeline
     from projections.verdict_view import base_reuse, verdict_document
 
@@ -75,6 +76,7 @@ def make_reading(ledger: Ledger, run_id: str) -> tuple[Reading, int, str]:
         if state.started is not None and state.discovered:
             conclusion = get_rule(state.started.rule).decide(state).as_dict()
             conclusion["base_reuse"] = base_reuse(state)
+            conclusion["environment_skips"] = [s.as_dict() for s in environment_skips(state)]
         reading = {
             "artifacts": [[p, h] for p, e in records for h in e.artifact_hashes()],
             "events": [line.as_dict() for line in lines],

@@ -5,12 +5,14 @@ reference), a rule, the required check names and — for the first format — th
 rollback template, so the same inputs always give the same bytes — which is what
 `ledger audit` checks by sha256.
 
-Three formats, all kept so every issued report still derives: format 1 (the gate, recorded
+Four formats, all kept so every issued report still derives: format 1 (the gate, recorded
 checks, the runtime pin; rollback text read from the repository), format 2 (titled by the
 release's version, one-line `approved: n/n` summary, the built-in checks gate, runtime-pin and
 changelog, rollback commands from the recorded `ReleaseInspected`; every metric shown decides)
 and format 3 (also dependencies, distributions and upgrade; only the *required* metrics decide
-the outcome and are counted in the summary, the others are shown, marked not required).
+the outcome and are counted in the summary, the others are shown, marked not required) and
+format 4 (the gate's why also names the tests skipped at both revisions for a missing module,
+with the setting that would bring them in; never a verdict).
 
 Which metrics are required (format 3): `[tool.release-ledger] required-checks` at head, or
 every built-in check when the list is absent or empty; `gate` always; plus `--require`.
@@ -41,13 +43,17 @@ from projections.checks import (
     pin_metric,
     pin_satisfied,
 )
+from projections.environment_skips import environment_skips
 
 __all__ = ["ApprovalReport", "approval_report", "outcome_of", "pin_satisfied", "render_rollback"]
 
 RESERVED = tuple(BUILTIN_CHECKS)
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 OUTCOME_EXIT = {"ok": 0, "failed": 1, "unmeasured": 3}
-CURRENT_FORMAT = 3
+CURRENT_FORMAT = 4
+# From this format on, the gate's why also names the tests a missing module kept out at both
+# revisions and the setting that would bring them in (information: its verdict is unchanged).
+TELLS_ENVIRONMENT_SKIPS = 4
 
 # The default rollback of a Python project's release, one command a line ({placeholders}
 # without a recorded value are left for the reader to fill).
@@ -401,6 +407,16 @@ def _recorded_metrics(
     return metrics
 
 
+def _telling_environment_skips(metric: Metric, state: RunState) -> Metric:
+    """The gate metric with the tests skipped at head and base for a missing module, and what
+    would bring them in, added to its why (format 4); any other metric as it is."""
+    skips = environment_skips(state)
+    if metric.name != GATE or metric.key or not skips:
+        return metric
+    told = "; ".join(skip.line() for skip in skips)
+    return dataclasses.replace(metric, why=f"{metric.why}; told, not judged: {told}")
+
+
 def summary_line(outcome: str, metrics: Sequence[Metric]) -> str:
     """`approved: 6/6` or `blocked: 5/6 (changelog unmeasured)` (format 2: every metric)."""
     passing = sum(1 for m in metrics if m.verdict == "pass")
@@ -521,6 +537,8 @@ def _report_v2(
     else:
         wanted = set(required_checks(release, required))
     metrics = [BUILTIN_CHECKS[name](evidence) for name in builtin]
+    if report_format >= TELLS_ENVIRONMENT_SKIPS:
+        metrics = [_telling_environment_skips(m, state) for m in metrics]
     metrics += _recorded_metrics(state, index, facts, sorted(wanted), builtin)
     if report_format == 2:  # every metric shown decides
         outcome = outcome_of(m.verdict for m in metrics)

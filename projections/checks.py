@@ -799,4 +799,5 @@ BUILTIN_CHECKS: dict[str, Check] = {
 CHECKS_OF_FORMAT: dict[int, tuple[str, ...]] = {
     2: (GATE, RUNTIME_PIN, CHANGELOG),
     3: tuple(BUILTIN_CHECKS),
+    4: tuple(BUILTIN_CHECKS),  # the gate's why also tells skips for a missing module
 }

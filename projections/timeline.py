@@ -14,6 +14,7 @@ from domain.failures import failure_kind
 from domain.junit import Report, read_report, test_id
 from domain.run_state import fold
 from domain.verdict import classify
+from projections.environment_skips import environment_skips, summary
 
 Describer = Callable[[Any, Mapping[str, bytes]], str]
 
@@ -534,8 +535,8 @@ def grouped_timeline(
 
 
 def _findings(events: Sequence[tuple[int, ev.Event]], artifacts: Mapping[str, bytes]) -> str:
-    """What every rule agrees on at completion and a postmortem must not miss: lost coverage
-    and a head where no test was measured."""
+    """What every rule agrees on at completion and a postmortem must not miss: lost coverage,
+    a head where no test was measured, and tests a missing module kept out at both revisions."""
     state = fold(events, artifacts)
     text = ""
     for label, lane in (state.matrix or {"": state}).items():
@@ -549,4 +550,7 @@ def _findings(events: Sequence[tuple[int, ev.Event]], artifacts: Mapping[str, by
             )
         if not basis.head and not basis.unmeasured:
             text += f"; no test was measured at head{on} (no-tests)"
+    skips = environment_skips(state)
+    if skips:
+        text += "; " + summary(skips)
     return text

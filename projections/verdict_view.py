@@ -6,6 +6,7 @@ from typing import Any
 
 from domain.run_state import BASE, RunState
 from domain.verdict import Verdict
+from projections.environment_skips import environment_skips
 
 
 def verdict_document(run_id: str, state: RunState, verdict: Verdict) -> dict[str, Any]:
@@ -30,6 +31,7 @@ def verdict_document(run_id: str, state: RunState, verdict: Verdict) -> dict[str
             ),
             "completed": state.completed,
             "base_reuse": base_reuse(state),
+            "environment_skips": [skip.as_dict() for skip in environment_skips(state)],
         }
     )
     return document

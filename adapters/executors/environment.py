@@ -790,7 +790,8 @@ def _auto(
         )
     lock = os.path.join(checkout, "uv.lock")
     lock_digest = _sha256_file(lock) if os.path.isfile(lock) else ""
-    result.update(project=meta.get("name"), project_reused=project_reused)
+    result.update(project=meta.get("name"), project_reused=project_reused,
+                  requires_dist=meta.get("requires", []), provides_extra=provided)  # fmt: skip
     planned: list[tuple[dict[str, object], dict[str, str], str, str]] = []
     unreadable: list[dict[str, object]] = []
     for source in declared_sources(checkout, interp["version"], provided, installer.env):
