@@ -255,8 +255,9 @@ class LocalExecutor:
         ]
         hidden = [str(self.repo), str(self.work_dir), *self.environment_request.hidden]
         return sandbox.wrap(
-            argv, cwd=str(cwd), writable=[str(run_dir)], readable=readable, hidden=hidden
-        )
+            argv, cwd=str(cwd), writable=[str(run_dir)], readable=readable, hidden=hidden,
+            path=env.get("PATH"),
+        )  # fmt: skip
 
     def _next_tag(self) -> str:
         """A tag for one shard, after making sure the reaper watches this executor's tags."""

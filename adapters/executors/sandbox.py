@@ -80,6 +80,10 @@ def _existing(paths: Iterable[str]) -> list[str]:
     return seen
 
 
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
 def wrap(
     argv: Sequence[str],
     *,
@@ -87,20 +91,25 @@ def wrap(
     writable: Sequence[str],
     readable: Sequence[str],
     hidden: Sequence[str],
+    path: str | None = None,
 ) -> tuple[list[str], str]:
     """`argv` to run sandboxed, and the sandbox used (`bwrap`, or `none` with `argv` as it
     is). `hidden` folders are covered by empty tmpfs mounts (the home directory, the user's
     repository, the ledger's folder, the gate's scratch); `readable` ones are then shown
-    again read-only, `writable` ones read-write, in that order (a later mount wins)."""
+    again read-only, `writable` ones read-write, in that order (a later mount wins). A program
+    not found on `path` is left to fail to start, as it would without a sandbox."""
     binary = None if os.environ.get(SETTING, "auto") == NONE else bwrap()
-    if binary is None:
-        return list(argv), NONE
+    if binary is None or shutil.which(argv[0], path=path) is None:
+        return list(argv), NONE  # a command that cannot start fails as it would unconfined
     args = [
         binary, "--die-with-parent", "--unshare-pid", "--unshare-ipc",
         "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
     ]  # fmt: skip
-    home = os.path.expanduser("~")
-    covered = [path for path in _existing(hidden) if path != os.path.realpath(home)]
+    home = os.path.realpath(os.path.expanduser("~"))
+    covered: list[str] = []  # a path under /tmp or under another covered one is gone already
+    for path in sorted(_existing(hidden), key=len):
+        if path != home and not any(_within(path, top) for top in ["/tmp", *covered]):
+            covered.append(path)
     for path in _existing([home, *covered]):
         args += ["--tmpfs", path]
     for path in _existing(readable):

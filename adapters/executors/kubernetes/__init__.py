@@ -40,9 +40,10 @@ def _build(repo: Path, options: Any, environment: EnvironmentRequest) -> Executo
     from adapters.executors.kubernetes import executor as k8s
 
     given = {k: v for k, v in options.model_dump().items() if v is not None}
-    given["image"] = per_interpreter(
-        given.get("image", DEFAULT_IMAGE), environment.interpreter, DEFAULT_IMAGE, "--image"
-    )
+    if environment.interpreter:  # a matrix lane: this interpreter's image
+        given["image"] = per_interpreter(
+            given.get("image", DEFAULT_IMAGE), environment.interpreter, DEFAULT_IMAGE, "--image"
+        )
     return k8s.build_kubernetes_executor(repo=repo, environment_request=environment, **given)
 
 

@@ -30,10 +30,11 @@ def _build(repo: Path, options: Any, environment: EnvironmentRequest) -> Executo
     from adapters.executors.ssh import executor as ssh
 
     given = {k: v for k, v in options.model_dump().items() if v is not None}
-    given["remote_python"] = per_interpreter(
-        given.get("remote_python", REMOTE_PYTHON), environment.interpreter, REMOTE_PYTHON,
-        "--remote-python",
-    )  # fmt: skip
+    if environment.interpreter:  # a matrix lane: this interpreter's python on the host
+        given["remote_python"] = per_interpreter(
+            given.get("remote_python", REMOTE_PYTHON), environment.interpreter, REMOTE_PYTHON,
+            "--remote-python",
+        )  # fmt: skip
     if given.get("identity"):
         given["identity"] = Path(given["identity"])
     return ssh.build_ssh_executor(repo=repo, environment_request=environment, **given)

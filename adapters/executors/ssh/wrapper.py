@@ -112,7 +112,7 @@ def main(argv: list[str]) -> int:
     readable = [*prefixes(python), *env.get("VIRTUAL_ENV", "").split(os.pathsep)]
     hidden = [os.path.dirname(mirror.rstrip("/")), os.path.dirname(tmp.rstrip("/"))]
     command, confined = wrap(command, cwd=checkout, writable=[tmp], readable=readable,
-                             hidden=hidden)  # fmt: skip
+                             hidden=hidden, path=env.get("PATH"))  # fmt: skip
     env = shard_environment(env, confined)
     log_path = os.path.join(tmp, "log")
     process = ShardProcess(
