@@ -369,3 +369,43 @@ def gatekit_observer() -> Any:
     from ledger.gate import QuietObserver
 
     return QuietObserver()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("label", ["3.8", "3.9"])
+def test_the_gates_plugin_writes_its_report_on_the_oldest_interpreters_a_matrix_runs(
+    tmp_path: Path, label: str
+) -> None:
+    """The plugin runs inside every interpreter of the matrix, not only the gate's own."""
+    import subprocess
+
+    from adapters.executors.environment import find_uv
+    from adapters.pytest_plugin import PLUGIN_DIR, PLUGIN_MODULE
+
+    found = _have(label)[label]
+    uv = find_uv()
+    if uv is None:
+        pytest.skip("uv is needed to make the interpreter's venv")
+    venv = tmp_path / "venv"
+    subprocess.run([uv, "venv", "-q", "--python", found.path, str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    installed = subprocess.run([uv, "pip", "install", "-q", "--python", python, "pytest"],
+                               capture_output=True, text=True, check=False)  # fmt: skip
+    if installed.returncode != 0:
+        pytest.skip(f"pytest could not be installed for Python {label}: {installed.stderr[-200:]}")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text(
+        "import pytest\n\ndef test_a():\n    pass\n\n@pytest.mark.skip(reason='x')\n"
+        "def test_b():\n    pass\n\n@pytest.mark.xfail(reason='y')\ndef test_c():\n    assert 0\n"
+    )
+    junit = tmp_path / "junit.xml"
+
+    done = subprocess.run(
+        [python, "-m", "pytest", "-q", "-p", PLUGIN_MODULE, f"--junitxml={junit}",
+         "tests/test_a.py"],
+        cwd=tmp_path, capture_output=True, text=True, check=False,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(PLUGIN_DIR)},
+    )  # fmt: skip
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "release-ledger.complete" in junit.read_text()

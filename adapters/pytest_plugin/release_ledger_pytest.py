@@ -219,6 +219,12 @@ class WorkerMarks:
             setattr(report, MARK_ATTR, mark)
 
 
+def _without_prefix(text: str, prefix: str) -> str:
+    """`str.removeprefix`, which Python 3.8 lacks (the plugin runs on every interpreter of a
+    matrix)."""
+    return text[len(prefix) :] if text.startswith(prefix) else text
+
+
 def _subtest_description(report: Any) -> str | None:
     """`[msg] (k=v, ...)` for a subtest report (pytest 9 or pytest-subtests), else None."""
     context = getattr(report, "context", None)
@@ -241,7 +247,7 @@ def _skipped(report: Any) -> tuple[str, dict[str, str], str]:
     """The `<skipped>` result of a skipped test or of a module that skipped itself."""
     longrepr = report.longrepr
     reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
-    reason = str(reason).removeprefix("Skipped: ")
+    reason = _without_prefix(str(reason), "Skipped: ")
     return ("skipped", {"type": "pytest.skip", "message": _clean(reason, MAX_MESSAGE)},
             _clean(reason))  # fmt: skip
 
@@ -494,7 +500,7 @@ class ReleaseLedgerReport:
             return
         if report.skipped:
             if hasattr(report, "wasxfail"):
-                reason = str(report.wasxfail).removeprefix("reason: ")
+                reason = _without_prefix(str(report.wasxfail), "reason: ")
                 attrs = {"type": "pytest.xfail", "message": _clean(reason, MAX_MESSAGE)}
                 case.results.append(("skipped", attrs, ""))
             else:
@@ -575,7 +581,7 @@ class ReleaseLedgerReport:
                 sum(case.has("error") for case in entry.cases),
                 sum(case.has("skipped") for case in entry.cases),
             ]
-            totals = [a + b for a, b in zip(totals, counts, strict=True)]
+            totals = [total + counts[i] for i, total in enumerate(totals)]  # no zip(strict=) on 3.8
             suite = ET.SubElement(
                 root,
                 "testsuite",
