@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
@@ -164,14 +163,6 @@ def _order(label: str) -> tuple[int, int]:
 
 def sorted_labels(labels: Iterable[str]) -> list[str]:
     return sorted(set(labels), key=_order)
-
-
-def find_uv() -> str | None:
-    """uv beside the gate's interpreter or on PATH (the same one environments use)."""
-    beside = os.path.join(os.path.dirname(sys.executable), "uv")
-    if os.path.isfile(beside) and os.access(beside, os.X_OK):
-        return beside
-    return shutil.which("uv")
 
 
 # --- what a project declares --------------------------------------------------------------

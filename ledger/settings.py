@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from adapters import git, interpreters
 from adapters.executors import REGISTRY, spec_for
+from adapters.executors.environment import find_uv
 from adapters.interpreters import Interpreter
 from domain.errors import BadInput
 from domain.execution import DEFAULT_PYTEST_COMMAND
@@ -192,12 +193,12 @@ def interpreters_for(
         raise BadInput(f"--python names an interpreter twice: {', '.join(labels)}")
     if not local:
         return tuple(given_paths.get(label) or Interpreter(label, "", "") for label in labels)
-    found = interpreters.available(interpreters.find_uv(), wanted=labels) | given_paths
+    found = interpreters.available(find_uv(), wanted=labels) | given_paths
     missing = [label for label in labels if label not in found]
     if missing:
         raise BadInput(
             f"--python {', '.join(missing)}: not on this machine (found: "
-            f"{', '.join(interpreters.available(interpreters.find_uv())) or 'none'})"
+            f"{', '.join(interpreters.available(find_uv())) or 'none'})"
         )
     return tuple(found[label] for label in labels)
 
@@ -213,10 +214,10 @@ def _declared_interpreters(repo: Path, head: str, local: bool) -> tuple[Interpre
         )
     if not local:
         return tuple(Interpreter(label, "", "") for label in labels)
-    found = interpreters.available(interpreters.find_uv(), wanted=labels)
+    found = interpreters.available(find_uv(), wanted=labels)
     chosen = tuple(found[label] for label in labels if label in found)
     if not chosen:
-        everything = interpreters.available(interpreters.find_uv())
+        everything = interpreters.available(find_uv())
         raise BadInput(
             f"--python auto: the project supports {', '.join(labels)}; none is on this machine "
             f"(found: {', '.join(everything) or 'none'})"

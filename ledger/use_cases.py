@@ -10,8 +10,9 @@ from typing import Any
 
 from adapters import git
 from adapters.executors import Executor, build_executor, spec_for, validate_options
+from adapters.executors.environment import find_uv
 from adapters.executors.local import LocalExecutor
-from adapters.interpreters import available, find_uv
+from adapters.interpreters import available
 from domain import events as ev
 from domain.errors import BadInput
 from domain.rules import get_rule

@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from adapters import interpreters
+from adapters.executors.environment import find_uv
 from adapters.executors.port import per_interpreter
 from domain import events as ev
 from domain.errors import BadInput
@@ -201,7 +202,7 @@ def test_the_matrix_is_as_bad_as_its_worst_interpreter(statuses: list[str]) -> N
 
 
 def _have(*labels: str) -> dict[str, interpreters.Interpreter]:
-    found = interpreters.available(interpreters.find_uv(), wanted=labels)
+    found = interpreters.available(find_uv(), wanted=labels)
     missing = [label for label in labels if label not in found]
     if missing:
         pytest.skip(f"CPython {', '.join(missing)} not on this machine")
@@ -303,7 +304,7 @@ def test_auto_takes_the_versions_the_project_declares_that_this_machine_has(
     repo = _matrix_repo(tmp_path)
     chosen = [i.label for i in interpreters_for(repo, "HEAD", "auto")]
 
-    available = interpreters.available(interpreters.find_uv(), wanted=MATRIX)
+    available = interpreters.available(find_uv(), wanted=MATRIX)
     assert chosen == [label for label in MATRIX if label in available]
 
 
@@ -379,7 +380,6 @@ def test_the_gates_plugin_writes_its_report_on_the_oldest_interpreters_a_matrix_
     """The plugin runs inside every interpreter of the matrix, not only the gate's own."""
     import subprocess
 
-    from adapters.executors.environment import find_uv
     from adapters.pytest_plugin import PLUGIN_DIR, PLUGIN_MODULE
 
     found = _have(label)[label]
