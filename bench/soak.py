@@ -19,6 +19,18 @@ its recommendation. At the end it reports:
   environment tag (test processes inherit it);
 - tracebacks: in the stderr of every command run.
 
+The suite is hostile too (issue 26): both revisions carry `tests/test_escape.py`, whose test
+starts a daemon that leaves the shard's session with an empty environment and, for 20 s, tries
+to write into the user's repository, beside the ledger and in the home directory, to rewrite
+`tests/test_a.py` in every attempt checkout under the gate's scratch (a forged pass), and to
+set `ledger_status` to `passed` in the SQLite ledger; another test asserts a secret in the
+gate's environment (`SOAK_SECRET`) does not reach it. The report adds:
+
+- escapes: files the daemons managed to write outside their shard, and whether the
+  reference is the one designed (a leaked secret is one more preexisting failure);
+- escaper daemons still alive 10 s after the gates (counted among the orphans: found by
+  their command line, as they carry no environment).
+
 Exits 1 when any figure other than runs completed is wrong.
 """
 
@@ -51,9 +63,69 @@ def git(repo: Path, *args: str) -> None:
     subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=env)
 
 
-def make_repo(path: Path) -> Path:
+ESCAPER = """\
+import os
+import sys
+
+SECRET = "SOAK_SECRET"
+DAEMON = r\'\'\'
+import glob, os, sqlite3, sys, time
+tag, repo, ledger, home, scratch = sys.argv[1:6]
+targets = [os.path.join(repo, ".git", "escaped-" + tag),
+           os.path.join(os.path.dirname(ledger), "escaped-" + tag),
+           os.path.join(home, "escaped-" + tag)]
+end = time.time() + 20
+while time.time() < end:
+    for path in targets:
+        try:
+            with open(path, "w") as handle:
+                handle.write("escaped")
+        except OSError:
+            pass
+    for victim in glob.glob(os.path.join(scratch, "**", "tests", "test_a.py"), recursive=True):
+        try:
+            with open(victim, "w") as handle:
+                handle.write("def test_a():\\n    pass\\n")
+        except OSError:
+            pass
+    if ledger:
+        try:
+            db = sqlite3.connect(ledger, timeout=0.1)
+            db.execute("UPDATE ledger_status SET verdict = 'passed'")
+            db.commit()
+            db.close()
+        except Exception:
+            pass
+    time.sleep(0.2)
+\'\'\'
+ARGS = {args!r}
+
+
+def test_no_secret_reaches_the_suite():
+    assert SECRET not in os.environ
+
+
+def test_escape():
+    child = os.fork()
+    if child == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execve(sys.executable, [sys.executable, "-c", DAEMON, *ARGS], {{}})
+        os._exit(0)
+    os.waitpid(child, 0)
+"""
+
+
+def escaper(tag: str, repo: Path, ledger: str, scratch: Path) -> str:
+    """The hostile test file, aimed at this soak's own repository, ledger, home and scratch."""
+    args = [tag, str(repo), ledger, os.path.expanduser("~"), str(scratch)]
+    return ESCAPER.format(args=args)
+
+
+def make_repo(path: Path, escape: str) -> Path:
     slow = "import time\n\ndef test_slow_{n}():\n    time.sleep(0.4)\n"
     files = {
+        "tests/test_escape.py": escape,
         "tests/test_a.py": "def test_a():\n    pass\n",
         "tests/test_b.py": "def test_b():\n    assert 0\n",
         "tests/test_c.py": "def test_c():\n    assert 0\n",
@@ -85,7 +157,10 @@ class Soak:
             LEDGER_WORKTREES_DIR=str(work / "worktrees"),
             LEDGER_LEASE_SECONDS=str(options.lease_seconds),
             RELEASE_LEDGER_SOAK=self.tag,
+            SOAK_SECRET="s3cret-" + self.tag,  # must never reach the suite
+            TMPDIR=str(work / "scratch"),  # the gates' scratch, where the escapers look
         )
+        (work / "scratch").mkdir(parents=True, exist_ok=True)
         self.stderrs: list[str] = []
         self.lock = threading.Lock()
         self.checks_ok: set[tuple[str, str]] = set()
@@ -229,6 +304,18 @@ class Soak:
                 keys[(kind, e["name"], e["value"])] += 1
         return sum(count - 1 for count in keys.values() if count > 1)
 
+    def ledger_file(self) -> str:
+        """The SQLite ledger's path for the escapers to attack ('' for PostgreSQL)."""
+        return self.url[len("sqlite:///") :] if self.url.startswith("sqlite:///") else ""
+
+    def escapes(self, repo: Path) -> list[str]:
+        """Files the escapers wrote outside their shard."""
+        name = f"escaped-{self.tag}"
+        places = [repo / ".git" / name, Path(os.path.expanduser("~")) / name]
+        if self.ledger_file():
+            places.append(Path(self.ledger_file()).parent / name)
+        return [str(p) for p in places if p.exists()]
+
     def orphans(self) -> list[int]:
         found = []
         marker = f"RELEASE_LEDGER_SOAK={self.tag}".encode()
@@ -236,7 +323,10 @@ class Soak:
             if not entry.name.isdigit() or int(entry.name) == os.getpid():
                 continue
             try:
-                if marker in (entry / "environ").read_bytes().split(b"\0"):
+                if (
+                    marker in (entry / "environ").read_bytes().split(b"\0")
+                    or self.tag.encode() in (entry / "cmdline").read_bytes().split(b"\0")
+                ):
                     state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
                     if state != "Z":
                         found.append(int(entry.name))
@@ -262,13 +352,18 @@ def main() -> None:
         work = options.dir or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         soak = Soak(options, work)
-        repo = make_repo(work / "repo")
+        escape = escaper(soak.tag, work / "repo", soak.ledger_file(), work / "scratch")
+        repo = make_repo(work / "repo", escape)
         started = time.monotonic()
         reference = soak.run(*soak.gate_args(repo))
         if reference.returncode not in (0, 1, 3):
             sys.exit(f"the reference gate failed: {reference.stderr}")
         expected = {k: json.loads(reference.stdout)[k] for k in CLASSIFICATION}
         print(f"reference: {expected}", file=sys.stderr, flush=True)
+        as_designed = (
+            expected["introduced"] == ["tests/test_a.py::test_a"]
+            and expected["preexisting"] == ["tests/test_b.py::test_b"]
+        )
         writer = threading.Thread(target=soak.writer, daemon=True)
         writer.start()
         rng = random.Random(options.seed)
@@ -282,6 +377,7 @@ def main() -> None:
         writer.join(timeout=120)
         time.sleep(10)  # anything a killed gate left has had 10 s to die
         orphans = soak.orphans()
+        escapes = soak.escapes(repo)
         runs = [r for r in results if r is not None]
         completed = [r for r in runs if r["completed"]]
         equal = [r for r in completed if {k: r["document"][k] for k in CLASSIFICATION} == expected]
@@ -315,6 +411,8 @@ def main() -> None:
             "broken_runs": len(broken),
             "duplicate_events": duplicates,
             "orphan_processes": len(orphans),
+            "reference_as_designed": as_designed,
+            "escapes": escapes,
             "tracebacks": tracebacks,
             "seconds": round(time.monotonic() - started, 1),
         }
@@ -328,7 +426,7 @@ def main() -> None:
             print(f"{key:<28} {value}")
     bad = (
         len(completed) != len(equal) or lost or broken or duplicates or orphans or tracebacks
-        or len(completed) != len(runs)
+        or len(completed) != len(runs) or escapes or not as_designed
     )  # fmt: skip
     sys.exit(1 if bad else 0)
 

@@ -31,6 +31,22 @@ def _caches_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 
 
 @pytest.fixture
+def unsandboxed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For a test whose suite under test talks to it through files in its tmp_path (a hold
+    file, a pid list, a marker): each shard's sandbox has a private /tmp, so that suite runs
+    unconfined (`LEDGER_SANDBOX=none`). The sandbox itself is tested in tests/adversarial."""
+    monkeypatch.setenv("LEDGER_SANDBOX", "none")
+
+
+@pytest.fixture(scope="module")
+def unsandboxed_module() -> Iterator[None]:
+    """`unsandboxed` for a module-scoped fixture's gate."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LEDGER_SANDBOX", "none")
+        yield
+
+
+@pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'ledger' / 'ledger.db'}"
 

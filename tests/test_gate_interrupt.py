@@ -15,7 +15,7 @@ import pytest
 from tests.gatekit import GATE_DEFAULTS, attempts, events, gate, kinds, run_ledger, start_process
 from tests.gitrepo import commit, make_repo, tag
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("unsandboxed")]
 
 CLASSIFICATION = ("status", "introduced", "preexisting", "fixed", "flaky", "unmeasured")
 
@@ -46,7 +46,9 @@ def build(workdir: Path) -> tuple[Path, Path, Path]:
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def uninterrupted(
+    tmp_path_factory: pytest.TempPathFactory, unsandboxed_module: None
+) -> dict[str, Any]:
     workdir = tmp_path_factory.mktemp("uninterrupted")
     repo, _, _ = build(workdir)
     result = gate(workdir, repo, "--shards", "2", "--timeout", "60")

@@ -39,6 +39,7 @@ def test_a_cross_file_interaction_is_flaky_passing_default_failing_strict(tmp_pa
     assert strict.document["flaky"] == ["tests/test_victim.py::test_victim"]
 
 
+@pytest.mark.usefixtures("unsandboxed")  # the marker file is in the test's tmp_path
 def test_a_shard_unmeasured_once_is_retried_and_completed_siblings_are_not_rerun(
     tmp_path: Path,
 ) -> None:

@@ -206,6 +206,7 @@ class LocalExecutor:
             timeout_s=shard.timeout_s,
             memory_limit_mb=shard.memory_limit_mb,
             tag=self._next_tag(),
+            harness_levels=sandbox.harness_levels(confined),
         )
         try:
             process.start()

@@ -129,6 +129,12 @@ def shard_environment(env: dict[str, str], sandbox: str) -> dict[str, str]:
     return {**env, "TMPDIR": "/tmp"}
 
 
+def harness_levels(sandbox: str) -> int:
+    """How many of the sandbox's own processes head the shard's tree (bwrap, and the init of
+    its PID namespace), left out of the suite's memory by the supervisor."""
+    return 2 if sandbox == BWRAP else 0
+
+
 def exit_status(
     exit_code: int | None, signal: int | None, sandbox: str
 ) -> tuple[int | None, int | None]:

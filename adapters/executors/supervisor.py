@@ -30,8 +30,8 @@ MEASURE_POLL_S = 0.1  # without one: only the peak is sampled
 _PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 
 
-def _read_stat(pid: str) -> tuple[int, int] | None:
-    """(session id, rss in kB) from /proc/<pid>/stat, or None when the process is gone."""
+def _read_stat(pid: str) -> tuple[int, int, int] | None:
+    """(session id, rss in kB, parent pid) from /proc/<pid>/stat, or None when it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             stat = handle.read()
@@ -40,7 +40,7 @@ def _read_stat(pid: str) -> tuple[int, int] | None:
     fields = stat[stat.rfind(b")") + 2 :].split()  # fields[0] is field 3, the state
     if len(fields) < 22:
         return None
-    return int(fields[3]), int(fields[21]) * _PAGE_KB
+    return int(fields[3]), int(fields[21]) * _PAGE_KB, int(fields[1])
 
 
 def high_water_kb(pid: int) -> int:
@@ -66,20 +66,20 @@ class SessionScanner:
         self.sid = sid
         self._foreign: set[str] = set()
 
-    def members(self) -> list[tuple[int, int]]:
-        """(pid, rss in kB) of every live process in the session."""
+    def members(self) -> list[tuple[int, int, int]]:
+        """(pid, rss in kB, parent pid) of every live process in the session."""
         try:
             listing = {entry for entry in os.listdir("/proc") if entry.isdigit()}
         except OSError:
             return []
         self._foreign &= listing
-        found: list[tuple[int, int]] = []
+        found: list[tuple[int, int, int]] = []
         for pid in listing - self._foreign:
             stat = _read_stat(pid)
             if stat is None:
                 continue
             if stat[0] == self.sid:
-                found.append((int(pid), stat[1]))
+                found.append((int(pid), stat[1], stat[2]))
             else:
                 self._foreign.add(pid)
         return found
@@ -89,7 +89,7 @@ def kill_session(sid: int, sig: int) -> None:
     """Signal the process group and any member that moved to another group of the session."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(sid, sig)
-    for pid, _ in SessionScanner(sid).members():
+    for pid, _, _ in SessionScanner(sid).members():
         if pid != sid:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
@@ -181,8 +181,10 @@ class ShardProcess:
         timeout_s: float,
         memory_limit_mb: float | None = None,
         tag: str | None = None,
+        harness_levels: int = 0,
     ) -> None:
         self.argv = argv
+        self.harness_levels = harness_levels
         self.cwd = cwd
         self.tag = tag
         self.env = dict(env, **{TAG_VARIABLE: tag}) if tag else env
@@ -257,7 +259,7 @@ class ShardProcess:
         while True:
             if self._done.wait(min(interval, max(0.0, deadline - time.monotonic()))):
                 return
-            total_kb = max(sum(rss for _, rss in scanner.members()), high_water_kb(sid))
+            total_kb = suite_kb(scanner.members(), sid, self.harness_levels)
             result.peak_kb = max(result.peak_kb, total_kb)
             if self.limit_kb is not None and total_kb > self.limit_kb:
                 result.oom = True
@@ -269,6 +271,21 @@ class ShardProcess:
                 if not self._done.wait(TERM_GRACE_S):
                     kill_session(sid, signal.SIGKILL)
                 return
+
+
+def suite_kb(members: list[tuple[int, int, int]], sid: int, harness_levels: int) -> int:
+    """Resident memory of the suite's processes in the session. A sandbox's own processes at
+    the top of the tree (`harness_levels` of them: bwrap and its namespace's init, about 3 MB)
+    are the gate's harness like the supervisor, not the suite, so they are left out: a shard
+    measures and is limited the same with or without a sandbox. A suite's process can never
+    take their place (an orphan is re-parented to the init, below it). Without a harness the
+    sum is floored by the shard process's own exact peak (VmHWM)."""
+    if harness_levels <= 0:
+        return max(sum(rss for _, rss, _ in members), high_water_kb(sid))
+    harness = {sid}
+    for _ in range(harness_levels - 1):
+        harness |= {pid for pid, _, parent in members if parent in harness}
+    return sum(rss for pid, rss, _ in members if pid not in harness)
 
 
 def run_shard(

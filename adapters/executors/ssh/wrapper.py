@@ -21,7 +21,13 @@ import threading
 
 try:  # on the gate's machine; on the host these names come from the program's earlier parts
     from adapters.executors.environment import prepare, shard_env, with_plugin
-    from adapters.executors.sandbox import exit_status, prefixes, shard_environment, wrap
+    from adapters.executors.sandbox import (
+        exit_status,
+        harness_levels,
+        prefixes,
+        shard_environment,
+        wrap,
+    )
     from adapters.executors.supervisor import ShardProcess, log_tail, run_shard
 except ImportError:  # pragma: no cover - only on the build host
     pass
@@ -123,6 +129,7 @@ def main(argv: list[str]) -> int:
         timeout_s=float(spec["timeout_s"]),
         memory_limit_mb=spec["memory_limit_mb"],
         tag=f"rl-ssh-{os.getpid()}",  # what leaves the session is found and killed too
+        harness_levels=harness_levels(confined),
     )
     seen = run_shard(process, link.attach)
     exit_code, died_of = exit_status(seen.exit_code, seen.signal, confined)
