@@ -166,7 +166,7 @@ class Observation(BaseModel):
     member: str | None = None
     environment: EnvironmentReport | None = None  # where the revision's tests ran
     modified_files: tuple[str, ...] = ()  # tracked files the attempt changed in its checkout
-    sandbox: str = ""  # how the suite was confined: bwrap, pod, none ("" when not said)
+    sandbox: str = ""  # how the suite was confined: bwrap, uid, pod, none ("" when not said)
     # Set when the executor could not give a finished run: the kind from the closed
     # vocabulary (`domain.failures`), the executor's own word for it, and a detail.
     failure_kind: FailureKind | None = None

@@ -215,6 +215,11 @@ def gate_metric_v1(state: RunState, verdict: Verdict, index: Index) -> Metric:
     if unconfined:
         why += (f"; {len(unconfined)} shard attempts ran without a sandbox (no bubblewrap: "
                 "the suite had the gate's rights)")  # fmt: skip
+    by_uid = [p for p, e in index.by_position.items()
+              if isinstance(e, ev.ShardAttemptRecorded) and e.sandbox == "uid"]  # fmt: skip
+    if by_uid:
+        why += (f"; {len(by_uid)} shard attempts ran as a separate user, not in bubblewrap "
+                "(no private /tmp, no PID namespace)")  # fmt: skip
     unique = {d.position: d for d in decided}
     return Metric(
         GATE,

@@ -86,6 +86,9 @@ class LocalExecutor:
         if work_dir is None:
             _sweep_scratch(Path(tempfile.gettempdir()))
             work_dir = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
+            # searchable, not listable: a shard run as a separate user (`sandbox: uid`) reaches
+            # its own attempt folder (given to it) and no other (each a private mkdtemp)
+            work_dir.chmod(0o711)
         work_dir.mkdir(parents=True, exist_ok=True)
         self.work_dir = work_dir
         self._lock = threading.Lock()
@@ -207,6 +210,7 @@ class LocalExecutor:
             memory_limit_mb=shard.memory_limit_mb,
             tag=self._next_tag(),
             harness_levels=sandbox.harness_levels(confined),
+            user=sandbox.credentials(confined),
         )
         try:
             process.start()
@@ -255,9 +259,13 @@ class LocalExecutor:
             *env.get("PYTHONPATH", "").split(os.pathsep),
         ]
         hidden = [str(self.repo), str(self.work_dir), *self.environment_request.hidden]
+        needed = [
+            *env.get("VIRTUAL_ENV", "").split(os.pathsep),
+            *env.get("PYTHONPATH", "").split(os.pathsep),
+        ]
         return sandbox.wrap(
             argv, cwd=str(cwd), writable=[str(run_dir)], readable=readable, hidden=hidden,
-            path=env.get("PATH"),
+            path=env.get("PATH"), needed=needed,
         )  # fmt: skip
 
     def _next_tag(self) -> str:

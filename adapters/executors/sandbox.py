@@ -15,9 +15,15 @@ PID and IPC namespaces:
   ends it all if the gate itself dies.
 
 Stdlib-only and importing nothing of ours, like the supervisor: the same wrapper can be sent
-to an SSH build host. Where bwrap is missing or cannot make its namespaces (or the gate is
-told `LEDGER_SANDBOX=none`), the shard runs unsandboxed and the attempt says so (`sandbox:
-none`); the shard's tag and session then still find what it left behind.
+to an SSH build host. Where bwrap is missing or cannot make its namespaces, a gate running as
+root runs the shard as a separate unprivileged user instead (`sandbox: uid`; `nobody`, or
+`LEDGER_SANDBOX_USER`): its attempt folder is given to that user, and what other users may not
+read (a private home, the ledger's key, a 0700 scratch) stays out of its reach; this needs a
+test command, interpreter and environment that other users can run (one under root's private
+home cannot be), else the shard runs unconfined. Where neither can be had (or the gate is told
+`LEDGER_SANDBOX=none`) the shard runs unsandboxed and the attempt says so (`sandbox: none`);
+the shard's tag and session then still find what it left behind. `LEDGER_SANDBOX=uid` skips
+bwrap (a host whose user namespaces are disabled).
 """
 
 from __future__ import annotations
@@ -25,12 +31,16 @@ from __future__ import annotations
 import functools
 import json
 import os
+import pwd
 import shutil
+import stat
 import subprocess
 from collections.abc import Iterable, Sequence
 
 BWRAP = "bwrap"
+UID = "uid"
 NONE = "none"
+USER_SETTING = "LEDGER_SANDBOX_USER"  # the unprivileged user of `sandbox: uid` (nobody)
 PROBE_TIMEOUT_S = 20.0
 # `LEDGER_SANDBOX=none` in the gate's environment runs suites unconfined (a suite that needs
 # the home directory or the repository); every attempt then records `sandbox: none`.
@@ -84,6 +94,72 @@ def _within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
+def shard_user() -> tuple[int, int] | None:
+    """(uid, gid) a root gate runs shards as when bwrap cannot be had, or None (not root, or
+    no such unprivileged user)."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        entry = pwd.getpwnam(os.environ.get(USER_SETTING) or "nobody")
+    except KeyError:
+        return None
+    return None if entry.pw_uid == 0 else (entry.pw_uid, entry.pw_gid)
+
+
+def credentials(sandbox: str) -> tuple[int, int] | None:
+    """(uid, gid) to start the shard's command as: only under `sandbox: uid`."""
+    return shard_user() if sandbox == UID else None
+
+
+def _searchable_to(path: str) -> bool:
+    """Whether every folder from / down to `path` (itself included) is searchable by others."""
+    parts = os.path.realpath(path).strip("/").split("/")
+    try:
+        return all(
+            os.stat("/" + "/".join(parts[:depth])).st_mode & stat.S_IXOTH
+            for depth in range(len(parts) + 1)
+        )
+    except OSError:
+        return False
+
+
+def others_may_use(path: str) -> bool:
+    """Whether a user with no group in common can reach `path` and use it (a folder listed
+    and searched; a file read and, when it is a program, run): the test of `sandbox: uid` for
+    the command and what it reads."""
+    real = os.path.realpath(path)
+    if not _searchable_to(os.path.dirname(real)):
+        return False
+    try:
+        mode = os.stat(real).st_mode
+    except OSError:
+        return False
+    if stat.S_ISDIR(mode):
+        return bool(mode & stat.S_IROTH and mode & stat.S_IXOTH)
+    return bool(mode & stat.S_IROTH and (mode & stat.S_IXOTH or not mode & stat.S_IXUSR))
+
+
+def give(folders: Iterable[str], owner: tuple[int, int]) -> None:
+    """Hand the attempt's own folders (checkout, report, scratch home) to the shard's user:
+    the only places it may write."""
+    for folder in folders:
+        os.lchown(folder, *owner)
+        for root, dirs, files in os.walk(folder):
+            for name in (*dirs, *files):
+                os.lchown(os.path.join(root, name), *owner)
+
+
+def _by_uid(program: str, needed: Sequence[str], writable: Sequence[str]) -> bool:
+    """Whether the shard can run as the separate user: the program and every folder the
+    environment needs (venv, plugin) are usable by others, and the folders it will be given
+    can be reached (what lies inside those is given with them)."""
+    given = [os.path.realpath(w) for w in writable]
+    uses = [n for n in needed if n and not any(_within(os.path.realpath(n), g) for g in given)]
+    return all(others_may_use(p) for p in [program, *uses]) and all(
+        _searchable_to(os.path.dirname(g)) for g in given
+    )
+
+
 def wrap(
     argv: Sequence[str],
     *,
@@ -92,15 +168,27 @@ def wrap(
     readable: Sequence[str],
     hidden: Sequence[str],
     path: str | None = None,
+    needed: Sequence[str] = (),
 ) -> tuple[list[str], str]:
-    """`argv` to run sandboxed, and the sandbox used (`bwrap`, or `none` with `argv` as it
-    is). `hidden` folders are covered by empty tmpfs mounts (the home directory, the user's
+    """`argv` to run sandboxed, and the sandbox used (`bwrap`; `uid`, with `argv` as it is
+    and the `writable` folders given to the shard's user, whom `credentials` names; or `none`).
+    `hidden` folders are covered by empty tmpfs mounts (the home directory, the user's
     repository, the ledger's folder, the gate's scratch); `readable` ones are then shown
-    again read-only, `writable` ones read-write, in that order (a later mount wins). A program
-    not found on `path` is left to fail to start, as it would without a sandbox."""
-    binary = None if os.environ.get(SETTING, "auto") == NONE else bwrap()
-    if binary is None or shutil.which(argv[0], path=path) is None:
+    again read-only, `writable` ones read-write, in that order (a later mount wins). `needed`
+    are what the command reads besides its program (its venv, the plugin): without bwrap they
+    decide whether a separate user can run it. A program not found on `path` is left to fail
+    to start, as it would without a sandbox."""
+    setting = os.environ.get(SETTING, "auto")
+    program = shutil.which(argv[0], path=path)
+    if setting == NONE or program is None:
         return list(argv), NONE  # a command that cannot start fails as it would unconfined
+    binary = bwrap() if setting != UID else None
+    if binary is None:
+        owner = shard_user()
+        if owner is None or not _by_uid(program, needed, writable):
+            return list(argv), NONE
+        give(writable, owner)
+        return list(argv), UID
     args = [
         binary, "--die-with-parent", "--unshare-pid", "--unshare-ipc",
         "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
@@ -123,10 +211,11 @@ def wrap(
 
 
 def shard_environment(env: dict[str, str], sandbox: str) -> dict[str, str]:
-    """The shard's environment as the sandbox sees it: temporary files in its private /tmp."""
-    if sandbox != BWRAP:
-        return env
-    return {**env, "TMPDIR": "/tmp"}
+    """The shard's environment as the sandbox sees it: temporary files in its private /tmp
+    (bwrap); otherwise as given (a separate user's files in a shared /tmp are its own)."""
+    if sandbox == BWRAP:
+        return {**env, "TMPDIR": "/tmp"}
+    return env
 
 
 def harness_levels(sandbox: str) -> int:

@@ -182,9 +182,11 @@ class ShardProcess:
         memory_limit_mb: float | None = None,
         tag: str | None = None,
         harness_levels: int = 0,
+        user: tuple[int, int] | None = None,
     ) -> None:
         self.argv = argv
         self.harness_levels = harness_levels
+        self.user = user  # (uid, gid) to run the command as: a separate user's sandbox
         self.cwd = cwd
         self.tag = tag
         self.env = dict(env, **{TAG_VARIABLE: tag}) if tag else env
@@ -211,6 +213,9 @@ class ShardProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                user=self.user[0] if self.user else None,
+                group=self.user[1] if self.user else None,
+                extra_groups=[] if self.user else None,
             )
 
     def wait(self) -> Supervised:

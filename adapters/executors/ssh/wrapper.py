@@ -22,6 +22,7 @@ import threading
 try:  # on the gate's machine; on the host these names come from the program's earlier parts
     from adapters.executors.environment import prepare, shard_env, with_plugin
     from adapters.executors.sandbox import (
+        credentials,
         exit_status,
         harness_levels,
         prefixes,
@@ -117,8 +118,10 @@ def main(argv: list[str]) -> int:
     # mirror, the other shards' folders and the home directory out of sight.
     readable = [*prefixes(python), *env.get("VIRTUAL_ENV", "").split(os.pathsep)]
     hidden = [os.path.dirname(mirror.rstrip("/")), os.path.dirname(tmp.rstrip("/"))]
+    needed = [*env.get("VIRTUAL_ENV", "").split(os.pathsep),
+              *env.get("PYTHONPATH", "").split(os.pathsep)]  # fmt: skip
     command, confined = wrap(command, cwd=checkout, writable=[tmp], readable=readable,
-                             hidden=hidden, path=env.get("PATH"))  # fmt: skip
+                             hidden=hidden, path=env.get("PATH"), needed=needed)  # fmt: skip
     env = shard_environment(env, confined)
     log_path = os.path.join(tmp, "log")
     process = ShardProcess(
@@ -130,6 +133,7 @@ def main(argv: list[str]) -> int:
         memory_limit_mb=spec["memory_limit_mb"],
         tag=f"rl-ssh-{os.getpid()}",  # what leaves the session is found and killed too
         harness_levels=harness_levels(confined),
+        user=credentials(confined),
     )
     seen = run_shard(process, link.attach)
     exit_code, died_of = exit_status(seen.exit_code, seen.signal, confined)
