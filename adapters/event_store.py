@@ -583,18 +583,29 @@ class EventStore:
                 self._write_seal(c, str(row[0]), int(row[1]), str(row[2]))
         return len(rows)
 
-    def check_seal(self, run_id: str, hashes: Sequence[str]) -> None:
-        """BrokenRun unless the run's seal (made with this key) covers a prefix of its chain
-        (`hashes`: each stored event's chain hash, in order): events removed behind the
-        index's back, or an index row set by hand, show here."""
+    def seal_of(self, run_id: str) -> list[tuple[Any, ...]] | None:
+        """The run's seal as stored now, read before its events (`check_seal`): appends only
+        move a seal forward with the events they add (one transaction), so the events read
+        after it hold at least what it covers, whatever another writer commits between."""
         if self.sealer is None:
-            return
+            return None
         try:
             rows = self._query(
                 f"SELECT length, tip, key_id, seal FROM ledger_seals WHERE run_id = {self._ph}",
                 (run_id,),
             )
         except Exception:  # no seals table: a ledger from before seals, not yet sealed
+            return None
+        return [tuple(row) for row in rows]
+
+    def check_seal(
+        self, run_id: str, hashes: Sequence[str], rows: list[tuple[Any, ...]] | None
+    ) -> None:
+        """BrokenRun unless the run's seal (made with this key) covers a prefix of its chain
+        (`hashes`: each stored event's chain hash, in order): events removed behind the
+        index's back, or an index row set by hand, show here. `rows` is `seal_of(run_id)`,
+        read before the events (a seal read after them may cover a concurrent append)."""
+        if self.sealer is None or rows is None:
             return
         if not rows:
             if hashes:
@@ -1160,6 +1171,7 @@ class EventStore:
         index = self._query(
             f"SELECT length, tip FROM ledger_runs WHERE run_id = {self._ph}", (run_id,)
         )
+        seal = self.seal_of(run_id)  # before the events, like the index
         rows = self._query(self._sql_read, (run_id,))
         links: list[tuple[int, str, str, str, bytes]] = []
         prev = GENESIS
@@ -1221,7 +1233,7 @@ class EventStore:
                 continue  # the second read saw appends committed after the events were read
             if length and links[length - 1][2] != tip:
                 raise BrokenRun(run_id, length, "the last indexed event is not the recorded tip")
-        self.check_seal(run_id, [link[2] for link in links])
+        self.check_seal(run_id, [link[2] for link in links], seal)
         return links
 
     @staticmethod

@@ -506,9 +506,29 @@ class Ledger:
         results = [self._verify_run(rid, indexed.get(rid)) for rid in run_ids]
         return results
 
+    def _index_covering(
+        self, run_id: str, row: RunRow | None, links: Sequence[StoredLink]
+    ) -> tuple[int, str | None] | None:
+        """(length, tip) of the run index to hold the stored events against (tip None: not
+        to be compared), None when the run is not indexed. The row was read before the events,
+        so events beyond it were appended meanwhile (the index, written in their transaction,
+        counts them when read again) or added behind the chain's back (it does not): only the
+        first are taken as the run's, its old row still naming a tip in the chain."""
+        if row is not None and row.length >= len(links):
+            return row.length, row.tip
+        again = next((r for r in self.store.runs() if r.run_id == run_id), None)
+        if again is None or again.length < len(links):
+            held = row or again  # the index really disagrees with the events
+            return (held.length, held.tip) if held is not None else None
+        if row is not None and row.length and links[row.length - 1].header.get("hash") != row.tip:
+            return row.length, row.tip  # the old tip is not in the chain: reported as it is
+        # Moved on again since the events were read: the chain check holds what was read.
+        return len(links), again.tip if again.length == len(links) else None
+
     def _verify_run(self, run_id: str, row: RunRow | None) -> VerifyResult:
         from domain.events import event_from_json
 
+        seal = self.store.seal_of(run_id)  # before the events: see `check_seal`
         raw = self.store.read_raw(run_id)
         links = []
         referenced: list[tuple[int, str]] = []
@@ -524,17 +544,19 @@ class Ledger:
             except ValueError:
                 pass  # unparseable payloads still get their hash checked
             links.append(StoredLink(record.position, record.header, record.payload, run_in_payload))
-        broken = find_break(run_id, links, row.length if row else None, row.tip if row else None)
+        indexed = self._index_covering(run_id, row, links)
+        length, tip = indexed if indexed is not None else (None, None)
+        broken = find_break(run_id, links, length, tip)
         if relabelled is not None and (broken is None or relabelled < broken.position):
             problem = "its stored kind does not match its content (edited event)"
             return VerifyResult(run_id, False, len(raw), relabelled, problem)
-        if broken is None and row is None:
+        if broken is None and indexed is None:
             broken_position, problem = 1, "the run is missing from the run index"
             return VerifyResult(run_id, False, len(raw), broken_position, problem)
         if broken is not None:
             return VerifyResult(run_id, False, len(raw), broken.position, broken.problem)
         try:
-            self.store.check_seal(run_id, [str(r.header.get("hash", "")) for r in raw])
+            self.store.check_seal(run_id, [str(r.header.get("hash", "")) for r in raw], seal)
         except BrokenRun as unsealed:
             return VerifyResult(run_id, False, len(raw), unsealed.position, unsealed.problem)
         blobs = self.store.artifacts(h for _, h in referenced)

@@ -104,3 +104,46 @@ def test_two_processes_appending_to_one_postgres_run_lose_nothing(
 ) -> None:
     run = _race(postgres_url, tmp_path)
     _check(postgres_url, run)
+
+
+def _read_while_appending(url: str, tmp_path: Path) -> None:
+    """A reader checking the run (chain, index and seal) and verifying it while another
+    process appends: every read sees a whole run, never a broken one."""
+    ledger = open_ledger(url)
+    run = start_run(ledger)
+    sync = tmp_path / "sync"
+    sync.mkdir()
+    (sync / "go").touch()
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, url, run, "a", str(EVENTS_PER_WRITER), str(sync)],
+        env=env, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    reads = 0
+    try:
+        while writer.poll() is None:
+            records = ledger.read(run)  # raises BrokenRun on any disagreement
+            assert [r.position for r in records] == list(range(1, len(records) + 1))
+            [result] = ledger.verify(run)
+            assert result.ok, result.problem
+            reads += 1
+    finally:
+        _, err = writer.communicate(timeout=300)
+        ledger.close()
+    assert writer.returncode == 0, err
+    assert reads > 3  # the reads really overlapped the appends
+
+
+@pytest.mark.slow
+def test_a_reader_never_sees_a_sqlite_run_broken_by_a_concurrent_append(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    _read_while_appending(sqlite_url, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_a_reader_never_sees_a_postgres_run_broken_by_a_concurrent_append(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    _read_while_appending(postgres_url, tmp_path)
