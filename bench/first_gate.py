@@ -40,7 +40,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from domain.planning import DEFAULT_BASELINE_MB  # noqa: E402
+from domain.memory import DEFAULT_BASELINE_MB  # noqa: E402
 from tests.gitrepo import git  # noqa: E402
 from tests.realworld.sdists import release_pair  # noqa: E402
 

@@ -22,3 +22,12 @@ class BrokenRun(IntegrityProblem):
         super().__init__(
             f"run {run_id} is broken at position {position} ({problem}): run `ledger verify`"
         )
+
+
+class PlacementError(BadInput):
+    """Placement cannot proceed: duplicate shards or members, or a shard with no room."""
+
+    def __init__(self, message: str, shard: str = "", reservation_mb: int = 0) -> None:
+        super().__init__(message)
+        self.shard = shard
+        self.reservation_mb = reservation_mb

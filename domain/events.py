@@ -161,7 +161,7 @@ class FileMeasured(OnInterpreter, Event):
     commit: str | None = None
     blob: str | None = None
     key: str | None = None
-    # The memory model's split (domain/planning.py), MB; None when only a peak is known.
+    # The memory model's split (domain/memory.py), MB; None when only a peak is known.
     baseline_mb: float | None = None
     retained_mb: float | None = None
     transient_mb: float | None = None
@@ -169,7 +169,7 @@ class FileMeasured(OnInterpreter, Event):
     # files share, and its own), kept out of `retained_mb`. None: not first, or recorded before.
     shared_mb: float | None = None
     # How far the process had grown above its baseline when the file finished: an upper bound
-    # of what the file holds run cold (domain/planning.py). None: not measured, or recorded before.
+    # of what the file holds run cold (domain/memory.py). None: not measured, or recorded before.
     ceiling_mb: float | None = None
 
     @property

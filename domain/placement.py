@@ -11,20 +11,12 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from domain.errors import BadInput
+from domain.errors import PlacementError
 from domain.events import MemberLease
+from domain.memory import pod_request_mb
 
-MIN_RESERVATION_MB = 4096
-GIB_MB = 1024
+__all__ = ["Placement", "PlacementError", "ShardNeed", "place_shards"]
 
-
-class PlacementError(BadInput):
-    """Placement cannot proceed: duplicate shards or members, or a shard with no room."""
-
-    def __init__(self, message: str, shard: str = "", reservation_mb: int = 0) -> None:
-        super().__init__(message)
-        self.shard = shard
-        self.reservation_mb = reservation_mb
 
 
 class ShardNeed(Protocol):
@@ -45,13 +37,6 @@ class Placement:
     member: str
     node: str
     reservation_mb: int
-
-
-def reservation_mb(rss_mb: float) -> int:
-    """Memory a shard's pod requests: max(4 GiB, its RSS rounded up to whole GiB), in MB."""
-    if not (math.isfinite(rss_mb) and rss_mb >= 0):
-        raise PlacementError(f"a shard's RSS must be a finite number of MB >= 0, got {rss_mb}")
-    return max(MIN_RESERVATION_MB, math.ceil(rss_mb / GIB_MB) * GIB_MB)
 
 
 @dataclass
@@ -139,7 +124,7 @@ def _reservations(shards: Sequence[ShardNeed]) -> dict[str, int]:
     for shard in shards:
         if shard.id in needs:
             raise PlacementError(f"shard {shard.id} is listed twice", shard=shard.id)
-        needs[shard.id] = reservation_mb(shard.rss_mb)
+        needs[shard.id] = pod_request_mb(shard.rss_mb)
     return needs
 
 

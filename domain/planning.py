@@ -1,110 +1,24 @@
 """Shard planning (DESIGN.md step 3): pack measured test files into shards, pure and deterministic.
 
-A shard runs as ONE test process over its files, one after another. Its memory is modelled
-from what the gate's pytest plugin measures inside shard runs (`FileFigures`):
-
-    planned = baseline + shared imports + sum(retained growth of each file)
-                                        + max(transient peak of any file)
-
-and a file alone at no less than its cold need (below).
-
-`baseline` is the interpreter and runner before any test module is imported; a file's retained
-growth is what importing it and running its tests leaves resident (a long-lived process
-rarely gives memory back); its transient peak is how far it rose above what it retained. The
-max of solo peaks (this module's first model) undercounts what a process keeps; the reference
-design's sum of solo peaks counts the baseline once per file. A measurement without the split
-(a solo peak only, or another runner) is taken as retained whole, which is the safe side.
-Wall time is the sum of the files' seconds.
-
-Imports the files share (the package under test) are paid by whichever file a process
-collects first, so a file's retained growth depends on where it ran. The plugin's figures for
-a shard's first file therefore keep its collection apart (`shared_mb`); the planner takes the
-median of those as what every shard pays once (`shared_imports_mb`, added to the baseline)
-and gives each first file back only what it paid above that median. Without it, a shard
-whose files were never first is planned without the package's import (networkx: 15 MB, a
-shard 12 % over its plan).
-
-State a file fills lazily on first use (a parser's grammar tables, a cache built by the
-first call) is paid the same way, by whichever file of a process used it first, and is not
-an import: a file measured warm, after others had filled what it needs, is planned too low
-when it later runs cold, alone or first (parso: a file planned alone at 47 MB held 59 MB). A
-file's `ceiling_mb` is its own collection plus how far its process's test runs had grown by
-the file's end: everything it could have relied on was filled by then, so it bounds from above
-what the file holds cold. A file planned alone (nothing runs before it) is planned at its
-cold need: ceiling and transient. Other files' collections are left out of the ceiling: the
-imports files share are the median's. The ceiling also holds what predecessors kept of their
-own (networkx: a test keeping a 93 MB graph raised the ceiling of every later file of its
-process to 168 MB), which one observation cannot tell from a cache the file used, so it is
-not applied to a shard of several files, whose sum carries what its members filled where they
-were measured (applied to every member, networkx's plans came to 1.61x what its shards used,
-over the 1.5x target). Every observation's ceiling is a valid bound, so a reused measurement
-takes the lowest seen for the same content (`ledger/gate.py`): it tightens as files are seen
-in other places.
+A shard runs as ONE test process over its files, one after another. Its memory is planned by
+the memory model (`domain/memory.py`: `planned_memory` of the files' `FileCost`s); its wall
+time is the sum of the files' seconds.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-import statistics
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 
 from domain.errors import BadInput
 from domain.events import PlannedShard
+from domain.memory import DEFAULT_BASELINE_MB, FileCost, planned_memory, shared_imports_mb
 
-DEFAULT_BASELINE_MB = 64.0  # interpreter + pytest + plugins before any measurement says
 NOMINAL_SECONDS_PER_TEST = 0.02
 NOMINAL_SECONDS_PER_FILE = 0.05
 NOMINAL_RETAINED_MB = 2.0  # a test module and its fixtures, before any measurement
 NOMINAL_RETAINED_MB_PER_KB = 0.05  # per kB of source: bigger modules import more
-
-
-@dataclass(frozen=True, slots=True)
-class FileCost:
-    """What one test file costs: wall seconds and memory.
-
-    `rss_mb` is the file's peak as if run alone (baseline included); `retained_mb` and
-    `transient_mb` split its growth when the plugin measured them (None: unknown, and the whole
-    growth over the baseline counts as retained).
-    """
-
-    rss_mb: float
-    seconds: float
-    retained_mb: float | None = None
-    transient_mb: float | None = None
-    # Collecting it as its process's first file: the imports every file of a shard shares,
-    # and its own (None: it was not first, or the runner did not say).
-    shared_mb: float | None = None
-    # Its own collection plus how far its process's runs had grown by its end (None: not
-    # known): an upper bound of what it holds run cold, whatever its predecessors filled.
-    ceiling_mb: float | None = None
-
-    def growth(self, baseline_mb: float, shared_mb: float = 0.0) -> tuple[float, float]:
-        """(retained, transient) MB above `baseline_mb` plus the shared imports `shared_mb`:
-        a first file keeps what its collection took beyond what every shard pays."""
-        if self.retained_mb is None or self.transient_mb is None:
-            return max(0.0, self.rss_mb - baseline_mb - shared_mb), 0.0
-        own = max(0.0, (self.shared_mb or 0.0) - shared_mb)
-        return self.retained_mb + own, self.transient_mb
-
-    def cold_or_growth(self, baseline_mb: float, shared_mb: float = 0.0) -> float:
-        """MB above `baseline_mb` and the shared imports it may need run alone: its ceiling
-        (at least its retained growth), what a first file imported beyond the shared, and its
-        transient peak on top; without a ceiling, its growth as measured."""
-        retained, transient = self.growth(baseline_mb, shared_mb)
-        if self.ceiling_mb is None or self.retained_mb is None:
-            return retained + transient
-        own = max(0.0, (self.shared_mb or 0.0) - shared_mb)
-        return max(retained, self.ceiling_mb + own) + transient
-
-
-def shared_imports_mb(costs: Iterable[FileCost]) -> float:
-    """What every shard pays once for the imports its files share: the median of what the
-    first file of each measured process took to collect (robust to a first file that imports
-    something heavy of its own, or nothing of the package); 0 when none was measured."""
-    firsts = [cost.shared_mb for cost in costs if cost.shared_mb is not None]
-    return float(statistics.median(firsts)) if firsts else 0.0
 
 
 def nominal_cost(size_bytes: int, tests: int) -> FileCost:
@@ -119,19 +33,6 @@ def nominal_cost(size_bytes: int, tests: int) -> FileCost:
         retained_mb=retained,
         transient_mb=0.0,
     )
-
-
-def planned_memory(costs: Sequence[FileCost], baseline_mb: float, shared_mb: float = 0.0) -> float:
-    """The model: baseline and shared imports + the files' retained growth + the largest
-    transient above it; a file alone, its cold need."""
-    if len(costs) == 1:
-        return baseline_mb + shared_mb + costs[0].cold_or_growth(baseline_mb, shared_mb)
-    retained = transient = 0.0
-    for cost in costs:
-        r, t = cost.growth(baseline_mb, shared_mb)
-        retained += r
-        transient = max(transient, t)
-    return baseline_mb + shared_mb + retained + transient
 
 
 def plan_shards(

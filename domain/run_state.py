@@ -23,7 +23,7 @@ from domain.assessment import (
 )
 from domain.failures import blames_executor, excludes_member
 from domain.junit import Report
-from domain.planning import FileCost
+from domain.memory import FileCost
 from domain.versions import READER_VERSION
 
 HEAD = "head"

@@ -36,8 +36,14 @@ from domain.execution import (
     Observation,
     ShardRun,
 )
-from domain.junit import Report
-from domain.planning import DEFAULT_BASELINE_MB, FileCost, nominal_cost, plan_shards
+from domain.memory import (
+    DEFAULT_BASELINE_MB,
+    FileCost,
+    attempt_limit_mb,
+    file_terms,
+    shard_measurements,
+)
+from domain.planning import nominal_cost, plan_shards
 from domain.rules import get_rule
 from domain.run_state import (
     BASE,
@@ -51,7 +57,6 @@ from domain.verdict import Verdict
 from ledger.read_side import project, verdict_of
 from ledger.result_cache import ContentKeys, content_keys, find_reuse
 from ledger.service import Ledger
-from projections.memory import reservation_mb
 from projections.next_step import RunRequest, Step, StepKind, next_step
 from projections.timeline import describe
 
@@ -578,7 +583,7 @@ class GateProcess:
         blob, key = self._measurement_keys([file]).get(file, (None, None))
         split: dict[str, float | None] = {}
         if report is not None and report.plugin and file in report.figures:
-            split = _model_split(report, file, first=True)  # alone: its process's first
+            split = file_terms(report, file, first=True)  # alone: its process's first
         measured = self.ledger.make(
             ev.FileMeasured,
             self.run_id,
@@ -630,7 +635,7 @@ class GateProcess:
             h for h in content(self.ledger, MEASUREMENT, sorted(wanted)) if h.run_id != self.run_id
         ]
         # Each observation's ceiling bounds what the file needs cold wherever it ran: the
-        # lowest seen for the same content is the tightest (domain/planning.py).
+        # lowest seen for the same content is the tightest (domain/memory.py).
         ceilings: dict[str, float] = {}
         for hit in hits:
             ceiling = json.loads(hit.data).get("ceiling_mb")
@@ -750,7 +755,7 @@ class GateProcess:
 
     def memory_limit(self, state: RunState, shard_id: str) -> int:
         """One figure for every executor's watchdog and a pool's request and limit."""
-        wanted = reservation_mb(
+        wanted = attempt_limit_mb(
             state, shard_id, self.options.budget_mb, self.options.isolation_budget_mb
         )
         return min(wanted, self.reserved.get(shard_id, wanted))
@@ -899,36 +904,23 @@ class GateProcess:
             return []  # nothing trustworthy to learn from a rejected report
         keys = self._measurement_keys(run.files)
         events: list[ev.Event] = []
-        shared = _shared_split(report, run.files, peak_mb)
-        first = _first_module(report, run.files) if report.plugin else None
-        for file in run.files:
+        for file, measured in shard_measurements(report, run.files, peak_mb).items():
             blob, key = keys.get(file, (None, None))
-            empty = file in report.empty_files
-            if report.plugin and file in report.figures:
-                split = _model_split(report, file, first=file == first)
-                seconds = report.figures[file].seconds
-            elif empty or file not in shared:
-                split = {"baseline_mb": _baseline_mb(report), "retained_mb": 0.0,
-                         "transient_mb": 0.0}  # fmt: skip
-                seconds = 0.0
-            else:
-                split, seconds = shared[file]
-            rss = sum(split.get(term) or 0.0 for term in PEAK_TERMS)
             events.append(
                 self.ledger.make(
                     ev.FileMeasured,
                     self.run_id,
                     file=file,
-                    rss_mb=round(rss, 1),
-                    seconds=round(seconds, 3),
-                    empty=empty,
+                    rss_mb=measured.rss_mb,
+                    seconds=measured.seconds,
+                    empty=measured.empty,
                     source="shard",
                     shard=run.shard_id,
                     attempt=run.attempt,
                     commit=run.commit,
                     blob=blob,
                     key=key,
-                    **split,
+                    **measured.terms,
                 )
             )
         return events
@@ -1108,76 +1100,6 @@ class GateProcess:
 
 
 REPORT_HEAD_BYTES = 64 * 1024  # what is kept of a report over the limit
-KB_PER_MB = 1024.0
-
-
-# The split's terms a file's peak alone is the sum of (`ceiling_mb` is a bound, not a term).
-PEAK_TERMS = ("baseline_mb", "retained_mb", "transient_mb", "shared_mb")
-
-
-def _baseline_mb(report: Report) -> float:
-    return report.baseline_kb / KB_PER_MB if report.baseline_kb else DEFAULT_BASELINE_MB
-
-
-def _first_module(report: Report, files: Sequence[str]) -> str | None:
-    """The module the process collected first (pytest collects its arguments in the order
-    given): the one whose import paid for what every file of the shard imports."""
-    return next((f for f in files if f.endswith(".py") and f in report.figures), None)
-
-
-def _model_split(report: Report, file: str, first: bool = False) -> dict[str, float | None]:
-    """The memory model's terms for one file from the plugin's figures (MB): what importing
-    and running it left resident, and how far it rose above that. Where the peak could not be
-    reset at the file's start, a peak the file did not raise bounds its transient from above.
-    The first module's collection is kept apart as `shared_mb` (`domain/planning.py`)."""
-    f = report.figures[file]
-    collected = 0 if first else f.collect_kb
-    report_share = _report_share_kb(report, file)
-    retained = collected + max(0, f.end_rss_kb - f.start_rss_kb) + report_share
-    if f.reset or f.end_peak_kb > f.start_peak_kb:
-        transient = max(0, f.end_peak_kb - f.end_rss_kb)
-    else:
-        transient = max(0, f.start_peak_kb - f.end_rss_kb)
-    # Its own collection and all the process's runs had grown by the file's end (what earlier
-    # files filled lazily included): the most the file can need run cold, beyond the imports
-    # every shard pays. Other files' collections are left out: imports are `shared_mb`'s.
-    runs_start_kb = min(figures.start_rss_kb for figures in report.figures.values())
-    ceiling = max(retained, collected + max(0, f.end_rss_kb - runs_start_kb) + report_share)
-    return {
-        "baseline_mb": round(_baseline_mb(report), 1),
-        "retained_mb": round(retained / KB_PER_MB, 1),
-        "transient_mb": round(transient / KB_PER_MB, 1),
-        "shared_mb": round(f.collect_kb / KB_PER_MB, 1) if first else None,
-        "ceiling_mb": round(ceiling / KB_PER_MB, 1),
-    }
-
-
-def _report_share_kb(report: Report, file: str) -> int:
-    """A file's share, by its cases, of what writing the shard's report took: the report
-    grows with every file's cases and is built while all of them are resident."""
-    if not report.finish_kb or not report.tests:
-        return 0
-    cases = sum(1 for case in report.cases if case.file == file)
-    return report.finish_kb * cases // report.tests
-
-
-def _shared_split(
-    report: Report, files: Sequence[str], peak_mb: float
-) -> dict[str, tuple[dict[str, float | None], float]]:
-    """Other runners: each file's seconds from its cases' `time`, and the shard's growth over
-    the nominal baseline shared out evenly as retained memory (their sum is the shard's peak,
-    so the same files planned together are planned at what they used)."""
-    seconds: dict[str, float] = {}
-    for case in report.cases:
-        seconds[case.file] = seconds.get(case.file, 0.0) + (case.time or 0.0)
-    present = [file for file in files if file in seconds]
-    if not present:
-        return {}
-    growth = max(0.0, peak_mb - DEFAULT_BASELINE_MB) / len(present)
-    split: dict[str, float | None] = {
-        "baseline_mb": DEFAULT_BASELINE_MB, "retained_mb": round(growth, 1), "transient_mb": 0.0
-    }  # fmt: skip
-    return {file: (dict(split), seconds[file]) for file in present}
 
 
 def _bounded(o: Observation, max_report_mb: float) -> tuple[Observation, int | None]:

@@ -12,9 +12,8 @@ from typing import Any
 import pytest
 
 from domain import events as ev
-from domain.planning import FileCost
+from domain.memory import FileCost, attempt_limit_mb
 from domain.run_state import RunState, ShardView
-from projections.memory import reservation_mb
 from tests.gatekit import events, gate, kinds
 from tests.gitrepo import commit, make_repo, tag
 
@@ -277,18 +276,18 @@ def _state(files: tuple[str, ...], shard_id: str = "s01") -> RunState:
 def test_reservations_follow_the_plan_the_budget_or_the_isolation_budget() -> None:
     budget, isolation = 8192.0, 32768.0
     state = _state(("a.py", "b.py"))
-    assert reservation_mb(state, "s01", budget, isolation) == budget  # nominal: the budget
+    assert attempt_limit_mb(state, "s01", budget, isolation) == budget  # nominal: the budget
     state.baseline_mb = 50.0
     state.costs = {
         "a.py": FileCost(250, 1.0, retained_mb=100, transient_mb=100),
         "b.py": FileCost(150, 1.0, retained_mb=100, transient_mb=0),
     }
     planned = 50 + 200 + 100
-    assert reservation_mb(state, "s01", budget, isolation) == planned + 256
+    assert attempt_limit_mb(state, "s01", budget, isolation) == planned + 256
     # A single file split off by bisection: the isolation budget.
     child = _state(("a.py",), "s01.1")
     child.costs = state.costs
-    assert reservation_mb(child, "s01.1", budget, isolation) == isolation
+    assert attempt_limit_mb(child, "s01.1", budget, isolation) == isolation
 
 
 def test_a_lineage_killed_over_its_memory_gets_the_whole_budget() -> None:
@@ -301,7 +300,7 @@ def test_a_lineage_killed_over_its_memory_gets_the_whole_budget() -> None:
         "s01", 1, "head", ("a.py", "b.py"), "local", Assessment(False, "oom"), position=5
     )
     state.shards["s01"].attempts["head"].append(killed)
-    assert reservation_mb(state, "s01", 8192, 32768) == 8192
+    assert attempt_limit_mb(state, "s01", 8192, 32768) == 8192
     assert ev.FileMeasured.model_fields["source"].default == "solo"
 
 

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from domain.events import MemberLease, PlannedShard
-from domain.placement import Placement, PlacementError, place_shards, reservation_mb
+from domain.memory import pod_request_mb
+from domain.placement import Placement, PlacementError, place_shards
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ def generous(member: str, slots: int) -> MemberLease:
 
 @given(st.floats(min_value=0.0, max_value=1e6))
 def test_reservation_is_whole_gib_at_least_4_and_covers_the_rss(rss: float) -> None:
-    reserved = reservation_mb(rss)
+    reserved = pod_request_mb(rss)
     assert reserved >= 4096
     assert reserved % 1024 == 0
     assert reserved >= rss
@@ -80,7 +81,7 @@ def test_reservation_is_whole_gib_at_least_4_and_covers_the_rss(rss: float) -> N
     ("rss", "reserved"), [(0, 4096), (100, 4096), (4096, 4096), (4097, 5120), (9000, 9216)]
 )
 def test_reservation_examples(rss: float, reserved: int) -> None:
-    assert reservation_mb(rss) == reserved
+    assert pod_request_mb(rss) == reserved
 
 
 @settings(max_examples=300)
@@ -96,7 +97,7 @@ def test_each_shard_placed_once_within_slots_and_node_memory(
     used: defaultdict[tuple[str, str], int] = defaultdict(int)
     for p in placements:
         used[(p.member, p.node)] += p.reservation_mb
-        assert p.reservation_mb == reservation_mb(next(s.rss_mb for s in shards if s.id == p.shard))
+        assert p.reservation_mb == pod_request_mb(next(s.rss_mb for s in shards if s.id == p.shard))
     for lease in leases:
         assert by_member[lease.member] <= max(0, lease.capacity - lease.running - lease.pending)
         if not lease.ready:
@@ -228,9 +229,9 @@ def test_planned_shards_can_be_placed_directly() -> None:
 
 def test_a_nonsense_rss_is_a_placement_error() -> None:
     with pytest.raises(PlacementError):
-        reservation_mb(float("nan"))
+        pod_request_mb(float("nan"))
     with pytest.raises(PlacementError):
-        reservation_mb(-1)
+        pod_request_mb(-1)
 
 
 def test_no_shards_place_nothing() -> None:

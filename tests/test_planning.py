@@ -10,15 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from domain.errors import BadInput
+from domain.memory import FileCost, planned_memory, shared_imports_mb
 from domain.planning import (
-    FileCost,
     child_shard_ids,
     makespan,
     makespan_lower_bound,
     nominal_cost,
     plan_shards,
-    planned_memory,
-    shared_imports_mb,
     split_in_halves,
 )
 

@@ -4,7 +4,7 @@ finishing took — from plugin reports only — and the gate turns them into the
 from __future__ import annotations
 
 from domain.junit import FileFigures, Report, read_report
-from ledger.gate import _model_split
+from domain.memory import file_terms
 
 HEAD = (
     '<?xml version="1.0" encoding="utf-8"?>\n<testsuites tests="{tests}" failures="0" errors="0">'
@@ -50,7 +50,7 @@ def test_figures_baseline_empty_files_and_finish_are_read_from_plugin_reports() 
     assert read.baseline_kb == 30720 and read.finish_kb == 2048
     assert read.empty_files == frozenset({"t/test_none.py"})  # accounted for: no missing-file
     assert read.figures["t/test_a.py"] == FileFigures(0.5, 10240, 40960, 40960, 51200, 153600, True)
-    split = _model_split(read, "t/test_a.py")
+    split = file_terms(read, "t/test_a.py")
     # keeps its import (10 MB) and run growth (10 MB) plus its share of finishing (1 MB);
     # rose 100 MB above what it kept; run cold it needs no more than it kept.
     assert split == {
@@ -59,10 +59,10 @@ def test_figures_baseline_empty_files_and_finish_are_read_from_plugin_reports() 
     }  # fmt: skip
     # test_b kept only its report share (1 MB), but ended 10 MB above where the runs started:
     # run cold, it may need what test_a filled before it.
-    later = _model_split(read, "t/test_b.py")
+    later = file_terms(read, "t/test_b.py")
     assert later["retained_mb"] == 1.0 and later["ceiling_mb"] == 11.0
     # Collected first, its import is what its shard's files share, kept out of retained.
-    first = _model_split(read, "t/test_a.py", first=True)
+    first = file_terms(read, "t/test_a.py", first=True)
     assert first["shared_mb"] == 10.0 and first["retained_mb"] == 11.0
 
 

@@ -27,7 +27,7 @@ PATH itself (atomically: a temporary file renamed into place at session finish):
   (`/proc/self/clear_refs`, then `reset=1`), so `peak_kb` at the end is that file's own peak;
   the root's `release-ledger.baseline` is the resident memory at session start (interpreter,
   pytest, plugins, conftests), and its last `release-ledger.finish` how far writing the
-  report rose above the tests' memory: the gate's memory model (`domain/planning.py`) is
+  report rose above the tests' memory: the gate's memory model (`domain/memory.py`) is
   built from these figures;
 - a file given on the command line that collects no test (and fails no collection) is named
   by a root property `release-ledger.empty`, so a shard report accounts for every file (a

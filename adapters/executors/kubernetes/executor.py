@@ -52,7 +52,7 @@ from domain.errors import BadInput
 from domain.events import MemberLease
 from domain.execution import EnvironmentRequest, Observation, ShardRun
 from domain.failures import FailureKind
-from domain.placement import reservation_mb
+from domain.memory import pod_request_mb
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 # The API's words for a pod that ran out of its own memory or time: the shard's outcome,
@@ -204,7 +204,7 @@ class KubernetesExecutor:
                 source=self.source,
                 settings=member.settings,
                 git_image=self.git_image,
-                reservation_mb=reservation_mb(rss),
+                reservation_mb=pod_request_mb(rss),
                 ttl_seconds=self.timings.ttl_s,
                 linger_seconds=self.timings.linger_s,
                 environment=self.environment_request,
