@@ -8,9 +8,10 @@ verdict on replay without rerunning a test.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Any
 
 from domain import events as ev
 from domain.assessment import (
@@ -23,6 +24,15 @@ from domain.assessment import (
 )
 from domain.failures import blames_executor, excludes_member
 from domain.junit import Report
+from domain.lifecycles import (
+    ASSUMED,
+    COMPLETED,
+    INTERRUPTED,
+    LISTED,
+    QUESTION_STEPS,
+    RUN_STEPS,
+    TAKEN,
+)
 from domain.memory import FileCost
 from domain.versions import READER_VERSION
 
@@ -441,122 +451,209 @@ def _note_cost(state: RunState, file: str, e: ev.FileMeasured | ev.MeasurementRe
         state.baseline_mb = max(state.baseline_mb or 0.0, e.baseline_mb)
 
 
+# --- the fold's handlers: one per event type ---------------------------------------------
+
+Handler = Callable[[RunState, int, Any, Mapping[str, bytes]], None]
+FOLDED: dict[type[ev.Event], Handler] = {}
+# Read elsewhere, never by the fold: the release report reads `ReleaseInspected` itself.
+NOT_FOLDED: frozenset[type[ev.Event]] = frozenset({ev.ReleaseInspected})
+
+
+def _folds(*types: type[ev.Event]) -> Callable[[Handler], Handler]:
+    """Register the fold's handler of these event types (`tests/test_projectors.py` checks
+    every type is folded or named in `NOT_FOLDED`)."""
+
+    def register(handler: Handler) -> Handler:
+        for kind in types:
+            FOLDED[kind] = handler
+        return handler
+
+    return register
+
+
 def apply(state: RunState, position: int, e: ev.Event, artifacts: Mapping[str, bytes]) -> None:
     """Mutate `state` by one event (the fold's step)."""
     state.cache.clear()
     state.length = max(state.length, position)
     state.last_at = e.at
     state.run_id = e.run_id
-    if isinstance(e, ev.RunStarted):
-        state.started = e
-    elif isinstance(e, ev.TestFilesDiscovered):
-        state.discovered = True
-        state.files = tuple(e.files)
-        state.missing_at_base = tuple(e.missing_at_base)
-        state.discovered_sizes = dict(e.sizes)
-        state.discovered_tests = dict(e.test_functions)
-    elif isinstance(e, ev.FileMeasured):
-        state.measure_failures.pop(e.file, None)  # measured after all (a retried failure)
-        state.measured[e.file] = (e.rss_mb, e.seconds, None)
-        _note_cost(state, e.file, e)
-        if e.holds_no_test:
-            state.empty_files.add(e.file)
-    elif isinstance(e, ev.MeasurementReused):
-        state.measured[e.file] = (e.rss_mb, e.seconds, e.from_run)
-        _note_cost(state, e.file, e)
-    elif isinstance(e, ev.MeasurementFailed):
-        state.measure_failures[e.file] = e
-        if blames_executor(e.failure_kind, e.infrastructure_failure):
-            state.measure_retries[e.file] = state.measure_retries.get(e.file, 0) + 1
-    elif isinstance(e, ev.ShardsPlanned):
-        state.plan = e
-        for planned in e.shards:
-            state.shards[planned.id] = ShardView(planned.id, tuple(planned.files))
-    elif isinstance(e, ev.ShardSplit):
-        parent = state.shards.get(e.parent)
-        if parent is not None:
-            parent.children = tuple(c.id for c in e.children)
-            parent.split_reason = e.reason
-        for child in e.children:
-            state.shards[child.id] = ShardView(child.id, tuple(child.files), parent=e.parent)
-    elif isinstance(e, ev.BaselineReused) and e.per_file:
-        shard = state.shards.get(e.shard)
-        if shard is not None:
-            _apply_reused_files(state, shard, position, e, artifacts)
-    elif isinstance(e, ev.ShardAttemptRecorded | ev.BaselineReused):
-        shard = state.shards.get(e.shard)
-        if shard is not None:
-            view = _attempt_view(e, position, artifacts, state.memo)
-            if view.revision == BASE and shard.reused:
-                view = _with_reused(state, shard, view)
-            shard.attempts[view.revision].append(view)
-    elif isinstance(e, ev.IsolationRecorded):
-        state.isolations[(e.file, e.revision)] = _isolation_view(e, position, artifacts, state.memo)
-    elif isinstance(e, ev.PoolMeasured):
-        state.pool_rounds.append(e)
-    elif isinstance(e, ev.ShardPlaced):
-        state.placements.append(e)
-    elif isinstance(e, ev.PodFailed):
-        state.pod_failures.append((position, e))
-    elif isinstance(e, ev.EnvironmentPrepared):
-        state.environments[(e.revision, e.where)] = e
-    elif isinstance(e, ev.DistributionsBuilt):
-        state.distributions[e.revision] = (position, e)
-    elif isinstance(e, ev.UpgradeChecked):
-        state.upgrade = (position, e)
-    else:
-        _apply_clarification(state, position, e)
+    handler = FOLDED.get(type(e))
+    if handler is not None:
+        handler(state, position, e, artifacts)
 
 
-def _apply_clarification(state: RunState, position: int, e: ev.Event) -> None:
-    if isinstance(e, ev.QuestionAsked):
-        state.questions[e.question_id] = QuestionView(
-            e.question_id, e.topic, e.text, tuple(e.options), e.recommended, e.impact,
-            e.deadline, tuple(e.subject), e.at, position, history=[(position, e.kind)],
-        )  # fmt: skip
-    elif isinstance(e, ev.AssumptionMade):
+@_folds(ev.RunStarted)
+def _started(state: RunState, _: int, e: ev.RunStarted, __: Mapping[str, bytes]) -> None:
+    state.started = e
+
+
+@_folds(ev.TestFilesDiscovered)
+def _discovered(
+    state: RunState, _: int, e: ev.TestFilesDiscovered, __: Mapping[str, bytes]
+) -> None:
+    state.discovered = True
+    state.files = tuple(e.files)
+    state.missing_at_base = tuple(e.missing_at_base)
+    state.discovered_sizes = dict(e.sizes)
+    state.discovered_tests = dict(e.test_functions)
+
+
+@_folds(ev.FileMeasured)
+def _measured(state: RunState, _: int, e: ev.FileMeasured, __: Mapping[str, bytes]) -> None:
+    state.measure_failures.pop(e.file, None)  # measured after all (a retried failure)
+    state.measured[e.file] = (e.rss_mb, e.seconds, None)
+    _note_cost(state, e.file, e)
+    if e.holds_no_test:
+        state.empty_files.add(e.file)
+
+
+@_folds(ev.MeasurementReused)
+def _measurement_reused(
+    state: RunState, _: int, e: ev.MeasurementReused, __: Mapping[str, bytes]
+) -> None:
+    state.measured[e.file] = (e.rss_mb, e.seconds, e.from_run)
+    _note_cost(state, e.file, e)
+
+
+@_folds(ev.MeasurementFailed)
+def _measurement_failed(
+    state: RunState, _: int, e: ev.MeasurementFailed, __: Mapping[str, bytes]
+) -> None:
+    state.measure_failures[e.file] = e
+    if blames_executor(e.failure_kind, e.infrastructure_failure):
+        state.measure_retries[e.file] = state.measure_retries.get(e.file, 0) + 1
+
+
+@_folds(ev.ShardsPlanned)
+def _planned(state: RunState, _: int, e: ev.ShardsPlanned, __: Mapping[str, bytes]) -> None:
+    state.plan = e
+    for planned in e.shards:
+        state.shards[planned.id] = ShardView(planned.id, tuple(planned.files))
+
+
+@_folds(ev.ShardSplit)
+def _split(state: RunState, _: int, e: ev.ShardSplit, __: Mapping[str, bytes]) -> None:
+    parent = state.shards.get(e.parent)
+    if parent is not None:
+        parent.children = tuple(c.id for c in e.children)
+        parent.split_reason = e.reason
+    for child in e.children:
+        state.shards[child.id] = ShardView(child.id, tuple(child.files), parent=e.parent)
+
+
+@_folds(ev.ShardAttemptRecorded, ev.BaselineReused)
+def _attempt(
+    state: RunState,
+    position: int,
+    e: ev.ShardAttemptRecorded | ev.BaselineReused,
+    artifacts: Mapping[str, bytes],
+) -> None:
+    shard = state.shards.get(e.shard)
+    if shard is None:
+        return
+    if isinstance(e, ev.BaselineReused) and e.per_file:
+        _apply_reused_files(state, shard, position, e, artifacts)
+        return
+    view = _attempt_view(e, position, artifacts, state.memo)
+    if view.revision == BASE and shard.reused:
+        view = _with_reused(state, shard, view)
+    shard.attempts[view.revision].append(view)
+
+
+@_folds(ev.IsolationRecorded)
+def _isolated(
+    state: RunState, position: int, e: ev.IsolationRecorded, artifacts: Mapping[str, bytes]
+) -> None:
+    state.isolations[(e.file, e.revision)] = _isolation_view(e, position, artifacts, state.memo)
+
+
+@_folds(ev.PoolMeasured)
+def _pool(state: RunState, _: int, e: ev.PoolMeasured, __: Mapping[str, bytes]) -> None:
+    state.pool_rounds.append(e)
+
+
+@_folds(ev.ShardPlaced)
+def _placed(state: RunState, _: int, e: ev.ShardPlaced, __: Mapping[str, bytes]) -> None:
+    state.placements.append(e)
+
+
+@_folds(ev.PodFailed)
+def _pod_failed(state: RunState, position: int, e: ev.PodFailed, _: Mapping[str, bytes]) -> None:
+    state.pod_failures.append((position, e))
+
+
+@_folds(ev.EnvironmentPrepared)
+def _environment(
+    state: RunState, _: int, e: ev.EnvironmentPrepared, __: Mapping[str, bytes]
+) -> None:
+    state.environments[(e.revision, e.where)] = e
+
+
+@_folds(ev.DistributionsBuilt)
+def _distributions(
+    state: RunState, position: int, e: ev.DistributionsBuilt, _: Mapping[str, bytes]
+) -> None:
+    state.distributions[e.revision] = (position, e)
+
+
+@_folds(ev.UpgradeChecked)
+def _upgrade(state: RunState, position: int, e: ev.UpgradeChecked, _: Mapping[str, bytes]) -> None:
+    state.upgrade = (position, e)
+
+
+# A question's life (`domain/lifecycles.QUESTION_STEPS`): asked or assumed, then answered,
+# expired, taken or parked.
+
+
+@_folds(*QUESTION_STEPS)
+def _question_step(state: RunState, position: int, e: Any, _: Mapping[str, bytes]) -> None:
+    step = QUESTION_STEPS[type(e)]
+    known = state.questions.get(e.question_id)
+    if not step.moves(known.state if known is not None else None):
+        return
+    if step.new:
+        recommended = e.choice if isinstance(e, ev.AssumptionMade) else e.recommended
+        deadline = e.deadline if isinstance(e, ev.QuestionAsked) else None
         q = QuestionView(
-            e.question_id, e.topic, e.text, tuple(e.options), e.choice, e.impact, None,
-            tuple(e.subject), e.at, position, history=[(position, e.kind)],
+            e.question_id, e.topic, e.text, tuple(e.options), recommended, e.impact,
+            deadline, tuple(e.subject), e.at, position, history=[(position, e.kind)],
         )  # fmt: skip
-        _question_decided(q, position, e.at, e.choice, "assumed", by="policy")
         state.questions[e.question_id] = q
-    elif isinstance(e, ev.QuestionAnswered):
-        answered = state.questions.get(e.question_id)
-        if answered is not None:
-            q = answered
-            _question_decided(q, position, e.at, e.choice, "answered", by=e.by)
-            q.late = e.late
-            q.history.append((position, e.kind))
-    elif isinstance(e, ev.QuestionExpired):
-        expired = state.questions.get(e.question_id)
-        if expired is not None and expired.state == "open":
-            q = expired
-            q.state = "expired"
-            q.history.append((position, e.kind))
-    elif isinstance(e, ev.RecommendationTaken):
-        taken = state.questions.get(e.question_id)
-        if taken is not None and not taken.decided:
-            q = taken
-            _question_decided(q, position, e.at, e.choice, "taken", by="recommendation")
-            q.history.append((position, e.kind))
-    elif isinstance(e, ev.QuestionParked):
-        parked = state.questions.get(e.question_id)
-        if parked is not None and not parked.decided:
-            q = parked
-            q.state = "parked"
-            q.history.append((position, e.kind))
-    elif isinstance(e, ev.CheckRecorded):
-        state.checks[e.name] = (position, e)
-    elif isinstance(e, ev.ApprovalIssued):
-        state.approvals.append((position, e))
-    elif isinstance(e, ev.RunInterrupted):
-        state.interrupted = True
-    elif isinstance(e, ev.RunResumed):
-        state.interrupted = False
-    elif isinstance(e, ev.RunCompleted):
+    else:
+        assert known is not None  # `moves` holds only for a known question
+        q = known
+        q.history.append((position, e.kind))
+    if step.to in LISTED:
+        q.state = step.to
+        return
+    by = {ASSUMED: "policy", TAKEN: "recommendation"}.get(step.to, getattr(e, "by", None))
+    _question_decided(q, position, e.at, e.choice, step.to, by=by)
+    if isinstance(e, ev.QuestionAnswered):
+        q.late = e.late
+
+
+@_folds(ev.CheckRecorded)
+def _check(state: RunState, position: int, e: ev.CheckRecorded, _: Mapping[str, bytes]) -> None:
+    state.checks[e.name] = (position, e)
+
+
+@_folds(ev.ApprovalIssued)
+def _approval(state: RunState, position: int, e: ev.ApprovalIssued, _: Mapping[str, bytes]) -> None:
+    state.approvals.append((position, e))
+
+
+# The run's life after its start (`domain/lifecycles.RUN_STEPS`): interrupted and resumed,
+# completed.
+
+
+@_folds(ev.RunInterrupted, ev.RunResumed, ev.RunCompleted)
+def _run_step(state: RunState, position: int, e: ev.Event, _: Mapping[str, bytes]) -> None:
+    to = RUN_STEPS[type(e)]
+    if to == COMPLETED:
         state.completed = True
         state.completed_position = position
+    else:
+        state.interrupted = to == INTERRUPTED
 
 
 def matrix_labels(started: ev.RunStarted | None) -> tuple[str, ...]:

@@ -26,10 +26,8 @@ from ledger.service import Ledger
 from projections.next_step import next_step, release_step
 
 ATTEMPTS = 20
-_QUESTION_KINDS = frozenset(
-    {"RunStarted", "QuestionAsked", "QuestionAnswered", "AssumptionMade", "QuestionExpired",
-     "RecommendationTaken", "QuestionParked", "RunCompleted", "RunInterrupted", "RunResumed"}
-)  # fmt: skip
+# What the first look folds: the questions' lives and the run's own.
+_LOOK_KINDS = ev.kinds_with(ev.QUESTION) | ev.kinds_with(ev.LIFECYCLE)
 
 
 @dataclass
@@ -59,7 +57,7 @@ def _label(e: ev.Event) -> str:
 def _needs_look(ledger: Ledger, run_id: str) -> bool:
     """Cheap first look (no artifacts): a passed deadline, or a run not completed."""
     records = ledger.store.read_events(run_id)
-    state = fold([(p, e) for p, e in records if e.kind in _QUESTION_KINDS], {})
+    state = fold([(p, e) for p, e in records if e.kind in _LOOK_KINDS], {})
     if state.started is None:
         return False
     return bool(overdue(state, ledger.clock.now())) or not state.completed

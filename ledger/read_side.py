@@ -19,6 +19,7 @@ of unrelated runs:
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -212,17 +213,12 @@ def open_question_count(ledger: Ledger) -> int:
     return ledger.store.open_question_count()
 
 
-_QUESTION_KINDS = frozenset(
-    {
-        "RunStarted",
-        "QuestionAsked",
-        "QuestionAnswered",
-        "AssumptionMade",
-        "QuestionExpired",
-        "RecommendationTaken",
-        "QuestionParked",
-    }
-)
+@functools.cache
+def _question_kinds() -> frozenset[str]:
+    """What the question fold reads: a run's start and its questions' lives."""
+    from domain.events import QUESTION, kinds_with
+
+    return kinds_with(QUESTION) | {"RunStarted"}
 
 
 def pending_questions(
@@ -241,7 +237,7 @@ def pending_questions(
     ids = [ledger.resolve(run_prefix)] if run_prefix else list(run_ids(ledger))
     for run_id in ids:
         records = ledger.store.read_events(run_id)
-        state = fold([(p, e) for p, e in records if e.kind in _QUESTION_KINDS], {})
+        state = fold([(p, e) for p, e in records if e.kind in _question_kinds()], {})
         for q in state.questions.values():
             if not q.decided and q.state in ("open", "expired", "parked"):
                 found.append(_question_dict(run_id, q, now))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 import socket
@@ -35,32 +36,24 @@ if TYPE_CHECKING:  # the event models (pydantic) load where events are made or r
 
 E = TypeVar("E", bound="Event")
 
-# What processes other than a run's driver may append to it while it is driven: the owner's
-# answers (with the deadlines they observe), external checks, approvals.
-OWNER_INPUT = frozenset(
-    {
-        "QuestionAnswered",
-        "QuestionExpired",
-        "QuestionParked",
-        "RecommendationTaken",
-        "CheckRecorded",
-        "ApprovalIssued",
-    }
-)
 
 
-# Events after which a run's verdict status (shown by `ledger runs`) is computed again.
-VERDICT_EVENTS = frozenset(
-    {
-        "RunCompleted",
-        "QuestionAsked",
-        "QuestionAnswered",
-        "QuestionExpired",
-        "QuestionParked",
-        "RecommendationTaken",
-        "AssumptionMade",
-    }
-)
+@functools.cache
+def owner_input() -> frozenset[str]:
+    """What processes other than a run's driver may append to it while it is driven: the
+    owner's answers (with the deadlines they observe), external checks, approvals (the
+    events' `OWNER_INPUT` trait; read when a write needs it, so reads never load the models)."""
+    from domain.events import OWNER_INPUT, kinds_with
+
+    return kinds_with(OWNER_INPUT)
+
+
+@functools.cache
+def verdict_events() -> frozenset[str]:
+    """Events after which a run's verdict status (shown by `ledger runs`) is computed again."""
+    from domain.events import AFFECTS_VERDICT, kinds_with
+
+    return kinds_with(AFFECTS_VERDICT)
 
 
 def lease_seconds() -> float:
@@ -188,9 +181,8 @@ class Ledger:
     def rebuilt_index_rows(self) -> list[tuple[Any, ...]]:
         """The index rows a re-index from the events would write, in `index_rows()` order,
         computed without writing (for `ledger rebuild --check`)."""
-        import json as _json
-
         from domain.errors import BrokenRun
+        from domain.lifecycles import LISTED, QUESTION_STEPS
 
         content: list[tuple[Any, ...]] = []
         questions: list[tuple[Any, ...]] = []
@@ -208,17 +200,23 @@ class Ledger:
                 ("ledger_index", kind, key, run_id, 1 + offset, item, data)
                 for kind, key, offset, item, data in index.content
             ]
+            # The rows the store's changes leave listed, step by step as the lifecycle says.
+            opened = {(q, o): d for c, q, o, d in index.questions if c == "open"}
             listed: dict[str, list[Any]] = {}
-            for change, qid, offset, data in index.questions:
-                if change == "open":
-                    asked_at = str(_json.loads(data)["asked_at"])
-                    listed[qid] = [run_id, qid, asked_at, 1 + offset, "open", data]
-                elif change == "expire" and qid in listed and listed[qid][4] == "open":
-                    listed[qid][4] = "expired"
-                elif change == "park" and qid in listed:
-                    listed[qid][4] = "parked"
-                elif change == "close":
-                    listed.pop(qid, None)
+            for offset, e in enumerate(events):
+                step = QUESTION_STEPS.get(type(e))
+                if step is None or (step.new and step.to not in LISTED):
+                    continue  # not a question's step, or decided as it is made
+                qid = str(getattr(e, "question_id", ""))
+                listed_row = listed.get(qid)
+                if step.new:
+                    data = opened[(qid, offset)]
+                    listed[qid] = [run_id, qid, e.at.isoformat(), 1 + offset, step.to, data]
+                elif listed_row is not None and step.moves(listed_row[4]):
+                    if step.to in LISTED:
+                        listed_row[4] = step.to
+                    else:
+                        del listed[qid]
             questions += [("ledger_questions", *q) for q in listed.values()]
             if index.lifecycle is not None:
                 life, asked, rule = index.lifecycle
@@ -306,7 +304,7 @@ class Ledger:
             recorded = self._fenced_append(run_id, events, artifacts, lease, index)
         if recorded and lease is not None:
             self._fence[run_id] = recorded[-1].position
-        if recorded and any(e.kind in VERDICT_EVENTS for e in events):
+        if recorded and any(e.kind in verdict_events() for e in events):
             from ledger.read_side import refresh_status
 
             with suppress(Exception):  # derived: a reader recomputes a stale status
@@ -337,7 +335,7 @@ class Ledger:
                 )
             except ConcurrencyConflict:
                 newer = self.store.read_events(run_id)
-                foreign = [(p, e) for p, e in newer[expected:] if e.kind not in OWNER_INPUT]
+                foreign = [(p, e) for p, e in newer[expected:] if e.kind not in owner_input()]
                 if foreign:
                     position, event = foreign[0]
                     raise LeaseLost(

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from domain import events as ev
 from domain.assessment import READER_VERSION
 from domain.content import result_key
+from domain.lifecycles import QUESTION_STEPS, RUN_STEPS, index_change
 from domain.run_state import attempt_assessment
 
 RESULT = "result"
@@ -139,6 +140,30 @@ INDEXERS: dict[str, tuple[ContentIndexer, ...]] = {
 }
 
 
+# Facts the ledger's indexes do not keep: shown by folding the run itself.
+NOT_INDEXED: frozenset[type[ev.Event]] = frozenset(
+    {
+        ev.EnvironmentPrepared, ev.TestFilesDiscovered, ev.MeasurementFailed, ev.ShardsPlanned,
+        ev.PoolMeasured, ev.ShardPlaced, ev.PodFailed, ev.ShardSplit, ev.IsolationRecorded,
+        ev.BaselineReused, ev.CheckRecorded, ev.ReleaseInspected, ev.DistributionsBuilt,
+        ev.UpgradeChecked, ev.ApprovalIssued,
+    }
+)  # fmt: skip
+
+
+def index_feeds(kind: type[ev.Event]) -> tuple[str, ...]:
+    """Which of the ledger's indexes an event type feeds (content rows, the open questions,
+    the run's status row): every type feeds one or is in `NOT_INDEXED`."""
+    feeds = []
+    if kind.model_fields["kind"].default in INDEXERS:
+        feeds.append("content")
+    if kind in QUESTION_STEPS:
+        feeds.append("questions")
+    if kind in RUN_STEPS or kind is ev.QuestionAsked:
+        feeds.append("status")
+    return tuple(feeds)
+
+
 def content_rows(events: Sequence[ev.Event], artifacts: Mapping[str, bytes]) -> list[ContentRow]:
     rows = []
     for offset, e in enumerate(events):
@@ -158,47 +183,49 @@ def needs_artifacts(events: Sequence[ev.Event]) -> list[str]:
 
 
 def question_changes(events: Sequence[ev.Event]) -> list[tuple[str, str, int, str]]:
-    """(change, question id, offset in the batch, data) in order, mirroring the fold: a question
-    is listed from `QuestionAsked` ("open", with what `ledger questions` shows) until an
-    answer or a taken recommendation decides it ("close"); an unobserved deadline makes an
-    open one "expire", a critical one is "park"ed (both stay listed)."""
+    """(change, question id, offset in the batch, data) in order, by the questions' one
+    lifecycle (`domain/lifecycles.py`): a question is listed from `QuestionAsked` ("open",
+    with what `ledger questions` shows) until a step decides it ("close"); an unobserved
+    deadline makes an open one "expire", a critical one is "park"ed (both stay listed). The
+    store applies each change where the step's source states allow it."""
     changes = []
     for offset, e in enumerate(events):
+        step = QUESTION_STEPS.get(type(e))
+        if step is None:
+            continue
+        change = index_change(step)
+        data = ""
         if isinstance(e, ev.QuestionAsked):
-            data = {
-                "text": e.text,
-                "options": list(e.options),
-                "recommended": e.recommended,
-                "impact": e.impact,
-                "topic": e.topic,
-                "subject": list(e.subject),
-                "asked_at": e.at.isoformat(),
-                "deadline": e.deadline.isoformat() if e.deadline else None,
-            }
-            changes.append(("open", e.question_id, offset, _json(data)))
-        elif isinstance(e, ev.QuestionExpired):
-            changes.append(("expire", e.question_id, offset, ""))
-        elif isinstance(e, ev.QuestionParked):
-            changes.append(("park", e.question_id, offset, ""))
-        elif isinstance(e, ev.QuestionAnswered | ev.RecommendationTaken):
-            changes.append(("close", e.question_id, offset, ""))
+            data = _json(
+                {
+                    "text": e.text,
+                    "options": list(e.options),
+                    "recommended": e.recommended,
+                    "impact": e.impact,
+                    "topic": e.topic,
+                    "subject": list(e.subject),
+                    "asked_at": e.at.isoformat(),
+                    "deadline": e.deadline.isoformat() if e.deadline else None,
+                }
+            )
+        elif step.new:
+            continue  # decided as it is made (an assumption): never listed
+        changes.append((change, str(getattr(e, "question_id", "")), offset, data))
     return changes
 
 
 def lifecycle(events: Sequence[ev.Event]) -> Lifecycle | None:
-    """What a batch changes in the run's status row (None: nothing)."""
+    """What a batch changes in the run's status row (None: nothing), by the run's one
+    lifecycle (`domain/lifecycles.RUN_STEPS`)."""
     status = rule = None
     asked = False
     for e in events:
+        to = RUN_STEPS.get(type(e))
         if isinstance(e, ev.RunStarted):
             rule = e.rule
-            status = status or "running"
-        elif isinstance(e, ev.RunInterrupted):
-            status = "interrupted"
-        elif isinstance(e, ev.RunResumed):
-            status = "running"
-        elif isinstance(e, ev.RunCompleted):
-            status = "completed"
+            status = status or to
+        elif to is not None:
+            status = to
         elif isinstance(e, ev.QuestionAsked):
             asked = True
     if status is None and rule is None and not asked:

@@ -160,6 +160,13 @@ TABLE_NAMES = tuple(t.name for t in TABLES)
 RunRows = dict[str, list[Row]]
 
 
+# The events the read models read themselves (each attempt's and isolation's row); every
+# other fact reaches them through the run's fold (`domain/run_state.FOLDED`).
+READ_FROM_EVENTS: frozenset[type[ev.Event]] = frozenset(
+    {ev.ShardAttemptRecorded, ev.BaselineReused, ev.IsolationRecorded}
+)
+
+
 def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
