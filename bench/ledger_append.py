@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from domain.chain import link
 from domain.events import Event, FileMeasured, RunStarted, event_to_json
+from ledger.bootstrap import open_ledger
 from ledger.service import Ledger
 
 EVENTS = 10_000
@@ -223,7 +224,7 @@ def raw_read(path: Path, rows: list[tuple[str, int, str, bytes]]) -> float:
 
 @contextmanager
 def sqlite_ledger(workdir: Path, name: str) -> Iterator[Ledger]:
-    ledger = Ledger.open(f"sqlite:///{workdir / name / 'ledger.db'}")
+    ledger = open_ledger(f"sqlite:///{workdir / name / 'ledger.db'}")
     try:
         yield ledger
     finally:
@@ -237,7 +238,7 @@ def postgres_ledger(server_url: str) -> Iterator[Ledger]:
     name = f"ledger_bench_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(server_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    ledger = Ledger.open(urlunparse(urlparse(server_url)._replace(path=f"/{name}")))
+    ledger = open_ledger(urlunparse(urlparse(server_url)._replace(path=f"/{name}")))
     try:
         yield ledger
     finally:

@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 from domain import events as ev  # noqa: E402
 from domain.run_state import fold  # noqa: E402
 from ledger import views  # noqa: E402
+from ledger.bootstrap import open_ledger  # noqa: E402
 from ledger.service import Ledger  # noqa: E402
 from projections.read_models import run_rows, verdicts_of  # noqa: E402
 from tests.synthetic_runs import synthetic_run  # noqa: E402
@@ -203,7 +204,7 @@ def main() -> None:
     for f in work.glob("*.db*"):
         f.unlink()
     url = f"sqlite:///{ledger_file}"
-    ledger = Ledger.open(url)
+    ledger = open_ledger(url)
     rng = random.Random(7)
     try:
         print(f"synthesising {runs} runs x {per_run} events "

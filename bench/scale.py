@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 from adapters.event_store import READINGS_TABLE  # noqa: E402
 from bench.projection import make_run, raw_reference, run_id_of  # noqa: E402
 from ledger import views  # noqa: E402
-from ledger.service import Ledger  # noqa: E402
+from ledger.bootstrap import open_ledger  # noqa: E402
 from tests.gitrepo import commit, make_repo, tag  # noqa: E402
 
 TARGET_CLI = 0.3
@@ -107,7 +107,7 @@ def cli(*args: str) -> list[str]:
 
 
 def synthesise(url: str, runs: int, per_run: int) -> tuple[int, float]:
-    ledger = Ledger.open(url)
+    ledger = open_ledger(url)
     rng = random.Random(20260101)
     total = 0
     started = time.perf_counter()
@@ -185,7 +185,7 @@ def forget_reading(url: str, run_id: str) -> None:
     """Drop the run's kept reading (`ledger/kept_readings.py`), so that the first `show` is
     timed as a ledger without one pays it: the fold, then keeping what it made. Later reads
     are what a gated run gets: the gate keeps its reading when it finishes."""
-    ledger = Ledger.open(url)
+    ledger = open_ledger(url)
     try:
         mark = "?" if ledger.store.dialect == "sqlite" else "%s"
         ledger.store.execute_raw(READINGS_TABLE)  # a ledger older than kept readings
@@ -206,7 +206,7 @@ def overhead(url: str, fresh_url: str, work: Path, views_file: Path | None) -> N
     if views_file is not None:
         # The gate caught its views up itself; time the same work again in this process: a
         # run of the gate's size appended, then one catch-up of the views file.
-        ledger = Ledger.open(url)
+        ledger = open_ledger(url)
         try:
             run = make_run(random.Random(3), 10**7, GATE_EVENTS, 1)
             ledger.append(run.run_id, run.events, artifacts=run.artifacts)  # type: ignore[attr-defined]
@@ -222,7 +222,7 @@ def overhead(url: str, fresh_url: str, work: Path, views_file: Path | None) -> N
 
 
 def rebuild(url: str, work: Path) -> Path:
-    ledger = Ledger.open(url)
+    ledger = open_ledger(url)
     views_file = work / "views.db"
     try:
         result = views.rebuild(ledger, views_file)
@@ -249,7 +249,7 @@ def concurrent(pg: str, work: Path) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
         conn.execute(f'CREATE DATABASE "{name}"')
     url = pg.rsplit("/", 1)[0] + f"/{name}"
-    Ledger.open(url).close()  # tables made once (concurrent creators wait on a lock anyway)
+    open_ledger(url).close()  # tables made once (concurrent creators wait on a lock anyway)
     shared = small_repo(work, "shared")
     repos = [shared, shared, small_repo(work, "own-1"), small_repo(work, "own-2")]
     t = time.perf_counter()
@@ -286,7 +286,7 @@ def on_postgres(pg: str, runs: int, per_run: int, work: Path, commands_only: boo
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
         if not exists:
             conn.execute(f'CREATE DATABASE "{name}"')
-    ledger = Ledger.open(url)
+    ledger = open_ledger(url)
     have = ledger.store.run_count()
     ledger.close()
     if have < runs:
@@ -300,7 +300,7 @@ def on_postgres(pg: str, runs: int, per_run: int, work: Path, commands_only: boo
     commands(url, work, floor, sample)
     if commands_only:
         return
-    ledger = Ledger.open(url)
+    ledger = open_ledger(url)
     try:  # the views schema, made once (a gate only catches an existing one up)
         built = views.rebuild(ledger, views.PG_SCHEMA)
     finally:
@@ -312,7 +312,7 @@ def on_postgres(pg: str, runs: int, per_run: int, work: Path, commands_only: boo
     with psycopg.connect(pg, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}_fresh"')
         conn.execute(f'CREATE DATABASE "{name}_fresh"')
-    ledger = Ledger.open(fresh)
+    ledger = open_ledger(fresh)
     try:
         views.rebuild(ledger, views.PG_SCHEMA)
     finally:

@@ -28,7 +28,7 @@ from projection import make_run, time_cli  # noqa: E402
 
 from adapters.event_store import EventStore  # noqa: E402
 from domain.chain import split_state  # noqa: E402
-from ledger.service import Ledger  # noqa: E402
+from ledger.bootstrap import open_ledger  # noqa: E402
 
 TARGET = 0.10
 
@@ -55,7 +55,7 @@ def main() -> None:
     options = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="verify-cost-") as tmp:
         url = f"sqlite:///{Path(tmp) / 'ledger.db'}"
-        ledger = Ledger.open(url)
+        ledger = open_ledger(url)
         run = make_run(random.Random(20260101), 0, options.events, 1)
         ledger.store.append(run.run_id, run.events, artifacts=run.artifacts)  # type: ignore[attr-defined]
         run_id = run.run_id  # type: ignore[attr-defined]

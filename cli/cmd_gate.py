@@ -12,8 +12,8 @@ from cli.progress import RichObserver
 from cli.render import finish_verdict
 from ledger import report as reports
 from ledger import use_cases
+from ledger.bootstrap import opened
 from ledger.gate import GateInterrupted, validate, warnings_for
-from ledger.service import opened
 from ledger.settings import EXECUTORS, gate_options
 
 

@@ -14,7 +14,8 @@ from cli.options import EXIT_FAILED, common, emit_json
 from cli.render import print_verdict
 from domain.errors import BadInput
 from ledger import owner
-from ledger.service import Ledger, opened
+from ledger.bootstrap import opened
+from ledger.service import Ledger
 from ledger.views import catch_up_after_gate
 
 

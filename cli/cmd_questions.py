@@ -11,7 +11,7 @@ import click
 from cli.options import PAGE, common, emit_json
 from domain.text import one_line
 from ledger import read_side
-from ledger.service import opened
+from ledger.bootstrap import opened
 
 DEFAULT_PAGE = 100
 

@@ -31,7 +31,7 @@ def verdict(
       ledger verdict 3f2a --rule strict --json
       ledger verdict 3f2a --compare zero-failures
     """
-    from ledger.service import opened
+    from ledger.bootstrap import opened
 
     with opened(ledger_url, create=False) as ledger:
         run_id = ledger.resolve(run)

@@ -9,7 +9,7 @@ import click
 from cli.options import common, emit_json
 from domain.errors import BadInput
 from ledger import report as reports
-from ledger.service import opened
+from ledger.bootstrap import opened
 
 
 @click.command("report")

@@ -11,7 +11,7 @@ from cli.options import EXIT_FAILED, PAGE, common, emit_json
 from cli.render import base_reuse_line, cell, interpreter_lines
 from domain.text import one_line
 from ledger import queries
-from ledger.service import opened
+from ledger.bootstrap import opened
 
 
 @click.command("runs")

@@ -11,7 +11,7 @@ import click
 
 from cli.options import EXIT_FAILED, common, emit_json
 from ledger import views as views_use_cases
-from ledger.service import opened
+from ledger.bootstrap import opened
 
 
 @click.command("rebuild")

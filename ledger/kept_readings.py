@@ -59,8 +59,8 @@ def make_reading(ledger: Ledger, run_id: str) -> tuple[Reading, int, str]:
     own rule."""
     from domain.chain import GENESIS
     from domain.rules import get_rule
+    from domain.rules import verdict_under as verdict_of
     from domain.run_state import fold
-    from ledger.read_side import verdict_of
     from projections.environment_skips import environment_skips
     from projections.timeline import grouped_timeline, timeline
     from projections.verdict_view import base_reuse, verdict_document

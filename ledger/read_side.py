@@ -28,10 +28,12 @@ from typing import TYPE_CHECKING, Any
 
 from adapters.event_store import ContentHit, IndexedRun
 from domain.errors import BrokenRun
+from ledger import kept_readings
 from ledger.gc_pause import gc_paused
-from ledger.service import Ledger
+from ledger.service import Ledger, verdict_events
 
 if TYPE_CHECKING:  # imported where used: `ledger runs` and `ledger questions` need no fold
+    from domain.events import Event
     from domain.run_state import QuestionView, RunState
     from domain.verdict import Verdict
 
@@ -49,18 +51,15 @@ def project(ledger: Ledger, run_id: str) -> RunState:
 
 def verdict_of(state: RunState, rule: str | None = None) -> Verdict:
     """The verdict under `rule`, or under the rule the run was started with."""
-    from domain.rules import get_rule
+    from domain.rules import verdict_under
 
-    name = rule or (state.started.rule if state.started else "default")
-    return get_rule(name).decide(state)
+    return verdict_under(state, rule)
 
 
 def run_reading(ledger: Ledger, run_id: str) -> dict[str, Any]:
     """The run's timeline (every event, and grouped), `ledger show`'s conclusion and the
     verdict document under its own rule: kept, or made from its stream and kept."""
-    from ledger.kept_readings import run_reading as reading
-
-    return reading(ledger, run_id)
+    return kept_readings.run_reading(ledger, run_id)
 
 
 # --- the run list -----------------------------------------------------------------------------
@@ -77,6 +76,14 @@ def status_code(rule: str) -> str:
     except Exception:
         version = 0
     return f"{rule}@{version}/reader-{READER_VERSION}"
+
+
+def refresh_status_after(ledger: Ledger, run_id: str, events: Sequence[Event]) -> None:
+    """The post-commit subscriber that keeps `ledger runs`' remembered status current: after
+    an append that can change the run's verdict (`AFFECTS_VERDICT`), it is computed again
+    (derived: should this fail, a reader recomputes a stale status)."""
+    if any(e.kind in verdict_events() for e in events):
+        refresh_status(ledger, run_id)
 
 
 def refresh_status(ledger: Ledger, run_id: str) -> str | None:

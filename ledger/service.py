@@ -9,7 +9,7 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime
@@ -131,6 +131,9 @@ class Ledger:
         self._sealing_key: bytes | None
         # One interpreter's lane of a matrix gate: the facts it makes carry its label.
         self.interpreter = ""
+        # Post-commit subscribers, called after each append with the events it recorded
+        # (`ledger/bootstrap.py` subscribes the remembered verdict status).
+        self.subscribers: list[Callable[[Ledger, str, Sequence[Event]], None]] = []
 
     @classmethod
     def open(cls, url: str | None, *, create: bool = True, clock: Clock | None = None) -> Ledger:
@@ -304,11 +307,10 @@ class Ledger:
             recorded = self._fenced_append(run_id, events, artifacts, lease, index)
         if recorded and lease is not None:
             self._fence[run_id] = recorded[-1].position
-        if recorded and any(e.kind in verdict_events() for e in events):
-            from ledger.read_side import refresh_status
-
-            with suppress(Exception):  # derived: a reader recomputes a stale status
-                refresh_status(self, run_id)
+        if recorded:
+            for subscriber in self.subscribers:
+                with suppress(Exception):  # derived views: a reader computes a stale one again
+                    subscriber(self, run_id, events)
         return recorded
 
     def _fenced_append(
@@ -573,12 +575,3 @@ class Ledger:
                     f"artifact {digest} no longer matches its hash",
                 )
         return VerifyResult(run_id, True, len(raw))
-
-
-@contextmanager
-def opened(url: str | None, *, create: bool = True, clock: Clock | None = None) -> Iterator[Ledger]:
-    ledger = Ledger.open(url, create=create, clock=clock)
-    try:
-        yield ledger
-    finally:
-        ledger.close()

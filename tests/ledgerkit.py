@@ -11,6 +11,7 @@ from pathlib import Path
 
 from adapters.clock import FixedClock
 from domain import events as ev
+from ledger import bootstrap
 from ledger.service import Ledger
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -18,7 +19,7 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def open_ledger(url: str, start: datetime = T0) -> Ledger:
-    return Ledger.open(url, clock=FixedClock(start))
+    return bootstrap.open_ledger(url, clock=FixedClock(start))
 
 
 def start_run(ledger: Ledger, run_id: str | None = None, head: str = "f" * 40) -> str:

@@ -14,6 +14,7 @@ from domain.errors import BadInput
 from domain.rules import REGISTRY, Rule, get_rule
 from domain.verdict import Policy, judge
 from ledger import owner
+from ledger.bootstrap import open_ledger
 from ledger.service import Ledger
 from projections.approval import approval_report, outcome_of, pin_satisfied, render_rollback
 from tests.gatekit import ledger_url, run_ledger
@@ -66,7 +67,7 @@ def report_of(run: RunBuilder, required: tuple[str, ...] = (), rule: str = "defa
 
 @pytest.fixture
 def ledger(sqlite_url: str) -> Ledger:
-    led = Ledger.open(sqlite_url, clock=FixedClock(NOW))
+    led = open_ledger(sqlite_url, clock=FixedClock(NOW))
     yield led  # type: ignore[misc]
     led.close()
 
@@ -264,7 +265,7 @@ def test_bad_answers_are_refused_and_nothing_is_written(ledger: Ledger) -> None:
 
 
 def test_cli_bad_answer_is_exit_2_with_one_line(tmp_path: Path) -> None:
-    led = Ledger.open(ledger_url(tmp_path), clock=FixedClock(NOW))
+    led = open_ledger(ledger_url(tmp_path), clock=FixedClock(NOW))
     run = gate_run("unmeasured")
     asked(run, "q-unmeasured-1", "critical", NOW + timedelta(hours=1), [A])
     stored(led, run)
@@ -392,7 +393,7 @@ def test_approve_appends_approval_and_audit_rederives_it(ledger: Ledger) -> None
 def test_audit_catches_a_report_issued_under_a_rule_whose_result_changed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    led = Ledger.open(ledger_url(tmp_path), clock=FixedClock(NOW))
+    led = open_ledger(ledger_url(tmp_path), clock=FixedClock(NOW))
     run = RunBuilder().release().release_files().discover([A]).plan({"s01": [A]})
     run = pinned(run, "3.11.7", "3.11")
     run.attempt("s01", "head", [A], {f"{A}::t": "failed"})
@@ -439,7 +440,7 @@ def test_audit_under_another_rule_shows_what_would_differ(ledger: Ledger) -> Non
 
 
 def test_cli_approve_writes_markdown_and_exits_by_outcome(tmp_path: Path) -> None:
-    led = Ledger.open(ledger_url(tmp_path), clock=FixedClock(NOW))
+    led = open_ledger(ledger_url(tmp_path), clock=FixedClock(NOW))
     run_id = stored(led, pinned(gate_run("pass"), "3.11.7", "3.11"))
     led.close()
     out = tmp_path / "summary.md"

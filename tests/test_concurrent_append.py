@@ -21,11 +21,12 @@ import sys, time
 from pathlib import Path
 from adapters.clock import SystemClock
 from domain.events import FileMeasured
+from ledger.bootstrap import open_ledger
 from ledger.service import Ledger
 
 url, run_id, name, count, sync = sys.argv[1:6]
 count, sync = int(count), Path(sync)
-ledger = Ledger.open(url, clock=SystemClock())
+ledger = open_ledger(url, clock=SystemClock())
 (sync / f"ready-{name}").touch()
 while not (sync / "go").exists():
     time.sleep(0.001)

@@ -19,6 +19,7 @@ from domain import events as ev
 from domain.chain import GENESIS, chain_hash, sha256_hex
 from domain.errors import BadInput
 from domain.events import event_to_json
+from ledger import bootstrap
 from ledger.service import Ledger
 from tests.ledgerkit import T0, measured, open_ledger, run_cli, start_run
 
@@ -190,7 +191,7 @@ def test_artifacts_live_in_the_events_database(ledger_url: str, ledger: Ledger) 
 
 def test_runs_are_listed_newest_first(ledger_url: str) -> None:
     clock = FixedClock(T0)
-    ledger = Ledger.open(ledger_url, clock=clock)
+    ledger = bootstrap.open_ledger(ledger_url, clock=clock)
     try:
         ids = []
         for i in range(3):
@@ -327,7 +328,7 @@ def test_default_ledger_is_created_under_dot_ledger(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    ledger = Ledger.open(None)
+    ledger = bootstrap.open_ledger(None)
     try:
         start_run(ledger)
     finally:
@@ -337,7 +338,7 @@ def test_default_ledger_is_created_under_dot_ledger(
 
 def test_reading_a_missing_sqlite_ledger_creates_nothing(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'none' / 'ledger.db'}"
-    ledger = Ledger.open(url, create=False)
+    ledger = bootstrap.open_ledger(url, create=False)
     try:
         assert ledger.runs() == []
     finally:

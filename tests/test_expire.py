@@ -9,6 +9,7 @@ from pathlib import Path
 
 from adapters.clock import FixedClock
 from domain import events as ev
+from ledger.bootstrap import open_ledger
 from ledger.expire import expire
 from ledger.service import Ledger
 from tests.gatekit import ledger_url, run_ledger
@@ -46,7 +47,7 @@ def kinds(ledger: Ledger, run_id: str) -> list[str]:
 
 
 def test_expire_takes_the_recommendation_and_completes_the_run(sqlite_url: str) -> None:
-    ledger = Ledger.open(sqlite_url, clock=FixedClock(NOW))
+    ledger = open_ledger(sqlite_url, clock=FixedClock(NOW))
     run = awaiting("high", NOW - timedelta(minutes=1))
     ledger.append(run.run_id, run.events, artifacts=run.artifacts)
     result = expire(ledger)
@@ -62,7 +63,7 @@ def test_expire_takes_the_recommendation_and_completes_the_run(sqlite_url: str) 
 
 
 def test_a_critical_question_parks_and_a_deadline_not_passed_is_left(sqlite_url: str) -> None:
-    ledger = Ledger.open(sqlite_url, clock=FixedClock(NOW))
+    ledger = open_ledger(sqlite_url, clock=FixedClock(NOW))
     parked = awaiting("critical", NOW - timedelta(seconds=1))
     later = RunBuilder(run_id="b" * 32)
     later.events = [e.model_copy(update={"run_id": later.run_id}) for e in
@@ -85,7 +86,7 @@ def test_a_critical_question_parks_and_a_deadline_not_passed_is_left(sqlite_url:
 
 def test_concurrent_expires_record_each_deadline_once(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/ledger.db"
-    setup = Ledger.open(url, clock=FixedClock(NOW))
+    setup = open_ledger(url, clock=FixedClock(NOW))
     runs = [awaiting("high", NOW - timedelta(minutes=5)) for _ in range(3)]
     for index, run in enumerate(runs):
         run.run_id = f"{index + 1}" * 32
@@ -96,7 +97,7 @@ def test_concurrent_expires_record_each_deadline_once(tmp_path: Path) -> None:
     errors: list[BaseException] = []
 
     def one() -> None:
-        ledger = Ledger.open(url, clock=FixedClock(NOW))
+        ledger = open_ledger(url, clock=FixedClock(NOW))
         try:
             barrier.wait()
             expire(ledger)
@@ -111,7 +112,7 @@ def test_concurrent_expires_record_each_deadline_once(tmp_path: Path) -> None:
     for t in threads:
         t.join()
     assert errors == []
-    check = Ledger.open(url, clock=FixedClock(NOW))
+    check = open_ledger(url, clock=FixedClock(NOW))
     for run in runs:
         ks = kinds(check, run.run_id)
         assert ks.count("QuestionExpired") == 1 and ks.count("RecommendationTaken") == 1
@@ -120,7 +121,7 @@ def test_concurrent_expires_record_each_deadline_once(tmp_path: Path) -> None:
 
 
 def test_cli_expire_and_questions_time_left(tmp_path: Path) -> None:
-    led = Ledger.open(ledger_url(tmp_path), clock=FixedClock(NOW))
+    led = open_ledger(ledger_url(tmp_path), clock=FixedClock(NOW))
     run = awaiting("high", datetime.now(UTC) + timedelta(minutes=30))
     led.append(run.run_id, run.events, artifacts=run.artifacts)
     led.close()

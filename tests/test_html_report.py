@@ -90,10 +90,10 @@ def test_timeline_bisection_and_tables() -> None:
 
 
 def test_cli_writes_html_and_junit(tmp_path: Path) -> None:
-    from ledger.service import Ledger
+    from ledger.bootstrap import open_ledger
 
     run = story()
-    led = Ledger.open(ledger_url(tmp_path))
+    led = open_ledger(ledger_url(tmp_path))
     led.append(run.run_id, run.events, artifacts=run.artifacts)
     led.close()
     out = tmp_path / "out"

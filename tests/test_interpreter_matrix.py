@@ -341,8 +341,8 @@ def test_auto_for_a_project_that_names_no_version_is_exit_2(tmp_path: Path) -> N
 def test_an_interrupted_matrix_resumes_with_the_interpreters_it_recorded(tmp_path: Path) -> None:
     _have("3.11", "3.12")
     from ledger import use_cases
+    from ledger.bootstrap import opened
     from ledger.gate import GateProcess, start
-    from ledger.service import opened
     from ledger.settings import gate_options
 
     repo = _matrix_repo(tmp_path)

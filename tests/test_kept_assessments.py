@@ -16,6 +16,7 @@ from domain import run_state
 from domain.assessment import Assessment, assessment_from_json, assessment_to_json
 from domain.junit import Report, read_report
 from ledger import views
+from ledger.bootstrap import open_ledger
 from ledger.service import Ledger
 from tests import test_junit_properties as plain
 from tests import test_plugin_report_properties as plugin
@@ -99,7 +100,7 @@ def test_a_stored_form_that_is_not_an_assessment_is_refused() -> None:
 
 @pytest.fixture
 def ledger(tmp_path: Path) -> Ledger:
-    led = Ledger.open(f"sqlite:///{tmp_path / 'ledger.db'}")
+    led = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
     for index in range(4):
         run = synthetic_run(random.Random(index), f"{index + 1:x}" * 32, files=6, shards=2,
                             p_unmeasured=0.2, questions=1, checks=1)  # fmt: skip

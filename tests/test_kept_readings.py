@@ -18,6 +18,7 @@ import pytest
 from domain import events as ev
 from domain.errors import BrokenRun
 from ledger import kept_readings, queries, replay
+from ledger.bootstrap import open_ledger
 from ledger.service import Ledger
 from tests.adversarial.kit import ph, set_state, state_at
 from tests.gatekit import gate
@@ -33,7 +34,7 @@ RUN = "ab" * 16
 @pytest.fixture
 def ledger(ledger_url: str) -> Iterator[Ledger]:
     """One completed synthetic run that asked questions, appended as a gate appends it."""
-    opened = Ledger.open(ledger_url)
+    opened = open_ledger(ledger_url)
     run = synthetic_run(random.Random(7), RUN, files=5, questions=2)
     opened.append(run.run_id, run.events, artifacts=run.artifacts)
     yield opened
@@ -103,7 +104,7 @@ def test_a_reader_never_waits_for_a_writer_to_keep_its_reading(tmp_path: Path) -
     """While another process holds the ledger's write lock (a gate appending), `ledger show`
     answers at once and keeps nothing, instead of waiting out the writers' 30 s lock wait."""
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
-    ledger = Ledger.open(url)
+    ledger = open_ledger(url)
     run = synthetic_run(random.Random(7), RUN, files=3)
     ledger.append(run.run_id, run.events, artifacts=run.artifacts)
     ledger.close()
@@ -118,7 +119,7 @@ def test_a_reader_never_waits_for_a_writer_to_keep_its_reading(tmp_path: Path) -
         writer.close()
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["run_id"] == RUN and waited < 15
-    ledger = Ledger.open(url)
+    ledger = open_ledger(url)
     try:
         assert ledger.store.kept_reading(RUN) is None
     finally:
@@ -128,7 +129,7 @@ def test_a_reader_never_waits_for_a_writer_to_keep_its_reading(tmp_path: Path) -
 def test_show_and_verdict_print_the_same_from_a_kept_reading(
     ledger_url: str, tmp_path: Path
 ) -> None:
-    ledger = Ledger.open(ledger_url)
+    ledger = open_ledger(ledger_url)
     run = synthetic_run(random.Random(7), RUN, files=8, questions=1)
     ledger.append(run.run_id, run.events, artifacts=run.artifacts)
     ledger.close()
@@ -145,7 +146,7 @@ def test_show_and_verdict_print_the_same_from_a_kept_reading(
 def test_a_kept_reading_loads_no_event_model(ledger_url: str, tmp_path: Path) -> None:
     """With the reading kept, `show` and `verdict` import neither pydantic nor the fold; the
     first reader (the control) and a replay under another rule do."""
-    ledger = Ledger.open(ledger_url)
+    ledger = open_ledger(ledger_url)
     run = synthetic_run(random.Random(7), RUN, files=4)
     ledger.append(run.run_id, run.events, artifacts=run.artifacts)
     ledger.close()
@@ -170,7 +171,7 @@ def test_a_gate_keeps_its_reading_for_the_first_show(tmp_path: Path) -> None:
     result = gate(tmp_path, repo)
     assert result.code == 0, result.stderr
     run_id = result.document["run_id"]
-    ledger = Ledger.open(gate_ledger_url(tmp_path), create=False)
+    ledger = open_ledger(gate_ledger_url(tmp_path), create=False)
     try:
         kept = ledger.store.kept_reading(run_id)
         assert kept is not None and kept.length == ledger.store.tip(run_id)[0]

@@ -99,7 +99,7 @@ def test_a_ledger_from_before_the_indexes_is_indexed_when_opened(sqlite_url: str
         ledger.store.execute_raw("DELETE FROM ledger_meta WHERE key = 'index_format'")
     finally:
         ledger.close()
-    again = Ledger.open(sqlite_url)
+    again = open_ledger(sqlite_url)
     try:
         assert list(again.store.index_rows()) == maintained
         assert len(read_side.list_runs(again, None)) == len(ids)

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from domain.events import event_from_json, event_to_json
 from ledger import views
+from ledger.bootstrap import open_ledger
 from ledger.service import Ledger
 from ledger.use_cases import verdict_for
 from projections.read_models import run_rows
@@ -74,7 +75,7 @@ def _append(ledger: Ledger, runs: dict[str, SyntheticRun], batch: list[tuple[str
 
 @contextmanager
 def _ledger(directory: Path, name: str) -> Iterator[Ledger]:
-    ledger = Ledger.open(f"sqlite:///{directory / name / 'ledger.db'}")
+    ledger = open_ledger(f"sqlite:///{directory / name / 'ledger.db'}")
     try:
         yield ledger
     finally:

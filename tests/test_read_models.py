@@ -15,6 +15,7 @@ import pytest
 from domain import events as ev
 from domain.rules import REGISTRY
 from ledger import views
+from ledger.bootstrap import open_ledger
 from ledger.service import Ledger
 from ledger.use_cases import verdict_for
 from projections.read_models import TABLE_NAMES, canonical_json, run_rows
@@ -28,7 +29,7 @@ def _run(seed: int, run_id: str, **kw: object) -> SyntheticRun:
 
 @pytest.fixture
 def ledger(tmp_path: Path) -> Ledger:
-    led = Ledger.open(f"sqlite:///{tmp_path / 'ledger.db'}")
+    led = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
     for index in range(3):
         run = _run(index, f"{index + 1:x}" * 32, files=6, shards=2, questions=2, checks=2)
         led.append(run.run_id, run.events, artifacts=run.artifacts)
@@ -267,7 +268,7 @@ def test_catching_up_writes_only_the_rows_an_event_changed(ledger: Ledger, tmp_p
 def test_a_postgresql_ledger_keeps_its_views_in_its_schema_or_the_file_named_by_views(
     postgres_url: str, tmp_path: Path
 ) -> None:
-    led = Ledger.open(postgres_url)
+    led = open_ledger(postgres_url)
     try:
         for index in range(2):
             run = _run(index, f"{index + 7:x}" * 32, files=3, shards=2)

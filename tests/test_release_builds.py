@@ -15,10 +15,10 @@ from adapters.executors.local import LocalExecutor, environments_dir
 from adapters.release_info import inspect_release
 from domain import events as ev
 from domain.rules import get_rule
+from ledger.bootstrap import open_ledger
 from ledger.gate import GateOptions, GateProcess, GateSuspended, start
 from ledger.projection import project
 from ledger.release import release_builds
-from ledger.service import Ledger
 from projections.approval import approval_report
 from projections.checks import Metric, dependency_changes, normal_version, packages_of
 from projections.next_step import release_step
@@ -236,7 +236,7 @@ def test_expire_leaves_a_run_with_release_builds_to_do_to_resume(sqlite_url: str
     from ledger.expire import expire
 
     run = with_builds(gated())
-    ledger = Ledger.open(sqlite_url)
+    ledger = open_ledger(sqlite_url)
     ledger.append(run.run_id, run.events, artifacts=run.artifacts)
     result = expire(ledger)
     assert result["concluded"] == []
@@ -419,7 +419,7 @@ def test_a_resumed_run_builds_only_what_is_missing(
 ) -> None:
     """Stopped after head's distributions were recorded: resuming records the upgrade only."""
     repo, _, _ = release_repo
-    ledger = Ledger.open(sqlite_url)
+    ledger = open_ledger(sqlite_url)
     options = GateOptions(repo=repo, base="v1", jobs=2, environment="none", question_budget=0)
     run_id = start(ledger, options)
 

@@ -14,6 +14,7 @@ from adapters.release_info import inspect_release, version_from_tag
 from domain import events as ev
 from domain.rules import get_rule
 from ledger import owner
+from ledger.bootstrap import open_ledger
 from ledger.service import Ledger
 from projections.approval import approval_report
 from projections.checks import check_key, names_version
@@ -189,7 +190,7 @@ def test_cells_escape_pipes_and_newlines() -> None:
 
 @pytest.fixture
 def ledger(sqlite_url: str) -> Ledger:
-    led = Ledger.open(sqlite_url, clock=FixedClock(NOW))
+    led = open_ledger(sqlite_url, clock=FixedClock(NOW))
     yield led  # type: ignore[misc]
     led.close()
 

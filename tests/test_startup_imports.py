@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.service import Ledger
+from ledger.bootstrap import open_ledger
 from tests.synthetic_runs import synthetic_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,7 +84,7 @@ def _machinery(names: set[str]) -> list[str]:
 
 def _fill(url: str) -> str:
     """Three completed runs that asked questions, appended as a gate appends them."""
-    ledger = Ledger.open(url)
+    ledger = open_ledger(url)
     rng = random.Random(15)
     try:
         for index in range(3):

@@ -41,6 +41,12 @@ REGISTRY: dict[str, Rule] = {
 }
 
 
+def verdict_under(state: RunState, rule: str | None = None) -> Verdict:
+    """The run's verdict under `rule`, or under the rule it was started with."""
+    name = rule or (state.started.rule if state.started else "default")
+    return get_rule(name).decide(state)
+
+
 def get_rule(name: str) -> Rule:
     try:
         return REGISTRY[name]

@@ -24,6 +24,7 @@ import sys, time
 from pathlib import Path
 from adapters.clock import SystemClock
 from domain.events import CheckRecorded
+from ledger.bootstrap import open_ledger
 from ledger.service import Ledger
 
 url, run_id, name, count, sync = sys.argv[1:6]
@@ -34,7 +35,7 @@ while not (sync / "go").exists():
 refused = 0
 for i in range(count):
     try:
-        ledger = Ledger.open(url, clock=SystemClock())
+        ledger = open_ledger(url, clock=SystemClock())
         try:
             ledger.record(run_id, CheckRecorded, name=f"{name}-{i}", verdict="pass", by=name)
         finally:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.service import opened
+from ledger.bootstrap import opened
 from projections.html_report import _e
 from tests.adversarial.kit import failed_run
 from tests.gatekit import REPO_ROOT, run_ledger

@@ -15,7 +15,8 @@ import zlib
 from pathlib import Path
 
 from ledger import kept_readings, queries
-from ledger.service import Ledger, opened
+from ledger.bootstrap import opened
+from ledger.service import Ledger
 from tests.adversarial.kit import failed_run, ph, state_at
 from tests.gatekit import run_ledger
 
