@@ -63,33 +63,17 @@ def _git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProce
 
 
 def isolated_copy(repo: Path, sha: str, dest: Path) -> Path:
-    """A private checkout of `sha` for one attempt (a `--shared` clone: objects borrowed, files
-    its own), so nothing an attempt's tests write reaches any other attempt or later run."""
-    _git(dest.parent, *_NO_HOOKS, "clone", "--quiet", "--shared", "--no-checkout",
+    """A private checkout of `sha` for one attempt, borrowing nothing writable from the user's
+    repository: its objects copied (no `alternates` into the user's object store, no hard
+    link a suite running as the same user could open for writing), no `origin` naming the
+    user's repository. Nothing an attempt's tests write reaches the user's repository, any
+    other attempt or a later run. (Copying measured 0.08 s for pytest's 60 MB history.)"""
+    _git(dest.parent, *_NO_HOOKS, "clone", "--quiet", "--no-hardlinks", "--no-checkout",
          str(repo), str(dest))  # fmt: skip
+    _git(dest, "remote", "remove", "origin")
     _git(dest, *_NO_HOOKS, "-c", "advice.detachedHead=false", "checkout", "--quiet",
          "--detach", sha)  # fmt: skip
     return dest
-
-
-def modified_tracked(checkout: Path) -> list[str]:
-    """Tracked files an attempt changed or deleted in its checkout (sorted)."""
-    done = _git(checkout, "--no-optional-locks", "status", "--porcelain", "-z",
-                "--untracked-files=no", check=False)  # fmt: skip
-    if done.returncode != 0:
-        return ["(git status failed: the checkout itself was damaged)"]
-    paths = []
-    fields = done.stdout.decode("utf-8", "replace").split("\0")
-    index = 0
-    while index < len(fields):
-        entry = fields[index]
-        index += 1
-        if len(entry) < 4:
-            continue
-        paths.append(entry[3:])
-        if entry[0] in "RC":
-            index += 1  # a rename's source path follows
-    return sorted(paths)
 
 
 class GitError(RuntimeError):

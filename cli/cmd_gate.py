@@ -79,6 +79,10 @@ from ledger.settings import EXECUTORS, gate_options
 @click.option("--resolve-as-of", "resolve_as_of", default=None, metavar="head|base|now|DATE",
               help="Resolve both revisions' unpinned dependencies as PyPI stood then (uv's "
               "--exclude-newer) [default: head, the head commit's committer date].")  # fmt: skip
+@click.option("--pass-env", "pass_env", multiple=True, metavar="NAME",
+              help="A variable of this environment the tests may see besides PATH, the "
+              "locale and the like (repeatable; NAME_* for a prefix). Nothing else reaches "
+              "them.")  # fmt: skip
 @click.option("--junit-out", "junit_out", default=None, metavar="FILE",
               help="Also write the head's results as one JUnit XML file.")  # fmt: skip
 @common

@@ -34,6 +34,8 @@ REPORT_TOO_LARGE = "report-too-large"  # over --max-report-mb: only its head was
 # could not be built; bisecting cannot help with either.
 UNPLACED = "unplaced"
 ENV_SETUP = "env-setup"
+# The tests changed tracked files of their checkout (outside the suite's declared outputs).
+CHECKOUT_MODIFIED = "checkout-modified"
 
 NO_TESTS_COLLECTED = 5  # pytest's exit code when a run collected no test
 
@@ -42,7 +44,7 @@ NO_TESTS_COLLECTED = 5  # pytest's exit code when a run collected no test
 
 REASONS = (
     SIGNAL, TIMEOUT, OOM, NO_OUTPUT, INCOMPLETE, UNATTRIBUTED, JOB_FAILED, REPORT_TOO_LARGE,
-    UNPLACED, ENV_SETUP,
+    UNPLACED, ENV_SETUP, CHECKOUT_MODIFIED,
 )  # fmt: skip
 
 # The unmeasured reason each executor failure kind gives (the rest are `job-failed`).
@@ -52,6 +54,7 @@ _KIND_REASONS = {
     "signal": SIGNAL,
     "unplaced": UNPLACED,
     "env-setup": ENV_SETUP,
+    "checkout-modified": CHECKOUT_MODIFIED,
 }
 
 

@@ -67,6 +67,12 @@ class EnvironmentRequest(BaseModel):
     # Folders the suite must not see besides the home directory and the repository (the
     # ledger's own), hidden by executors that sandbox shards.
     hidden: tuple[str, ...] = ()
+    # Tracked files the suite is declared to rewrite (`[tool.release-ledger] outputs`, fnmatch
+    # patterns): any other tracked file an attempt changes makes it unmeasured.
+    outputs: tuple[str, ...] = ()
+    # Variables of the gate's environment a shard may see besides the allow-list (names, or
+    # prefixes ending in `*`; `[tool.release-ledger] pass-env`): CI variables the suite reads.
+    pass_env: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, text: str) -> EnvironmentRequest:
@@ -190,6 +196,23 @@ class Observation(BaseModel):
     @property
     def infrastructure(self) -> bool:
         return self.failure_kind == "infrastructure"
+
+    def with_modified_checkout(self, files: Sequence[str]) -> Observation:
+        """This observation once its tests are known to have changed `files` (tracked, outside
+        the declared outputs) in their own checkout: what they reported cannot be trusted, so
+        the attempt is unmeasured (`checkout-modified`) unless it already failed otherwise."""
+        if not files:
+            return self
+        more = f" and {len(files) - 5} more" if len(files) > 5 else ""
+        named = ", ".join(list(files)[:5]) + more
+        update: dict[str, object] = {"modified_files": tuple(files)}
+        if self.failure_kind is None:
+            update.update(
+                failure_kind="checkout-modified",
+                failure_reason="checkout-modified",
+                failure_detail=f"the tests changed tracked files of their checkout: {named}",
+            )
+        return self.model_copy(update=update)
 
 
 def expand_command(

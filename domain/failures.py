@@ -5,14 +5,18 @@ Every executor (local, SSH, Kubernetes, any new one) maps its own words (`ssh-dr
 the failure's `reason`. The rest of the gate decides on the kind alone, so `domain/` knows no
 executor's vocabulary:
 
-- `oom`, `timeout`, `signal`: the tests' own outcome (a shard that ran out of its own memory
-  or time is bisected like any other; the member it ran on did nothing wrong);
+- `oom`, `timeout`, `signal` (and `checkout-modified`, below): the tests' own outcome (a
+  shard that ran out of its own memory or time is bisected like any other; the member it ran
+  on did nothing wrong);
 - `unplaced`: no pool member had room, so the shard never ran (never a culprit);
 - `cancelled`: the gate was interrupted (measured again on resume);
 - `infrastructure`: the machinery failed (a dropped connection, an evicted or unpullable pod):
   retried, and on a pool the member is excluded;
 - `env-setup`: the revision's own environment could not be built (its dependency declaration
-  does not resolve or build): that revision is unmeasured, with the install log as evidence.
+  does not resolve or build): that revision is unmeasured, with the install log as evidence;
+- `checkout-modified`: the tests changed tracked files of their own checkout outside the
+  suite's declared outputs, so nothing they reported can be trusted: the tests' own outcome,
+  bisected like a crash so the file that does it is named unmeasured and the rest measured.
 """
 
 from __future__ import annotations
@@ -20,12 +24,13 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 FailureKind = Literal[
-    "oom", "timeout", "signal", "unplaced", "cancelled", "infrastructure", "env-setup"
+    "oom", "timeout", "signal", "unplaced", "cancelled", "infrastructure", "env-setup",
+    "checkout-modified",
 ]
 FAILURE_KINDS: tuple[str, ...] = get_args(FailureKind)
 
 # Kinds that are the tests' own outcome, not the executor's: they never exclude a pool member.
-OWN_OUTCOMES = frozenset({"oom", "timeout", "signal"})
+OWN_OUTCOMES = frozenset({"oom", "timeout", "signal", "checkout-modified"})
 # Kinds after which splitting the shard cannot name a culprit file.
 NOT_BISECTABLE = frozenset({"unplaced", "env-setup"})
 

@@ -131,6 +131,10 @@ class GateOptions:
     environment: str = "auto"  # auto, none, or a setup command (`--env`)
 
     extras: tuple[str, ...] = ()  # the project's extras its tests need (`extras`)
+    # Variables of the gate's environment the tests may see besides the allow-list (`pass-env`).
+    pass_env: tuple[str, ...] = ()
+    # Tracked files the suite rewrites (`outputs`); any other change makes an attempt unmeasured.
+    outputs: tuple[str, ...] = ()
     # The interpreter matrix (`--python`): {"label", "path", "version"} each, in order; empty
     # runs on the gate's own interpreter.
     interpreters: tuple[dict[str, str], ...] = ()
@@ -141,7 +145,12 @@ class GateOptions:
     def environment_request(self) -> EnvironmentRequest:
         request = EnvironmentRequest.parse(self.environment)
         return request.model_copy(
-            update={"extras": self.extras, "exclude_newer": self.exclude_newer}
+            update={
+                "extras": self.extras,
+                "exclude_newer": self.exclude_newer,
+                "pass_env": self.pass_env,
+                "outputs": self.outputs,
+            }
         )
 
     @property
@@ -149,7 +158,9 @@ class GateOptions:
         """What the result cache keys on: the setting, its extras, and for `auto` the way
         environments are made (format 3: the first declared source, the wheel installed)."""
         setting = self.environment + (" sources-3" if self.environment == "auto" else "")
-        return setting + (f" extras={','.join(self.extras)}" if self.extras else "")
+        setting += f" extras={','.join(self.extras)}" if self.extras else ""
+        setting += f" pass-env={','.join(self.pass_env)}" if self.pass_env else ""
+        return setting + (f" outputs={','.join(self.outputs)}" if self.outputs else "")
 
     max_report_mb: float = 64.0
     # Build head's sdist and wheel and try the upgrade from base's once the tests are done
@@ -190,6 +201,8 @@ class GateOptions:
             "question_budget": self.question_budget,
             "env": self.environment,
             "extras": list(self.extras),
+            "pass_env": list(self.pass_env),
+            "outputs": list(self.outputs),
             "exclude_newer": self.exclude_newer,
             "max_report_mb": self.max_report_mb,
             "release_builds": self.release_builds,
@@ -329,6 +342,8 @@ def options_from(started: ev.RunStarted) -> GateOptions:
         # Runs recorded before per-revision environments ran with the gate's interpreter.
         environment=str(recorded.get("env", "none")),
         extras=tuple(str(e) for e in recorded.get("extras", ())),
+        pass_env=tuple(str(e) for e in recorded.get("pass_env", ())),
+        outputs=tuple(str(e) for e in recorded.get("outputs", ())),
         exclude_newer=str(recorded.get("exclude_newer", "")),
         interpreters=tuple(
             {str(k): str(v) for k, v in i.items()}
@@ -842,7 +857,9 @@ class GateProcess:
         events, env_artifacts = self._environment_events(run, o)
         artifacts |= env_artifacts
         # A failure of the machinery on a remote executor is also a fact about its member.
-        pod_failure = o.failure_kind not in (None, "cancelled", "unplaced", "env-setup")
+        pod_failure = o.failure_kind not in (
+            None, "cancelled", "unplaced", "env-setup", "checkout-modified"
+        )  # fmt: skip
         if pod_failure and self.capabilities.infrastructure_failures:
             events.append(
                 self.ledger.make(

@@ -19,7 +19,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from adapters import git, interpreters
 from adapters.executors import REGISTRY, spec_for
-from adapters.executors.environment import find_uv
+from adapters.executors.environment import (
+    PASS_ENV_PATTERN,
+    SHARD_ENV_NEVER,
+    env_name_matches,
+    find_uv,
+)
 from adapters.interpreters import Interpreter
 from domain.errors import BadInput
 from domain.execution import DEFAULT_PYTEST_COMMAND
@@ -36,6 +41,8 @@ class RepositorySettings(BaseModel):
     env: str | None = None
     extras: list[str] | None = None  # the project's extras its own tests need
     resolve_as_of: str | None = Field(default=None, alias="resolve-as-of")
+    pass_env: list[str] | None = Field(default=None, alias="pass-env")  # CI variables tests read
+    outputs: list[str] | None = None  # tracked files the suite rewrites (fnmatch patterns)
     python: str | list[str] | None = None  # the interpreter matrix: versions, or "auto"
     command: str | list[str] | None = None
     budget_gib: float | None = Field(default=None, alias="budget-gib")
@@ -112,6 +119,35 @@ def _pyproject_at(repo: Path, head: str) -> dict[str, Any]:
         return tomllib.loads(data.decode("utf-8", "replace"))
     except tomllib.TOMLDecodeError as error:
         raise BadInput(f"pyproject.toml at {head} is not valid TOML: {error}") from None
+
+
+def checked_pass_env(names: Any) -> tuple[str, ...]:
+    """`pass-env` as given: variable names, or prefixes ending in `*` (`CI_*`); never a
+    pattern that would pass everything, nor the gate's own `LEDGER_*` settings."""
+    checked = []
+    for name in names:
+        if not isinstance(name, str) or not PASS_ENV_PATTERN.match(name):
+            raise BadInput(f"pass-env {name!r}: not a variable name or a NAME_* prefix")
+        prefix = name.rstrip("*")
+        if env_name_matches(prefix, SHARD_ENV_NEVER) or (
+            name.endswith("*") and "LEDGER_".startswith(prefix)
+        ):
+            raise BadInput(f"pass-env {name}: the gate's own settings never reach the tests")
+        checked.append(name)
+    return tuple(dict.fromkeys(checked))
+
+
+def checked_outputs(patterns: list[str]) -> tuple[str, ...]:
+    """`outputs`: tracked files the suite is declared to rewrite, as fnmatch patterns relative
+    to the checkout (`*` crosses folders). A pattern with no literal part would declare every
+    file an output and switch the check off: refused."""
+    for pattern in patterns:
+        if not pattern.strip("*?[]/!. ") or pattern.startswith("/"):
+            raise BadInput(
+                f"[tool.release-ledger] outputs {pattern!r}: name the files the tests rewrite "
+                "(a path or pattern inside the checkout, such as tests/snapshots/*)"
+            )
+    return tuple(dict.fromkeys(patterns))
 
 
 def declared_extras(repo: Path, head: str, extras: list[str]) -> tuple[str, ...]:
@@ -335,6 +371,8 @@ def gate_options(flags: dict[str, Any]) -> GateOptions:
         question_budget=int(_number(pick("question_budget", "questions"), 3)),
         environment=pick("env") or "auto",
         extras=declared_extras(repo, head, list(table.extras or [])),
+        pass_env=checked_pass_env(pick("pass_env") or ()),
+        outputs=checked_outputs(table.outputs or []),
         exclude_newer=snapshot(repo, head, str(base), pick("resolve_as_of") or "head"),
         interpreters=tuple(
             i.recorded()

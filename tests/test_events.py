@@ -329,7 +329,14 @@ _AWARE = st.datetimes(
 def test_generated_events_round_trip(kind: str, data: st.DataObject) -> None:
     cls = EVENT_TYPES[kind]
     nested = {k: v for k, v in _NESTED.items() if k in cls.model_fields}
-    event = data.draw(st.builds(cls, run_id=st.just(RUN), at=_AWARE, **nested))
+    # Required fields named explicitly: `st.builds` alone reads them from the class's
+    # signature, which pydantic makes lazily (under xdist it was sometimes not there yet).
+    required = {
+        name: st.from_type(field.annotation)  # type: ignore[arg-type]
+        for name, field in cls.model_fields.items()
+        if field.is_required() and name not in nested and name not in ("run_id", "at")
+    }
+    event = data.draw(st.builds(cls, run_id=st.just(RUN), at=_AWARE, **nested, **required))
     text = event_to_json(event)
     parsed = event_from_json(text, kind)
     assert event_to_json(parsed) == text

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ from adapters.executors.kubernetes.executor import (
 )
 from adapters.executors.kubernetes.jobs import MemberSettings, job_manifest, job_name
 from domain.errors import BadInput
-from domain.execution import ShardRun
+from domain.execution import EnvironmentRequest, ShardRun
 from tests.gitrepo import git, make_repo
 from tests.k8s_standin import StandinMember, standin_pool, write_kubeconfig
 
@@ -348,6 +349,19 @@ def test_job_manifest_pins_the_commit_and_reserves_memory() -> None:
     assert runner["resources"]["requests"]["memory"] == "6144Mi"
     assert runner["resources"]["limits"]["memory"] == "6144Mi"
     assert pod["nodeSelector"] == {"pool": "tests"}
+    assert pod["automountServiceAccountToken"] is False  # no API credentials for the suite
+
+
+def test_the_pods_runner_is_told_which_variables_the_suite_may_see() -> None:
+    run = ShardRun(run_id="r", shard_id="s", attempt=1, revision="head", commit="b" * 40,
+                   files=("tests/test_x.py",), timeout_s=60.0)  # fmt: skip
+    manifest = job_manifest(
+        run, name="n", source="file:///x", settings=MemberSettings(), git_image="alpine/git",
+        reservation_mb=512, environment=EnvironmentRequest(pass_env=("CI_*",)),
+    )  # fmt: skip
+    runner = manifest["spec"]["template"]["spec"]["containers"][0]
+    spec = json.loads(runner["command"][3])
+    assert spec["pass_env"] == ["CI_*"]
 
 
 def test_unknown_context_missing_source_and_bad_pool_config_are_bad_input(

@@ -43,6 +43,12 @@ def test_a_whole_answer_gives_the_report_and_log_tail_bytes_exactly() -> None:
     assert (frame.report, frame.log_tail, frame.exit_code, frame.rss_kb) == (REPORT, LOG, 0, 40960)
 
 
+def test_the_tracked_files_the_tests_changed_on_the_host_come_back() -> None:
+    assert parse_frame(answer()).modified_files == ()
+    frame = parse_frame(answer(modified_files=["tests/test_victim.py"]))
+    assert frame.modified_files == ("tests/test_victim.py",)
+
+
 def test_no_report_is_none_not_empty_bytes() -> None:
     assert parse_frame(answer(report=None)).report is None
 

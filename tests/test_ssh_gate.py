@@ -211,3 +211,33 @@ def test_each_revision_gets_its_own_environment_on_the_build_host(
     assert all(e["status"] == "ready" and e["project"] == "shiny" for e in prepared), prepared
     # Cached on the host beside the mirror, where the next gate reuses it.
     assert (tmp_path / "host" / "release-ledger-envs" / "envs").is_dir()
+
+
+REWRITER = """\
+from pathlib import Path
+
+
+def test_rewrites_its_neighbour():
+    Path(__file__).with_name("test_victim.py").write_text("def test_victim():\\n    pass\\n")
+"""
+
+
+def test_a_suite_that_rewrites_its_checkout_on_the_host_is_unmeasured_there(
+    server: SshServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reach(server, monkeypatch)
+    repo = make_repo(tmp_path, {"tests/test_victim.py": "def test_victim():\n    pass\n",
+                                "tests/test_a_rewriter.py": "def test_rewrites_its_neighbour():\n"
+                                "    pass\n"})  # fmt: skip
+    tag(repo, "v1")
+    commit(repo, {"tests/test_victim.py": "def test_victim():\n    assert 0  # regression\n",
+                  "tests/test_a_rewriter.py": REWRITER})  # fmt: skip
+    mirror = tmp_path / "mirror.git"
+    code, document = gate(repo, tmp_path / "ssh.db", "--shards", "1", "--env", "none",
+                          "--executor", "ssh", "--host", server.host,
+                          "--remote-mirror", str(mirror))  # fmt: skip
+
+    assert (code, document["introduced"]) == (1, ["tests/test_victim.py::test_victim"])
+    assert [(u["files"], u["reason"]) for u in document["unmeasured"]] == [
+        (["tests/test_a_rewriter.py"], "checkout-modified")
+    ]

@@ -545,14 +545,56 @@ def with_plugin(
     return merged
 
 
-def shard_env(env: dict[str, str], extra: dict[str, list[str]]) -> dict[str, str]:
-    """The environment a shard's command runs with: `env` with the prepared folders in front,
-    and no bytecode written into the checkout."""
-    if extra.get("VIRTUAL_ENV"):
-        # The revision is installed in its own venv: the gate's own PYTHONPATH is the gate's,
-        # never part of the environment the project's CI would give its tests.
-        env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
-    merged = apply_runtime(env, extra)
+# What a shard sees of the environment it is started in: the suite is untrusted code, so
+# never the gate's whole environment (its ledger URL, database passwords, tokens), only these
+# names (patterns end in `*`) and those the user names in `[tool.release-ledger] pass-env`.
+# The locale, the terminal, the time zone and where certificates are: tox's defaults without
+# its proxies and build flags.
+SHARD_ENV_ALLOWED = (
+    "PATH", "HOME", "TMPDIR", "LANG", "LANGUAGE", "LC_*", "TZ", "TERM", "NO_COLOR",
+    "FORCE_COLOR", "LD_LIBRARY_PATH", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE", "SOURCE_DATE_EPOCH",
+)  # fmt: skip
+# The gate's own settings never reach a suite, whatever `pass-env` says.
+SHARD_ENV_NEVER = ("LEDGER_*",)
+PASS_ENV_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\*?$")
+
+
+def env_name_matches(name: str, patterns: tuple[str, ...] | list[str]) -> bool:
+    """Whether `name` is one of `patterns` (exact names, or prefixes ending in `*`)."""
+    return any(
+        name.startswith(p[:-1]) if p.endswith("*") else name == p for p in patterns
+    )
+
+
+def shard_env(
+    env: dict[str, str],
+    extra: dict[str, list[str]],
+    *,
+    pass_env: tuple[str, ...] | list[str] = (),
+    home: str | None = None,
+    tmp: str | None = None,
+) -> dict[str, str]:
+    """The environment a shard's command runs with, built from an allow-list: of `env` only
+    `SHARD_ENV_ALLOWED` and `pass_env`, never `SHARD_ENV_NEVER`; the prepared folders in
+    front; `home` and `tmp` (the attempt's own, so nothing the suite leaves in its home or
+    temporary folder reaches anything else) as HOME and TMPDIR; no bytecode written."""
+    allowed = (*SHARD_ENV_ALLOWED, *pass_env)
+    kept = {
+        k: v
+        for k, v in env.items()
+        if env_name_matches(k, allowed) and not env_name_matches(k, SHARD_ENV_NEVER)
+    }
+    if not extra.get("VIRTUAL_ENV") and env.get("PYTHONPATH"):
+        # `--env none`: the gate's interpreter and path are the suite's. With a venv the
+        # revision is installed in it, and the gate's PYTHONPATH is never part of the
+        # environment the project's CI would give its tests.
+        kept["PYTHONPATH"] = env["PYTHONPATH"]
+    if home:
+        kept["HOME"] = home
+    if tmp:
+        kept["TMPDIR"] = tmp
+    merged = apply_runtime(kept, extra)
     merged["PYTHONDONTWRITEBYTECODE"] = "1"
     return merged
 

@@ -18,11 +18,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from adapters.executors import environment, sandbox
+from adapters.executors import checkout_guard, environment, sandbox
 from adapters.executors.port import Capabilities, Executor, ExecutorOptions, ExecutorSpec
 from adapters.executors.programs import program
 from adapters.executors.supervisor import ShardProcess, log_tail
-from adapters.git import Worktrees, isolated_copy, modified_tracked
+from adapters.git import Worktrees, isolated_copy
 from adapters.pytest_plugin import with_plugin_path
 from domain.errors import BadInput
 from domain.execution import (
@@ -174,10 +174,11 @@ class LocalExecutor:
         )
         try:
             cwd = isolated_copy(self.repo, shard.commit, run_dir / "w")
+            before = checkout_guard.tracked_snapshot(str(cwd))
             observation = self._run_in(shard, cwd, run_dir, report, runtime)
-            modified = modified_tracked(cwd)
-            if modified:
-                observation = observation.model_copy(update={"modified_files": tuple(modified)})
+            observation = observation.with_modified_checkout(
+                checkout_guard.changed_tracked(str(cwd), before, self.environment_request.outputs)
+            )
         finally:
             shutil.rmtree(run_dir, ignore_errors=True)
         return observation
@@ -196,7 +197,17 @@ class LocalExecutor:
         argv = expand_command(shard.command, python=python, junit=str(junit), files=shard.files)
         if not argv:
             raise BadInput("the test command is empty")
-        env = with_plugin_path(environment.shard_env(dict(os.environ), runtime))
+        # A home and temporary folder of the attempt's own (given to the shard's user with the
+        # attempt folder); of the gate's environment only the allow-list and `pass-env`.
+        home, scratch = run_dir / "home", run_dir / "tmp"
+        home.mkdir(exist_ok=True)
+        scratch.mkdir(exist_ok=True)
+        env = with_plugin_path(
+            environment.shard_env(
+                dict(os.environ), runtime, pass_env=self.environment_request.pass_env,
+                home=str(home), tmp=str(scratch),
+            )
+        )  # fmt: skip
         if shutil.which(argv[0], path=env.get("PATH")) is None:  # checked before any sandbox
             raise BadInput(f"cannot run the test command '{argv[0]}': not found")
         argv, confined = self._sandboxed(argv, cwd, run_dir, python, env)

@@ -29,5 +29,6 @@ def program(*relative_paths: str) -> str:
 
 
 def remote_program(entry: str) -> str:
-    """Supervisor + environment preparation + sandbox + the entry module (`ssh/wrapper.py`)."""
-    return program("supervisor.py", "environment.py", "sandbox.py", entry)
+    """Supervisor + environment preparation + sandbox + checkout guard + the entry module
+    (`ssh/wrapper.py`)."""
+    return program("supervisor.py", "environment.py", "sandbox.py", "checkout_guard.py", entry)

@@ -45,9 +45,22 @@ def test_a_test_that_rewrites_another_test_file_cannot_hide_a_regression(tmp_pat
         assert result.code == 1, (attempt, result.stdout, result.stderr)
         assert result.document["introduced"] == ["tests/test_victim.py::test_victim"]
         assert result.document["flaky"] == []
-        recorded = [
+        # The attempts that rewrote the file are never counted: split until the rewriter is
+        # alone, it is named unmeasured (`checkout-modified`); the victim is measured alone.
+        unmeasured = result.document["unmeasured"]
+        assert [(u["files"], u["reason"]) for u in unmeasured] == [
+            (["tests/test_a_rewriter.py"], "checkout-modified")
+        ]
+        assert "tests/test_victim.py" in unmeasured[0]["detail"]
+        head = [
             e
             for e in events(tmp_path, result.document["run_id"])
             if e["kind"] == "ShardAttemptRecorded" and e["revision"] == "head"
         ]
-        assert recorded and all(e["modified_files"] == ["tests/test_victim.py"] for e in recorded)
+        rewriting = [e for e in head if "tests/test_a_rewriter.py" in e["files"]]
+        assert rewriting and all(
+            e["modified_files"] == ["tests/test_victim.py"]
+            and e["failure_kind"] == "checkout-modified"
+            for e in rewriting
+        )
+        assert all(e["failure_kind"] is None for e in head if e not in rewriting)

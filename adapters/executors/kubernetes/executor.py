@@ -497,7 +497,7 @@ class KubernetesExecutor:
             extra=extra,
             environment=environment,
             sandbox="pod",  # its own container: the pod is the suite's whole world
-        )
+        ).with_modified_checkout([str(f) for f in manifest.get("modified_files") or ()])
 
     def _quit_results_server(self, member: MemberApi, pod: str) -> None:
         with contextlib.suppress(ApiFailure, Cancelled):  # deleting the Job stops it anyway

@@ -183,6 +183,8 @@ def job_manifest(
         "env_command": list(request.command),
         "env_extras": list(request.extras),
         "env_exclude_newer": request.exclude_newer,
+        "pass_env": list(request.pass_env),
+        "outputs": list(request.outputs),
         "env_cache": ENV_CACHE,
         "plugin_module": PLUGIN_MODULE,
         "plugin_source": PLUGIN_SOURCE,
@@ -249,6 +251,9 @@ def job_manifest(
         pod_spec["nodeSelector"] = dict(settings.node_selector)
     if settings.service_account:
         pod_spec["serviceAccountName"] = settings.service_account
+    # The suite is untrusted code: no credentials for the cluster's API in its pod, whatever
+    # account it runs as (nothing in the pod talks to the API; the gate reads the results).
+    pod_spec["automountServiceAccountToken"] = False
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

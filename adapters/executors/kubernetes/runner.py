@@ -19,6 +19,7 @@ import os
 import sys
 
 try:  # on the gate's machine; in the pod these names come from the program's earlier parts
+    from adapters.executors.checkout_guard import changed_tracked, tracked_snapshot
     from adapters.executors.environment import prepare, shard_env, with_plugin
     from adapters.executors.supervisor import ShardProcess, log_tail, run_shard
 except ImportError:  # pragma: no cover - only in the pod
@@ -81,7 +82,8 @@ def main(argv: list[str]) -> int:
             spec["plugin_module"],
             spec["plugin_source"],
         )
-        env = shard_env(dict(os.environ), runtime)
+        env = shard_env(dict(os.environ), runtime, pass_env=spec.get("pass_env", []))
+        before = tracked_snapshot(src)
         kills_before = _oom_kills()
         process = ShardProcess(
             command, cwd=src, env=env, log_path=log_path, timeout_s=float(spec["timeout_s"]),
@@ -92,6 +94,7 @@ def main(argv: list[str]) -> int:
             exit_code=seen.exit_code, signal=seen.signal, seconds=seen.seconds,
             rss_mb=round(seen.peak_kb / 1024.0, 1), timed_out=seen.timed_out, oom=seen.oom,
             oom_killed=_oom_kills() > kills_before,
+            modified_files=changed_tracked(src, before, spec.get("outputs", [])),
         )  # fmt: skip
     else:
         with open(log_path, "wb") as log:

@@ -117,6 +117,8 @@ class SshExecutor:
             "env_command": list(request.command),
             "env_extras": list(request.extras),
             "env_exclude_newer": request.exclude_newer,
+            "pass_env": list(request.pass_env),
+            "outputs": list(request.outputs),
             "plugin_module": PLUGIN_MODULE,
             "plugin_source": PLUGIN_SOURCE,
         }
@@ -307,7 +309,7 @@ class SshExecutor:
             extra=extra,
             environment=environment,
             sandbox=frame.sandbox,
-        )
+        ).with_modified_checkout(frame.modified_files)
 
     def _no_frame(self, code: int, stdout: bytes, stderr: str, why: str) -> tuple[str, str]:
         started = session_started(stdout)

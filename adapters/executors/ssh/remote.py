@@ -72,7 +72,9 @@ d=$(mktemp -d /tmp/release-ledger.XXXXXX) || exit 90
 trap 'rm -rf "$d"' EXIT
 trap 'exit 129' HUP INT TERM PIPE
 printf 'release-ledger-tmp %s\n' "$d"
-git clone -q --shared --no-checkout "$m" "$d/w" </dev/null >&2 || exit 91
+# Objects copied, no origin: nothing in the checkout leads back into the host's mirror.
+git clone -q --no-hardlinks --no-checkout "$m" "$d/w" </dev/null >&2 || exit 91
+git -C "$d/w" remote remove origin </dev/null >&2 || exit 91
 git -C "$d/w" -c advice.detachedHead=false checkout -q --detach "$sha" </dev/null >&2 || exit 92
 [ "$(git -C "$d/w" rev-parse HEAD </dev/null)" = "$sha" ] || exit 92
 "$py" -c "$wrapper" "$d" "$spec" "$m" "$@"
@@ -112,6 +114,7 @@ class Frame:
     log_tail: bytes
     environment: dict[str, Any] | None = None
     sandbox: str = ""  # how the host confined the suite (bwrap, none)
+    modified_files: tuple[str, ...] = ()  # tracked files the tests changed in their checkout
 
 
 class FrameError(Exception):
@@ -173,6 +176,7 @@ def parse_frame(stdout: bytes) -> Frame:
         log_tail=log_tail,
         environment=header.get("environment"),
         sandbox=str(header.get("sandbox", "")),
+        modified_files=tuple(str(f) for f in header.get("modified_files") or ()),
     )
 
 

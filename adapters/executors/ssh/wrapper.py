@@ -20,6 +20,7 @@ import sys
 import threading
 
 try:  # on the gate's machine; on the host these names come from the program's earlier parts
+    from adapters.executors.checkout_guard import changed_tracked, tracked_snapshot
     from adapters.executors.environment import prepare, shard_env, with_plugin
     from adapters.executors.sandbox import (
         credentials,
@@ -113,7 +114,14 @@ def main(argv: list[str]) -> int:
         spec["plugin_module"],
         spec["plugin_source"],
     )
-    env = shard_env(dict(os.environ), runtime)
+    # A home and temporary folder of the shard's own, inside its folder (given to the shard's
+    # user with it); of the host's environment only the allow-list and `pass_env`.
+    home, scratch = os.path.join(tmp, "home"), os.path.join(tmp, "tmp")
+    for folder in (home, scratch):
+        os.makedirs(folder, exist_ok=True)
+    env = shard_env(dict(os.environ), runtime, pass_env=spec.get("pass_env", []),
+                    home=home, tmp=scratch)  # fmt: skip
+    before = tracked_snapshot(checkout)  # before the suite runs, and before any sandbox user
     # Sandboxed on the host as on the gate's machine: only this shard's folder writable, the
     # mirror, the other shards' folders and the home directory out of sight.
     readable = [*prefixes(python), *env.get("VIRTUAL_ENV", "").split(os.pathsep)]
@@ -140,6 +148,7 @@ def main(argv: list[str]) -> int:
     header.update(
         exit_code=exit_code, signal=died_of, timed_out=seen.timed_out,
         oom=seen.oom, rss_kb=seen.peak_kb, seconds=seen.seconds, sandbox=confined,
+        modified_files=changed_tracked(checkout, before, spec.get("outputs", [])),
     )  # fmt: skip
     if link.dropped:
         return 3
