@@ -1480,11 +1480,6 @@ def _pathname2url(path: str) -> str:
     return quote(path)
 
 
-def _check_sqlite_file(path: Path) -> bool:
-    """True when the file exists and is a release-ledger database; BadInput when foreign."""
-    return _sqlite_file_state(path) != "absent"
-
-
 def _sqlite_file_state(path: Path) -> str:
     """`absent` (no file, an empty one, no tables), `complete` (a release-ledger database
     with every table and index made: opened without DDL) or `partial`; BadInput when

@@ -200,7 +200,7 @@ def main() -> None:
     per_run = max(OVERHEAD + 1, args.events // runs)
     work = args.dir or Path(tempfile.mkdtemp(prefix="bench-projection-"))
     work.mkdir(parents=True, exist_ok=True)
-    ledger_file, views_file = work / "ledger.db", work / "views.db"
+    ledger_file, views_file = work / "ledger.db", work / "ledger.views.db"
     for f in work.glob("*.db*"):
         f.unlink()
     url = f"sqlite:///{ledger_file}"

@@ -223,7 +223,7 @@ def overhead(url: str, fresh_url: str, work: Path, views_file: Path | None) -> N
 
 def rebuild(url: str, work: Path) -> Path:
     ledger = open_ledger(url)
-    views_file = work / "views.db"
+    views_file = work / "ledger.views.db"
     try:
         result = views.rebuild(ledger, views_file)
     finally:
@@ -332,7 +332,7 @@ def main() -> None:
     parser.add_argument(
         "--skip-rebuild",
         action="store_true",
-        help="keep the views.db already beside the ledger (no rebuild timing)",
+        help="keep the ledger.views.db already beside the ledger (no rebuild timing)",
     )
     args = parser.parse_args()
     work = args.dir or Path(tempfile.mkdtemp(prefix="bench-scale-"))
@@ -355,8 +355,8 @@ def main() -> None:
             floor = [sys.executable, "-c", FLOOR, str(ledger_file), sample]
             commands(url, work, floor, sample)
         if not args.skip_sqlite and not args.commands_only:
-            views_file = work / "views.db" if args.skip_rebuild else rebuild(url, work)
-            fresh = work / f"fresh-{time.monotonic_ns()}" / "ledger.db"  # its own views.db
+            views_file = work / "ledger.views.db" if args.skip_rebuild else rebuild(url, work)
+            fresh = work / f"fresh-{time.monotonic_ns()}" / "ledger.db"  # its own ledger.views.db
             overhead(url, f"sqlite:///{fresh}", work, views_file)
         if args.postgres:
             on_postgres(args.postgres, args.runs, args.events_per_run, work, args.commands_only)

@@ -22,7 +22,7 @@ from ledger.bootstrap import opened
     help="PostgreSQL: keep the views current as events are committed (Ctrl-C stops).",
 )
 @click.option("--views", default=None, metavar="PATH", type=click.Path(dir_okay=False),
-              help="The views file (default: views.db beside a SQLite ledger; a PostgreSQL "
+              help="The views file (default: LEDGER.views.db beside a SQLite ledger; a PostgreSQL "
               "ledger's views are the schema ledger_views of its own database).")  # fmt: skip
 @common
 def rebuild(

@@ -23,7 +23,6 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_UNMEASURED = 3
-EXIT_PARKED = 4
 
 # The largest --limit / --offset: SQLite's integers end at 2**63 - 1, and no ledger holds more.
 MAX_PAGE = 2**62

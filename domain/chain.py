@@ -23,11 +23,6 @@ def chain_hash(prev: str, payload: bytes) -> str:
     return hashlib.sha256(prev.encode() + b"\n" + payload).hexdigest()
 
 
-def encode_state(prev: str, payload: bytes) -> bytes:
-    """One JSON header line (`hash`, `prev`), then the event's canonical JSON."""
-    return link(prev, payload)[1]
-
-
 def link(prev: str, payload: bytes) -> tuple[str, bytes]:
     """(the event's chain hash, its stored state), hashing once."""
     digest = chain_hash(prev, payload)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 # The project files and test requirement files the environment adapter reads (kept equal to
 # its constants by tests/test_content_keys.py).
@@ -94,8 +94,3 @@ def result_key(commit: str, blob: str, environment: str, command: str, reader: s
             "reader": reader,
         }
     )
-
-
-def blobs_of(files: Iterable[str], blobs: Mapping[str, str]) -> dict[str, str]:
-    """The blob hash of each of `files` that exists in `blobs`."""
-    return {file: blobs[file] for file in files if file in blobs}

@@ -31,8 +31,6 @@ FAILURE_KINDS: tuple[str, ...] = get_args(FailureKind)
 
 # Kinds that are the tests' own outcome, not the executor's: they never exclude a pool member.
 OWN_OUTCOMES = frozenset({"oom", "timeout", "signal", "checkout-modified"})
-# Kinds after which splitting the shard cannot name a culprit file.
-NOT_BISECTABLE = frozenset({"unplaced", "env-setup"})
 
 # Words recorded as `infrastructure_failure` before kinds were recorded beside them. Events
 # from those ledgers are read with this table; new events carry their kind.

@@ -15,7 +15,6 @@ from adapters.executors.local import LocalExecutor
 from adapters.interpreters import available
 from domain import events as ev
 from domain.errors import BadInput
-from domain.rules import get_rule
 from ledger.clarify import clarify
 from ledger.gate import GateOptions, GateProcess, Observer, options_from, start, validate
 from ledger.projection import project
@@ -141,7 +140,3 @@ def _drive(ledger: Ledger, run_id: str, lanes: list[Lane], observer: Observer) -
     if notice:
         observer.notice(notice)
     return verdict_for(ledger, run_id)  # made and kept here: `ledger show` reads it next
-
-
-def check_rule(name: str) -> None:
-    get_rule(name)

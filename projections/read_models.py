@@ -4,7 +4,7 @@ Pure: `run_rows(run_id, records, artifacts)` folds the run's whole stream (every
 parsed once, as the gate does) and judges it under every registered rule. The same events
 always give the same rows, so a rebuild is reproducible to the digest and a run's rows can be
 replaced whenever new events for it arrive. `TABLES` is the schema, with explicit column types
-and the indexes for the questions people ask of it, e.g. (`sqlite3 .ledger/views.db`):
+and the indexes for the questions people ask of it, e.g. (`sqlite3 .ledger/ledger.views.db`):
 
     -- every run where this test was introduced (under the run's own rule)
     SELECT c.run_id FROM classifications c JOIN verdicts v USING (run_id, rule)
@@ -34,7 +34,6 @@ from projections.rule_comparison import shard_classes, test_classes
 from projections.verdict_view import base_reuse, verdict_document
 
 Row = tuple[Any, ...]
-TRACKING_TABLE = "tracking"
 
 
 @dataclass(frozen=True)

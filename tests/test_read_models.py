@@ -81,10 +81,47 @@ def test_the_stored_verdict_document_is_the_replayed_verdict_byte_for_byte(
 def test_views_live_beside_a_sqlite_ledger_and_in_a_postgresql_ledgers_own_schema(
     ledger: Ledger, tmp_path: Path
 ) -> None:
-    assert views.views_path(ledger, None) == tmp_path / "views.db"
+    assert views.views_path(ledger, None) == tmp_path / "ledger.views.db"
     assert views.views_path(ledger, "/x/v.db") == Path("/x/v.db")
     postgres = SimpleNamespace(store=SimpleNamespace(dialect="postgresql", description="db"))
     assert views.views_path(postgres, None) == views.PG_SCHEMA  # type: ignore[arg-type]
+
+
+def test_two_sqlite_ledgers_in_one_folder_keep_views_of_their_own(tmp_path: Path) -> None:
+    first = open_ledger(f"sqlite:///{tmp_path / 'a.db'}")
+    second = open_ledger(f"sqlite:///{tmp_path / 'b.sqlite'}")
+    try:
+        assert views.views_path(first, None) == tmp_path / "a.views.db"
+        assert views.views_path(second, None) == tmp_path / "b.sqlite.views.db"
+    finally:
+        first.close()
+        second.close()
+
+
+def test_the_folders_old_shared_views_file_is_adopted_by_its_own_ledger_only(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    shared = tmp_path / "views.db"
+    views.rebuild(ledger, shared)
+    built = views.open_views(shared)
+    digest = built.digest()
+    built.close()
+    other = open_ledger(f"sqlite:///{tmp_path / 'other.db'}")
+    try:
+        assert views.views_path(other, None) == tmp_path / "other.views.db"
+        assert shared.exists()  # another ledger's views: left where they are
+    finally:
+        other.close()
+
+    assert views.views_path(ledger, None) == tmp_path / "ledger.views.db"
+
+    assert not shared.exists() and (tmp_path / "ledger.views.db").exists()
+    adopted = views.open_views(tmp_path / "ledger.views.db")
+    try:
+        assert adopted.ledger_id() == ledger.store.ledger_id()
+        assert adopted.digest() == digest  # moved, not rebuilt
+    finally:
+        adopted.close()
 
 
 def test_a_gate_builds_a_missing_views_file_only_for_a_small_ledger(
@@ -92,7 +129,7 @@ def test_a_gate_builds_a_missing_views_file_only_for_a_small_ledger(
 ) -> None:
     """Views missing beside a large ledger are `ledger rebuild`'s to build, not a gate's:
     the gate says so in one line and stays as fast as on a fresh ledger."""
-    path = tmp_path / "views.db"
+    path = tmp_path / "ledger.views.db"
     monkeypatch.setattr(views, "GATE_BUILDS_VIEWS_UP_TO_RUNS", 2)  # the fixture holds 3 runs
     notice = views.catch_up_after_gate(ledger)
     assert notice is not None and "ledger rebuild" in notice and "3 runs" in notice
@@ -216,10 +253,10 @@ def test_cli_rebuild_reports_path_events_seconds_and_digest_and_check_fails_on_d
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
     assert {"path", "events", "seconds", "digest"} <= set(document)
-    assert document["path"] == str(tmp_path / "views.db")
+    assert document["path"] == str(tmp_path / "ledger.views.db")
     again = json.loads(run_cli("rebuild", "--json", "--ledger", url, cwd=tmp_path).stdout)
     assert again["digest"] == document["digest"]
-    conn = sqlite3.connect(tmp_path / "views.db")
+    conn = sqlite3.connect(tmp_path / "ledger.views.db")
     conn.execute("DELETE FROM checks")
     conn.commit()
     conn.close()

@@ -153,7 +153,7 @@ def test_rules_lists_every_rule_with_version_and_description(g: Gates) -> None:
 
 
 def test_the_gate_leaves_the_read_models_caught_up_and_equal_to_a_rebuild(g: Gates) -> None:
-    views = g.root / "ledger" / "views.db"
+    views = g.root / "ledger" / "ledger.views.db"
     conn = sqlite3.connect(views)
     try:
         (position,) = conn.execute("SELECT notification_id FROM tracking").fetchone()

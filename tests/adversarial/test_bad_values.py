@@ -116,7 +116,7 @@ def test_a_bad_views_file_is_rebuilt(tmp_path: Path, kind: str) -> None:
     ledger = open_ledger(ledger_url(tmp_path))
     run = failed_run(ledger)
     ledger.close()
-    views = tmp_path / "ledger" / "views.db"
+    views = tmp_path / "ledger" / "ledger.views.db"
     assert run_ledger(tmp_path, "rebuild").code == 0
     good = views.read_bytes()
     if kind == "garbage":
@@ -137,7 +137,7 @@ def test_a_bad_views_file_is_rebuilt(tmp_path: Path, kind: str) -> None:
         failed_run(second, "c" * 32)
         second.close()
         assert run_ledger(other, "rebuild").code == 0
-        views.write_bytes((other / "ledger" / "views.db").read_bytes())
+        views.write_bytes((other / "ledger" / "ledger.views.db").read_bytes())
     # The catch-up after a write finds it so and rebuilds it...
     checked = run_ledger(tmp_path, "check", run, "docs", "--verdict", "pass")
     assert checked.code == 0, checked.stderr
