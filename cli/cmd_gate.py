@@ -76,6 +76,10 @@ from ledger.settings import EXECUTORS, gate_options
 @click.option("--release-builds/--no-release-builds", "release_builds", default=None,
               help="Once the tests are done, build head's sdist and wheel and try the upgrade "
               "from base's wheel, for the approval report [default: on].")  # fmt: skip
+@click.option("--attribution/--no-attribution", "attribution", default=None,
+              help="When head's package set differs from base's, run head's introduced "
+              "failures again with base's packages and name which change introduced each "
+              "[default: on].")  # fmt: skip
 @click.option("--resolve-as-of", "resolve_as_of", default=None, metavar="head|base|now|DATE",
               help="Resolve both revisions' unpinned dependencies as PyPI stood then (uv's "
               "--exclude-newer) [default: head, the head commit's committer date].")  # fmt: skip

@@ -60,6 +60,8 @@ def print_verdict(
         table.add_row(label, cell(summary))
     for key in ("introduced", "preexisting", "fixed", "flaky"):
         table.add_row(key, lines_cell(document.get(key) or []))
+    for line in attribution_lines(document):
+        table.add_row("introduced by", cell(line))
     if document.get("retry_shards"):
         table.add_row("retry set", cell(", ".join(document["retry_shards"])))
     for entry in document.get("unmeasured") or []:
@@ -122,3 +124,22 @@ def interpreter_lines(document: dict[str, Any]) -> list[str]:
         counted = [f"{head} tests at head"] if head is not None else []
         out.append(f"Python {label}: {verdict['status']} ({', '.join([*counted, *parts])})")
     return out
+
+
+def attribution_lines(document: dict[str, Any]) -> list[str]:
+    """`ledger show`'s lines for the failures rerun with base's package set: which change
+    introduced each (code, the dependency change, or unknown) and what moved."""
+    attribution = document.get("attribution") or {}
+    causes: dict[str, str] = attribution.get("causes") or {}
+    if not causes:
+        return []
+    said = {"code": "the code", "dependencies": "the dependency change", "unknown": "unknown"}
+    lines = [f"{test}: {said.get(cause, cause)}" for test, cause in sorted(causes.items())]
+    moved = attribution.get("moved") or []
+    if moved:
+        lines.append("moved: " + ", ".join(moved[:6]) + (" ..." if len(moved) > 6 else ""))
+    reported = document.get("introduced_by_dependencies") or []
+    if reported:
+        rule = document.get("rule")
+        lines.append(f"reported, not failed on by rule {rule}: " + ", ".join(reported))
+    return lines

@@ -354,6 +354,48 @@ class IsolationRecorded(OnInterpreter, Event):
         return [h for h in (self.report_hash, self.log_tail_hash) if h]
 
 
+class PackageMove(BaseModel):
+    """One package whose version differs between base's package set and head's ("" where a
+    revision has none of it)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    base: str = ""
+    head: str = ""
+
+
+class AttributionRecorded(OnInterpreter, Event):
+    """Head's introduced failures run again at head with base's package set (issue 25): the
+    observation that tells a failure the code introduced from one the dependency change did.
+
+    `tests` were introduced at head and `moved` the packages whose versions differ between the
+    revisions' environments; `pins_hash` is base's package set as installed for the run (an
+    artifact). When that set does not install with head's code, `environment_error` says why
+    and nothing ran. The classification is a projection (`domain/attribution.py`)."""
+
+    kind: Literal["AttributionRecorded"] = "AttributionRecorded"
+    tests: list[str]
+    files: list[str]
+    moved: list[PackageMove]
+    pins_hash: str | None = None
+    environment_key: str = ""
+    environment_error: str = ""
+    exit_code: int | None = None
+    signal: int | None = None
+    timed_out: bool = False
+    report_hash: str | None = None
+    log_tail_hash: str | None = None
+    seconds: float = 0.0
+    report_too_large: int | None = None
+    failure_kind: str | None = None  # as in ShardAttemptRecorded
+    failure_reason: str | None = None
+    sandbox: str = Field(default="", exclude_if=lambda value: value == "")
+
+    def artifact_hashes(self) -> list[str]:
+        return [h for h in (self.pins_hash, self.report_hash, self.log_tail_hash) if h]
+
+
 class BaselineReused(OnInterpreter, Event):
     kind: Literal["BaselineReused"] = "BaselineReused"
     base: str
@@ -612,6 +654,7 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     ShardSplit,
     IsolationRecorded,
     BaselineReused,
+    AttributionRecorded,
     QuestionAsked,
     QuestionAnswered,
     AssumptionMade,

@@ -70,6 +70,9 @@ class EnvironmentRequest(BaseModel):
     # Tracked files the suite is declared to rewrite (`[tool.release-ledger] outputs`, fnmatch
     # patterns): any other tracked file an attempt changes makes it unmeasured.
     outputs: tuple[str, ...] = ()
+    # A frozen package list (`name==version` lines) to install instead of the one the
+    # revision's declaration resolves to: head with base's packages (attribution).
+    pinned: str = ""
     # Variables of the gate's environment a shard may see besides the allow-list (names, or
     # prefixes ending in `*`; `[tool.release-ledger] pass-env`): CI variables the suite reads.
     pass_env: tuple[str, ...] = ()

@@ -105,6 +105,17 @@ class IsolationView:
     position: int
 
 
+@dataclass(frozen=True)
+class AttributionView:
+    """Head's introduced failures run again with base's package set (`AttributionRecorded`)."""
+
+    tests: tuple[str, ...]
+    moved: tuple[ev.PackageMove, ...]
+    assessment: Assessment | None  # None: base's package set did not install with head
+    environment_error: str
+    position: int
+
+
 @dataclass
 class QuestionView:
     id: str
@@ -150,6 +161,7 @@ class RunState:
     plan: ev.ShardsPlanned | None = None
     shards: dict[str, ShardView] = field(default_factory=dict)
     isolations: dict[tuple[str, str], IsolationView] = field(default_factory=dict)
+    attribution: AttributionView | None = None
     pool_rounds: list[ev.PoolMeasured] = field(default_factory=list)
     placements: list[ev.ShardPlaced] = field(default_factory=list)
     pod_failures: list[tuple[int, ev.PodFailed]] = field(default_factory=list)
@@ -565,6 +577,24 @@ def _isolated(
     state: RunState, position: int, e: ev.IsolationRecorded, artifacts: Mapping[str, bytes]
 ) -> None:
     state.isolations[(e.file, e.revision)] = _isolation_view(e, position, artifacts, state.memo)
+
+
+@_folds(ev.AttributionRecorded)
+def _attributed(
+    state: RunState, position: int, e: ev.AttributionRecorded, artifacts: Mapping[str, bytes]
+) -> None:
+    assessment = None
+    if not e.environment_error:
+        assessment = _assess_stored(
+            exit_code=e.exit_code, signal=e.signal, timed_out=e.timed_out, oom=False,
+            infrastructure_failure=e.failure_reason, infrastructure_detail="",
+            kind=e.failure_kind, report_hash=e.report_hash, log_tail_hash=e.log_tail_hash,
+            files=e.files, artifacts=artifacts, report_too_large=e.report_too_large,
+            memo=state.memo,
+        )  # fmt: skip
+    state.attribution = AttributionView(
+        tuple(e.tests), tuple(e.moved), assessment, e.environment_error, position
+    )
 
 
 @_folds(ev.PoolMeasured)

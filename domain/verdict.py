@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from domain.attribution import DEPENDENCIES, causes, moves_text
 from domain.failures import blames_executor
 from domain.junit import Report, TestCase, test_id
 from domain.run_state import BASE, HEAD, RunState, ShardView
@@ -40,6 +41,9 @@ class Policy:
     flaky_fails: bool
     any_failure_fails: bool = False
     lost_coverage_fails: bool = False  # tests that passed at base and are skipped/gone at head
+    # A failure that passes at head with base's package set (`domain/attribution.py`) fails
+    # the gate as any introduced failure does; a rule may report it instead.
+    dependency_introduced_fails: bool = True
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,12 @@ class Verdict:
     tests: dict[str, int] = field(default_factory=dict)
     # A matrix gate: each interpreter's own verdict, by label, in the run's order.
     interpreters: tuple[tuple[str, Verdict], ...] = ()
+    # Which change introduced each failure rerun with base's package set (test -> code,
+    # dependencies, unknown), the packages that moved, and the failures a rule reports
+    # instead of failing on because the dependency change alone introduced them.
+    causes: dict[str, str] = field(default_factory=dict)
+    moved: tuple[str, ...] = ()
+    introduced_by_dependencies: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         document = self._fields()
@@ -113,6 +123,13 @@ class Verdict:
             "open_questions": list(self.open_questions),
             "reasons": list(self.reasons),
             "tests": dict(sorted(self.tests.items())),
+        } | (self._attribution() if self.causes else {})
+
+    def _attribution(self) -> dict[str, Any]:
+        """Only for runs that attributed failures: other documents stay as they were."""
+        return {
+            "attribution": {"causes": dict(sorted(self.causes.items())), "moved": list(self.moved)},
+            "introduced_by_dependencies": list(self.introduced_by_dependencies),
         }
 
 
@@ -331,6 +348,9 @@ def combine(verdicts: Sequence[tuple[str, Verdict]], rule: str, version: int) ->
         reasons=reasons,
         tests=tests,
         interpreters=tuple(verdicts),
+        causes={t: c for _, v in verdicts for t, c in v.causes.items()},
+        moved=tuple(sorted({m for _, v in verdicts for m in v.moved})),
+        introduced_by_dependencies=union("introduced_by_dependencies"),
     )
 
 
@@ -353,6 +373,13 @@ def _judge_one(state: RunState, policy: Policy, rule: str, version: int) -> Verd
             )
     introduced, preexisting = list(basis.introduced), list(basis.preexisting)
     fixed, flaky = list(basis.fixed), list(basis.flaky)
+    attributed = {t: c.cause for t, c in causes(state).items() if t in set(introduced)}
+    moved = tuple(moves_text(state.attribution.moved)) if state.attribution else ()
+    by_dependencies = sorted(t for t, c in attributed.items() if c == DEPENDENCIES)
+    reported_only: list[str] = []
+    if by_dependencies and not policy.dependency_introduced_fails:
+        reported_only = by_dependencies
+        introduced = [t for t in introduced if t not in set(by_dependencies)]
 
     waived, waivers = waived_files(state)
     kept: list[Unmeasured] = []
@@ -369,7 +396,12 @@ def _judge_one(state: RunState, policy: Policy, rule: str, version: int) -> Verd
     if policy.any_failure_fails and failing_at_head:
         reasons.append(f"{len(failing_at_head)} tests fail at head (rule fails on any failure)")
     if introduced:
-        reasons.append(f"{len(introduced)} failures introduced at head")
+        reason = f"{len(introduced)} failures introduced at head"
+        blamed = [t for t in introduced if attributed.get(t) == DEPENDENCIES]
+        if blamed:
+            reason += f" ({len(blamed)} by the dependency change: {', '.join(moved[:3])}"
+            reason += f" and {len(moved) - 3} more)" if len(moved) > 3 else ")"
+        reasons.append(reason)
     if flaky and (policy.flaky_fails or flaky_blocked):
         why = "the owner blocked flaky failures" if flaky_blocked else "the rule counts them"
         reasons.append(f"{len(flaky)} flaky failures fail the gate ({why})")
@@ -435,6 +467,9 @@ def _judge_one(state: RunState, policy: Policy, rule: str, version: int) -> Verd
         open_questions=tuple(open_questions),
         reasons=tuple(reasons),
         tests=counts,
+        causes=attributed,
+        moved=moved if attributed else (),
+        introduced_by_dependencies=tuple(reported_only),
     )
 
 

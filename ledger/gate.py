@@ -54,6 +54,7 @@ from domain.run_state import (
     lane,
 )
 from domain.verdict import Verdict
+from ledger.attribution import PinnedExecutor, record_attribution
 from ledger.read_side import project, verdict_of
 from ledger.result_cache import ContentKeys, content_keys, find_reuse
 from ledger.service import Ledger
@@ -166,6 +167,9 @@ class GateOptions:
     # Build head's sdist and wheel and try the upgrade from base's once the tests are done
     # (`ledger.release.release_builds`); they feed the approval report, never the verdict.
     release_builds: bool = True
+    # Run head's introduced failures again with base's package set when the package sets
+    # differ, to name the change that introduced each (`ledger/attribution.py`).
+    attribution: bool = True
 
     @property
     def shard_count(self) -> int:
@@ -206,6 +210,7 @@ class GateOptions:
             "exclude_newer": self.exclude_newer,
             "max_report_mb": self.max_report_mb,
             "release_builds": self.release_builds,
+            "attribution": self.attribution,
         } | ({"interpreters": [dict(i) for i in self.interpreters]} if self.interpreters else {})
 
     def lane_request(self, interpreter: dict[str, str]) -> EnvironmentRequest:
@@ -353,6 +358,8 @@ def options_from(started: ev.RunStarted) -> GateOptions:
         max_report_mb=float(recorded.get("max_report_mb", 64.0)),
         # Runs recorded before release builds existed are not built on resume.
         release_builds=bool(recorded.get("release_builds", False)),
+        # Runs recorded before attribution existed are not attributed on resume.
+        attribution=bool(recorded.get("attribution", False)),
     )
 
 
@@ -403,6 +410,7 @@ class GateProcess:
         hooks: Sequence[StepHook] = (),
         interpreter: str = "",
         finish: bool = True,
+        pinned_executor: PinnedExecutor | None = None,
     ) -> None:
         # One interpreter's lane of a matrix gate: its facts carry the label, it decides from
         # its own state, and only the lane that `finish`es runs the hooks and completes the run.
@@ -414,6 +422,9 @@ class GateProcess:
         self.measuring = measuring_executor or executor
         self.observer = observer or QuietObserver()
         self.hooks = tuple(hooks)
+        # An executor like this lane's whose environments install a given package set: head's
+        # introduced failures run with base's packages (`attribute`); None: not attributed.
+        self.pinned_executor = pinned_executor
         state = lane(project(ledger, run_id), interpreter)
         if state.started is None:
             raise BadInput(f"run {run_id} has no RunStarted event")
@@ -443,6 +454,7 @@ class GateProcess:
             "run": self._run,
             "split": self._split,
             "isolate": self._isolate,
+            "attribute": self._attribute,
         }
 
     # -- driving --
@@ -1061,6 +1073,41 @@ class GateProcess:
                 self.run_id, [*environment, isolation], artifacts=artifacts | env_artifacts
             )
         self.observer.end("isolating new failures")
+
+    def _attribute(self, state: RunState, step: Step) -> None:
+        """Run head's introduced failures at head with base's package set
+        (`ledger/attribution.py`); without a way to build that environment, or without both
+        package lists in the ledger, record that nothing could be installed."""
+        lists = {r: e.packages_hash for (r, _), e in state.environments.items()}
+        texts = {r: self.ledger.artifact(h) if h else None for r, h in lists.items()}
+        rerun = ShardRun(
+            run_id=self.run_id,
+            shard_id="attribute",
+            attempt=1,
+            revision="head",
+            commit=self.started.head,
+            files=step.files,
+            command=tuple(self.started.command),
+            timeout_s=self.options.timeout_s,
+            memory_limit_mb=int(self.options.isolation_budget_mb),
+        )
+        base, head = texts.get(BASE), texts.get(HEAD)
+        if self.pinned_executor is None or base is None or head is None:
+            why = ("this executor cannot install a given package set" if base and head
+                   else "a revision's package list is not in the ledger")  # fmt: skip
+            self.ledger.record(self.run_id, ev.AttributionRecorded, tests=list(step.tests),
+                               files=list(step.files), moved=[], environment_error=why)  # fmt: skip
+            return
+        self.observer.notice(
+            f"running {len(step.tests)} introduced failures with base's package set"
+        )
+        record_attribution(
+            self.ledger, self.run_id, rerun=rerun, tests=step.tests,
+            base_packages=base.decode("utf-8", "replace"),
+            head_packages=head.decode("utf-8", "replace"),
+            executor_for=self.pinned_executor,
+            bounded=lambda o: _bounded(o, self.options.max_report_mb),
+        )  # fmt: skip
 
     # -- parallelism --
 

@@ -43,6 +43,7 @@ class RepositorySettings(BaseModel):
     resolve_as_of: str | None = Field(default=None, alias="resolve-as-of")
     pass_env: list[str] | None = Field(default=None, alias="pass-env")  # CI variables tests read
     outputs: list[str] | None = None  # tracked files the suite rewrites (fnmatch patterns)
+    attribution: bool | None = None
     python: str | list[str] | None = None  # the interpreter matrix: versions, or "auto"
     command: str | list[str] | None = None
     budget_gib: float | None = Field(default=None, alias="budget-gib")
@@ -380,6 +381,7 @@ def gate_options(flags: dict[str, Any]) -> GateOptions:
         ),
         max_report_mb=_number(pick("max_report_mb"), 64.0),
         release_builds=bool(pick("release_builds") if pick("release_builds") is not None else True),
+        attribution=bool(pick("attribution") if pick("attribution") is not None else True),
     )
 
 

@@ -15,6 +15,8 @@ from adapters.executors.local import LocalExecutor
 from adapters.interpreters import available
 from domain import events as ev
 from domain.errors import BadInput
+from domain.execution import EnvironmentRequest
+from ledger.attribution import PinnedExecutor
 from ledger.clarify import clarify
 from ledger.gate import GateOptions, GateProcess, Observer, options_from, start, validate
 from ledger.projection import project
@@ -62,6 +64,7 @@ class Lane:
     interpreter: str
     executor: Executor
     measuring: Executor | None
+    pinned: PinnedExecutor | None = None
 
 
 def _lanes(options: GateOptions, ledger: Ledger) -> list[Lane]:
@@ -90,11 +93,28 @@ def _lanes(options: GateOptions, ledger: Ledger) -> list[Lane]:
                     python=request.python or sys.executable,
                     environment_request=request,
                 )
-            lanes.append(Lane(label, executor, measuring))
+            lanes.append(Lane(label, executor, measuring, _pinned(options, request)))
     except BaseException:
         _close(lanes)
         raise
     return lanes
+
+
+def _pinned(options: GateOptions, request: EnvironmentRequest) -> PinnedExecutor | None:
+    """How this lane builds an executor whose environments install a given package set
+    (head with base's packages, for attribution): where the lane runs its isolations."""
+    if request.mode != "auto":
+        return None
+
+    def build(packages: str) -> Executor:
+        pinned = request.model_copy(update={"pinned": packages})
+        if spec_for(options.executor).capabilities.measures_locally:
+            return LocalExecutor(
+                options.repo, python=pinned.python or sys.executable, environment_request=pinned
+            )
+        return build_executor(options.executor, options.repo, options.executor_options, pinned)
+
+    return build
 
 
 def _located(interpreter: dict[str, str], options: GateOptions) -> dict[str, str]:
@@ -132,6 +152,7 @@ def _drive(ledger: Ledger, run_id: str, lanes: list[Lane], observer: Observer) -
                 hooks=[release_builds, clarify] if last else [],
                 interpreter=lane.interpreter,
                 finish=last,
+                pinned_executor=lane.pinned,
             )
             process.drive()
     finally:

@@ -305,6 +305,12 @@ def gate_value(verdict: Verdict) -> str:
     parts = []
     if verdict.introduced:
         parts.append(f"{len(verdict.introduced)} introduced: {_some(verdict.introduced)}")
+    by_dependencies = sorted(t for t, c in verdict.causes.items() if c == "dependencies")
+    if by_dependencies:
+        moved = f" ({_some(list(verdict.moved))})" if verdict.moved else ""
+        parts.append(f"{len(by_dependencies)} introduced by the dependency change{moved}")
+    if verdict.introduced_by_dependencies:
+        parts.append(f"{len(verdict.introduced_by_dependencies)} reported, not failed on")
     unmeasured = sorted({f for u in verdict.unmeasured for f in (u.culprits or u.files)})
     if unmeasured:
         parts.append(f"unmeasured: {_some(unmeasured)}")

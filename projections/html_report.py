@@ -370,6 +370,20 @@ def classification_html(verdict: Verdict) -> str:
         ("skipped at head", skipped_at_head, "", "passed at base, skipped or gone at head"),
     ]
     out = [_tests_table(*s) for s in sections]
+    causes: dict[str, str] = getattr(verdict, "causes", {})
+    if causes:
+        said = {"code": "the code", "dependencies": "the dependency change"}
+        rows = "".join(
+            f"<tr><td>{_e(test)}</td><td>{_e(said.get(cause, cause))}</td></tr>"
+            for test, cause in sorted(causes.items())
+        )
+        moved = ", ".join(getattr(verdict, "moved", ()))
+        out.append(
+            f'<h3>introduced by <span class="count">{len(causes)}</span></h3>'
+            f'<p class="note">run again at head with base\'s package set; moved: {_e(moved)}</p>'
+            f'<table class="grid"><thead><tr><th>test</th><th>change</th></tr></thead>'
+            f"<tbody>{rows}</tbody></table>"
+        )
     if verdict.unmeasured:
         rows = "".join(
             f"<tr><td>{_e(u.shard)}</td><td>{_e(u.revision or '-')}</td><td>{_e(u.reason)}</td>"

@@ -15,9 +15,11 @@ from domain.failures import blames_executor
 from domain.junit import test_id
 from domain.planning import child_shard_ids, split_in_halves
 from domain.run_state import BASE, HEAD, RunState, ShardView
-from domain.verdict import FAILING, shard_unmeasured
+from domain.verdict import FAILING, classify, shard_unmeasured
 
-StepKind = Literal["discover", "measure", "plan", "run", "split", "isolate", "complete", "done"]
+StepKind = Literal[
+    "discover", "measure", "plan", "run", "split", "isolate", "attribute", "complete", "done"
+]
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class Step:
     runs: tuple[RunRequest, ...] = ()
     splits: tuple[SplitRequest, ...] = ()
     isolations: tuple[tuple[str, str], ...] = ()
+    tests: tuple[str, ...] = ()  # `attribute`: the introduced failures to run again
     round: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
 
@@ -148,6 +151,27 @@ def pending_isolations(state: RunState) -> list[tuple[str, str]]:
     return needed
 
 
+def pending_attribution(state: RunState) -> tuple[str, ...]:
+    """Head's introduced failures, to run again at head with base's package set, when the run
+    attributes them (`attribution` on in `RunStarted`; runs recorded before never do), makes
+    its environments (`--env auto`), both
+    revisions' environments recorded a package list and the lists differ, and this lane has
+    not attributed yet. Empty otherwise."""
+    if state.attribution is not None or not state.option("attribution", False):
+        return ()
+    if state.option("env", "none") != "auto":
+        return ()  # only an environment the gate makes can be made with base's packages
+    lists: dict[str, str] = {}
+    for (revision, _), e in state.environments.items():
+        if e.status != "ready" or not e.packages_hash:
+            return ()
+        if lists.setdefault(revision, e.packages_hash) != e.packages_hash:
+            return ()  # machines that disagree within a revision: no one set to pin
+    if len(lists) != 2 or lists[HEAD] == lists[BASE]:
+        return ()
+    return classify(state).introduced
+
+
 def _measure_again(state: RunState, file: str, rounds: int) -> bool:
     """A measurement the executor's infrastructure broke gets the retry rounds shards get."""
     failure = state.measure_failures[file]
@@ -185,6 +209,10 @@ def next_step(state: RunState, *, rounds: int, measure: str = "inplace") -> Step
     isolations = pending_isolations(state)
     if isolations:
         return Step("isolate", isolations=tuple(isolations))
+    attribute = pending_attribution(state)
+    if attribute:
+        files = tuple(sorted({t.split("::", 1)[0] for t in attribute}))
+        return Step("attribute", files=files, tests=attribute)
     if not state.completed:
         return Step("complete")
     return Step("done")

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from domain import events as ev
+from domain.attribution import moves_text
 from domain.failures import failure_kind
 from domain.junit import Report, read_report, test_id
 from domain.run_state import fold
@@ -197,6 +198,24 @@ def _isolation(e: ev.IsolationRecorded, artifacts: Mapping[str, bytes]) -> str:
     )
 
 
+def _attribution(e: ev.AttributionRecorded, artifacts: Mapping[str, bytes]) -> str:
+    """`ledger show`'s line for an attribution: what moved, and each rerun failure's cause."""
+    moved = moves_text(e.moved)
+    head = f"{len(e.tests)} introduced failure(s) run again with base's package set"
+    if moved:
+        head += f" ({len(moved)} moved: {_files(moved, 3)})"
+    if e.environment_error:
+        return f"{head}: could not install it ({e.environment_error})"
+    data = artifacts.get(e.report_hash or "")
+    report = read_report(data, expected_files=e.files) if data is not None else None
+    if not isinstance(report, Report):
+        return f"{head}: {_exit(e.exit_code, e.signal, e.timed_out)}, no readable report"
+    outcomes = {test_id(c): c.outcome for c in report.cases}
+    said = {"failed": "fails (code)", "error": "fails (code)", "passed": "passes (dependencies)"}
+    parts = [f"{t} {said.get(outcomes.get(t, ''), 'not measured (unknown)')}" for t in e.tests]
+    return f"{head}: " + "; ".join(parts)
+
+
 def _baseline(e: ev.BaselineReused, _: Mapping[str, bytes]) -> str:
     if not e.per_file:
         return f"{e.shard}: base result reused from run {e.from_run[:8]} at {_short(e.base)}"
@@ -325,6 +344,7 @@ DESCRIBERS: dict[type[ev.Event], Describer] = {
     ev.PodFailed: _pod_failed,
     ev.ShardSplit: _split,
     ev.IsolationRecorded: _isolation,
+    ev.AttributionRecorded: _attribution,
     ev.BaselineReused: _baseline,
     ev.QuestionAsked: _asked,
     ev.QuestionAnswered: _answered,

@@ -99,7 +99,8 @@ def test_everything_written_reads_back_equal(ledger_url: str) -> None:
     events: list[ev.Event] = []
     for kind, fields in sorted(SAMPLES.items()):
         fields = dict(fields)
-        for name in ("report_hash", "log_tail_hash", "packages_hash", "check_output_hash"):
+        hashes = ("report_hash", "log_tail_hash", "packages_hash", "check_output_hash", "pins_hash")
+        for name in hashes:
             if fields.get(name):
                 fields[name] = sha256_hex(report if name == "report_hash" else tail)
         if kind == "ReleaseInspected":  # references its changelog files as artifacts

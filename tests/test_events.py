@@ -160,6 +160,15 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "rss_mb": 1.0,
         "seconds": 2.0,
     },
+    "AttributionRecorded": {
+        "tests": ["tests/a.py::test_x"],
+        "files": ["tests/a.py"],
+        "moved": [{"name": "pytest", "base": "8.3.4", "head": "9.2.1"}],
+        "pins_hash": "d" * 64,
+        "exit_code": 0,
+        "report_hash": SHA,
+        "seconds": 1.5,
+    },
     "QuestionAsked": _q(
         topic="flaky",
         text="Is tests/a.py::test_x flaky? «ünïcode» ✓",
@@ -282,7 +291,7 @@ def sample(kind: str) -> Event:
 
 def test_every_event_type_has_a_sample() -> None:
     assert set(SAMPLES) == set(EVENT_TYPES)
-    assert len(EVENT_TYPES) == 28
+    assert len(EVENT_TYPES) == 29
 
 
 @pytest.mark.parametrize("kind", sorted(EVENT_TYPES))

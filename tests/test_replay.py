@@ -148,7 +148,7 @@ def test_reading_never_appends(g: Gates) -> None:
 def test_rules_lists_every_rule_with_version_and_description(g: Gates) -> None:
     code, rules = _ledger(g, "rules", "--json")
     assert code == 0
-    assert [r["name"] for r in rules] == ["default", "strict", "zero-failures"]
+    assert [r["name"] for r in rules] == ["code-only", "default", "strict", "zero-failures"]
     assert all(r["version"] >= 1 and r["description"] for r in rules)
 
 

@@ -814,9 +814,20 @@ def declared_sources(
     return sources
 
 
+def pinned_requirements(frozen: str) -> list[str]:
+    """The `name==version` lines of a frozen package list (sorted, duplicates dropped); lines
+    that pin nothing a resolver can fetch (local paths, editable installs) are left out."""
+    pins = {
+        line.strip()
+        for line in frozen.splitlines()
+        if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[^\]]*\])?==[^\s;@]+", line.strip())
+    }
+    return sorted(pins)
+
+
 def _auto(
     checkout: str, commit: str, cache: str, installer: Installer, result: dict[str, object],
-    extras: list[str],
+    extras: list[str], pins: list[str] | None = None,
 ) -> None:  # fmt: skip
     interp = _interpreter(installer.python, installer)
     tag = _key({"i": interp["implementation"], "v": interp["version"],
@@ -842,6 +853,11 @@ def _auto(
                                "outcome": "failed", "error": source["unreadable"]})  # fmt: skip
             continue
         source["extras"] = sorted({*source["extras"], *extras})  # type: ignore[misc]
+        if pins:
+            # The declaration's settings (set_env, pytest arguments, extras) with another
+            # package set: the pins replace what the declaration would resolve to.
+            source.update(requirements=[], files=[], pins=list(pins),
+                          detail=f"{source['detail']}, with the pinned package set")  # fmt: skip
         digests = {
             rel: _sha256_file(os.path.join(checkout, rel))
             for rel in source["files"]  # type: ignore[attr-defined]
@@ -849,6 +865,8 @@ def _auto(
         }
         spec = {k: source[k] for k in ("source", "extras", "requirements", "files",
                                         "install_project", "set_env", "pytest_args")}  # fmt: skip
+        if pins:
+            spec["pins"] = pins
         deps_key = _key({
             "format": FORMAT, "interpreter": tag, "requires": meta.get("requires", []),
             "spec": spec, "files": digests, "lock": lock_digest, "installer": installer.how,
@@ -856,6 +874,8 @@ def _auto(
         })  # fmt: skip
         key = _key({"deps": deps_key, "wheel": meta.get("wheel_sha256", commit)})
         planned.append((source, digests, deps_key, key))
+        if pins:
+            break  # one source gives the settings; the package set is the pins
     # A source whose environment is ready is reused with the record of the sources before it
     # that failed when it was built; they are not tried again.
     reusable = next((p for p in planned if _ready(os.path.join(cache, "envs", p[3]))), None)
@@ -869,7 +889,8 @@ def _auto(
                 with _locked(cache, key):
                     found = _ready(entry)
                     if found is None:
-                        _build_env(checkout, wheel, entry, installer, source, lock_digest, tried)
+                        _build_env(checkout, wheel, entry, installer, source,
+                                   "" if pins else lock_digest, tried)  # fmt: skip
                         found, built = _ready(entry), True
             if found is None:
                 raise SetupFailed("the environment was built but is not readable")
@@ -946,6 +967,11 @@ def _build_env(
             if not os.path.isfile(os.path.join(checkout, str(rel))):
                 raise SetupFailed(f"{rel} is named but not in the checkout")
             args += ["-r", sanitized_requirements(checkout, str(rel), scratch)]
+        if source.get("pins"):
+            pins_file = os.path.join(scratch, "pins.txt")
+            with open(pins_file, "w", encoding="utf-8") as handle:
+                handle.write("\n".join(str(p) for p in source["pins"]) + "\n")  # type: ignore[attr-defined]
+            args += ["-r", pins_file]
         if lock_digest:
             exported = installer.export_lock(checkout)
             if exported is not None:
@@ -1018,8 +1044,13 @@ def prepare(
     base_env: dict[str, str] | None = None,
     extras: list[str] | tuple[str, ...] = (),
     exclude_newer: str = "",
+    pinned: str = "",
 ) -> dict[str, object]:
     """Prepare the environment the tests of `checkout` run in; never raises for a bad project.
+
+    `pinned` (a frozen package list, `name==version` lines) installs the revision with that
+    package set instead of the one its declaration resolves to: head's code with base's
+    packages, to tell a failure the code introduced from one a dependency did.
 
     The result: `status` (ready / failed), `how` (uv, pip, command, none, gate-interpreter),
     `python`, `python_version`, `key`, `reused`, `seconds`, `packages` (frozen list),
@@ -1052,7 +1083,8 @@ def prepare(
             ]
         elif mode == "auto":
             result["how"] = installer.how
-            _auto(checkout, commit, cache, installer, result, [_normal(e) for e in extras])
+            _auto(checkout, commit, cache, installer, result, [_normal(e) for e in extras],
+                  pinned_requirements(pinned))  # fmt: skip
         else:
             result["how"] = "command"
             _command(checkout, commit, cache, installer, list(command or []), result)

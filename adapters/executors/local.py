@@ -145,6 +145,7 @@ class LocalExecutor:
                 command=list(request.command),
                 extras=list(request.extras),
                 exclude_newer=request.exclude_newer,
+                pinned=request.pinned,
             )
             found = (report_of(prepared, "local"), _runtime_of(prepared))
             with self._lock:

@@ -12,7 +12,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from domain.errors import BadInput
-from domain.rules import default, strict, zero_failures
+from domain.rules import code_only, default, strict, zero_failures
 
 if TYPE_CHECKING:  # naming a rule (its version for the run list) needs no fold
     from domain.run_state import RunState
@@ -37,6 +37,7 @@ REGISTRY: dict[str, Rule] = {
         _rule(strict),
         _rule(default),
         _rule(zero_failures),
+        _rule(code_only),
     )
 }
 

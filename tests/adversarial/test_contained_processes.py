@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from adapters.executors.local import LocalExecutor
-from domain.execution import ShardRun
+from domain.execution import EnvironmentRequest, ShardRun
 from tests.gatekit import start_process
 from tests.gitrepo import commit, make_repo, tag
 
@@ -80,7 +80,8 @@ def test_a_daemon_that_left_the_shards_session_dies_with_the_shard(
     sha = subprocess.run(
         ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
     ).stdout.strip()
-    local = LocalExecutor(repo)
+    # The suite learns where to leave its marks from a variable the gate passes by name.
+    local = LocalExecutor(repo, environment_request=EnvironmentRequest(pass_env=("MARKS",)))
     try:
         seen = local.run(
             ShardRun(
@@ -116,7 +117,7 @@ def test_after_kill_9_of_the_gate_no_test_process_of_it_is_alive_10_s_later(
     try:
         gate = start_process(
             tmp_path, "gate", "--base", "v1", "--repo", str(repo), "--env", "none",
-            "--measure", "never", "--questions", "0",
+            "--measure", "never", "--questions", "0", "--pass-env", "MARKS", "--pass-env", "HOLD",
         )  # fmt: skip
     finally:
         del os.environ["MARKS"], os.environ["HOLD"], os.environ["LEDGER_SANDBOX"]

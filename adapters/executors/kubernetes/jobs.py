@@ -185,6 +185,7 @@ def job_manifest(
         "env_exclude_newer": request.exclude_newer,
         "pass_env": list(request.pass_env),
         "outputs": list(request.outputs),
+        "env_pinned": request.pinned,
         "env_cache": ENV_CACHE,
         "plugin_module": PLUGIN_MODULE,
         "plugin_source": PLUGIN_SOURCE,

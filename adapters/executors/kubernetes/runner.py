@@ -66,6 +66,7 @@ def main(argv: list[str]) -> int:
         command=spec["env_command"],
         extras=spec.get("env_extras", []),
         exclude_newer=spec.get("env_exclude_newer", ""),
+        pinned=spec.get("env_pinned", ""),
     )
     with open(os.path.join(out, "environment.json"), "w") as handle:
         json.dump(prepared, handle, sort_keys=True)

@@ -119,6 +119,7 @@ class SshExecutor:
             "env_exclude_newer": request.exclude_newer,
             "pass_env": list(request.pass_env),
             "outputs": list(request.outputs),
+            "env_pinned": request.pinned,
             "plugin_module": PLUGIN_MODULE,
             "plugin_source": PLUGIN_SOURCE,
         }

@@ -96,6 +96,7 @@ def main(argv: list[str]) -> int:
         command=spec["env_command"],
         extras=spec.get("env_extras", []),
         exclude_newer=spec.get("env_exclude_newer", ""),
+        pinned=spec.get("env_pinned", ""),
     )
     if link.dropped:
         return 3

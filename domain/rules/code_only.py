@@ -1,0 +1,25 @@
+"""`code-only`: as `default`, but a failure introduced by the dependency change alone (it
+passes at head with base's package set: `domain/attribution.py`) is reported, not failed on.
+For an owner who releases the code and lets users' resolvers pick the dependencies."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the fold and the judge load when a rule decides, not when it is named
+    from domain.run_state import RunState
+    from domain.verdict import Verdict
+
+NAME = "code-only"
+VERSION = 1
+DESCRIPTION = (
+    "as default, but failures that pass with base's package set (introduced by the "
+    "dependency change alone) are reported without failing the gate"
+)
+
+
+def decide(state: RunState) -> Verdict:
+    from domain.verdict import Policy, judge
+
+    policy = Policy(skips_allowed=True, flaky_fails=False, dependency_introduced_fails=False)
+    return judge(state, policy, NAME, VERSION)
