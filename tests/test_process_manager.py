@@ -1,0 +1,186 @@
+"""The gate's process manager decides from the ledger alone: retry rounds, bisection,
+isolation and attribution, driven here with a scripted executor (`tests/fake_executor.py`) in
+well under a second each; the real gates in `test_gate_*.py` run the same decisions with pytest.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from domain.execution import EnvironmentRequest
+from domain.verdict import Verdict
+from ledger.bootstrap import open_ledger
+from ledger.gate import GateOptions, GateProcess, start
+from ledger.service import Ledger
+from tests.fake_executor import DIES, FakeExecutor, Suite
+from tests.gitrepo import commit, make_repo, tag
+
+FILES = [f"tests/test_{name}.py" for name in "abcd"]
+
+
+def _ok(file: str) -> dict[str, str]:
+    return {f"{file}::test_one": "passed"}
+
+
+def _fails(file: str) -> dict[str, str]:
+    return {f"{file}::test_one": "failed"}
+
+
+def _suite(**head: dict[str, str] | str) -> Suite:
+    """Every file passes at both revisions, but for `head` overrides (by file letter)."""
+    files: dict[tuple[str, str], dict[str, str] | str] = {}
+    for file in FILES:
+        files[("base", file)] = _ok(file)
+        letter = file[len("tests/test_")]
+        files[("head", file)] = head.get(letter, _ok(file))
+    return Suite(files)
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("LEDGER_WORKTREES_DIR", str(tmp_path / "worktrees"))
+    repo = make_repo(tmp_path, {f: "def test_one():\n    pass\n" for f in FILES})
+    tag(repo, "v1")
+    commit(repo, {"README": "head\n"})
+    return repo
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[Ledger]:
+    opened = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    yield opened
+    opened.close()
+
+
+def _gate(
+    ledger: Ledger, repo: Path, executor: FakeExecutor, pinned: Any = None, **options: Any
+) -> Verdict:
+    settings: dict[str, Any] = {
+        "repo": repo, "base": "v1", "jobs": 1, "rounds": 1, "shards": 2,
+        "release_builds": False, "environment": "none", "question_budget": 0,
+    } | options  # fmt: skip
+    run_id = start(ledger, GateOptions(**settings))
+    return GateProcess(ledger, run_id, executor, pinned_executor=pinned).drive()
+
+
+def _runs(executor: FakeExecutor) -> Counter[tuple[str, tuple[str, ...]]]:
+    return Counter((c.revision, c.files) for c in executor.calls)
+
+
+def test_a_clean_head_passes_with_one_run_of_each_shard_at_each_revision(
+    ledger: Ledger, repo: Path
+) -> None:
+    executor = FakeExecutor(_suite())
+    verdict = _gate(ledger, repo, executor)
+    assert verdict.status == "passed"
+    assert len(executor.calls) == 4 and all(c.attempt == 1 for c in executor.calls)
+
+
+def test_a_shard_that_keeps_dying_is_bisected_until_the_file_that_kills_it_is_alone(
+    ledger: Ledger, repo: Path
+) -> None:
+    executor = FakeExecutor(_suite(a=DIES))
+    verdict = _gate(ledger, repo, executor)
+
+    assert verdict.status == "unmeasured"
+    (unmeasured,) = verdict.unmeasured
+    assert unmeasured.files == ("tests/test_a.py",) and unmeasured.reason == "signal"
+    runs = _runs(executor)
+    assert runs[("head", ("tests/test_a.py",))] >= 1  # split until alone
+    # Its neighbour was measured in a shard without it, at both revisions.
+    neighbour = next(f for c in executor.calls for f in c.files
+                     if f != "tests/test_a.py" and "tests/test_a.py" in c.files)  # fmt: skip
+    assert runs[("head", (neighbour,))] == 1 and runs[("base", (neighbour,))] == 1
+
+
+def test_a_dying_shard_gets_its_retry_rounds_before_it_is_split(
+    ledger: Ledger, repo: Path
+) -> None:
+    executor = FakeExecutor(_suite(a=DIES))
+    _gate(ledger, repo, executor, rounds=2)
+    first = next(c for c in executor.calls if "tests/test_a.py" in c.files)
+    whole = [c for c in executor.calls if c.files == first.files and c.revision == "head"]
+    assert [c.attempt for c in whole] == [1, 2, 3]  # the first run and two retry rounds
+
+
+def test_a_new_failure_is_run_alone_at_both_revisions_and_is_introduced(
+    ledger: Ledger, repo: Path
+) -> None:
+    executor = FakeExecutor(_suite(b=_fails("tests/test_b.py")))
+    verdict = _gate(ledger, repo, executor)
+
+    assert verdict.status == "failed"
+    assert verdict.introduced == ("tests/test_b.py::test_one",)
+    alone = [c for c in executor.calls if c.shard_id.startswith("isolate")]
+    assert {(c.revision, c.files) for c in alone} == {
+        ("head", ("tests/test_b.py",)), ("base", ("tests/test_b.py",)),
+    }  # fmt: skip
+
+
+def test_a_failure_that_passes_alone_is_flaky_and_does_not_fail_the_default_rule(
+    ledger: Ledger, repo: Path
+) -> None:
+    suite = _suite(c=_fails("tests/test_c.py"))
+    suite.alone[("head", "tests/test_c.py")] = _ok("tests/test_c.py")
+    verdict = _gate(ledger, repo, FakeExecutor(suite))
+    assert verdict.status == "passed"
+    assert verdict.flaky == ("tests/test_c.py::test_one",)
+
+
+def test_an_isolation_the_machinery_broke_is_run_again(ledger: Ledger, repo: Path) -> None:
+    suite = _suite(b=_fails("tests/test_b.py"))
+    executor = FakeExecutor(suite)
+    original = executor.run
+
+    def broken_once_alone(shard):  # type: ignore[no-untyped-def]
+        if shard.shard_id.startswith("isolate") and not getattr(executor, "broke", False):
+            executor.broke = True
+            suite.infrastructure[shard.files[0]] = 1
+        return original(shard)
+
+    executor.run = broken_once_alone  # type: ignore[method-assign]
+    verdict = _gate(ledger, repo, executor)
+
+    assert verdict.introduced == ("tests/test_b.py::test_one",)
+    alone = Counter((c.revision, c.files) for c in executor.calls if c.shard_id.startswith("iso"))
+    assert sorted(alone.values()) == [1, 2]  # the broken one once more, the other once
+
+
+def test_a_resumed_run_redoes_nothing_already_recorded(ledger: Ledger, repo: Path) -> None:
+    _gate(ledger, repo, FakeExecutor(_suite(b=_fails("tests/test_b.py"))))
+    (run_id,) = [r.run_id for r in ledger.runs()]
+    recorded = len(ledger.read(run_id))
+    again = FakeExecutor(_suite())
+
+    verdict = GateProcess(ledger, run_id, again).drive()
+
+    assert again.calls == [] and len(ledger.read(run_id)) == recorded
+    assert verdict.introduced == ("tests/test_b.py::test_one",)
+
+
+def test_a_failure_that_passes_with_bases_packages_is_attributed_to_them(
+    ledger: Ledger, repo: Path
+) -> None:
+    suite = _suite(a=_fails("tests/test_a.py"), b=_fails("tests/test_b.py"))
+    suite.packages = {"base": "iniconfig==1.1.1\n", "head": "iniconfig==2.3.0\n"}
+    suite.pinned = {"tests/test_a.py": _ok("tests/test_a.py")}  # b still fails: the code's
+    pinned: list[FakeExecutor] = []
+
+    def with_pins(packages: str) -> FakeExecutor:
+        pinned.append(FakeExecutor(suite, EnvironmentRequest(mode="auto", pinned=packages)))
+        return pinned[-1]
+
+    verdict = _gate(ledger, repo, FakeExecutor(suite), environment="auto", pinned=with_pins)
+
+    assert verdict.causes == {
+        "tests/test_a.py::test_one": "dependencies", "tests/test_b.py::test_one": "code",
+    }  # fmt: skip
+    assert verdict.moved == ("iniconfig 1.1.1 → 2.3.0",)
+    (used,) = pinned
+    assert used.request.pinned == "iniconfig==1.1.1\n" and used.closed
+    assert [c.files for c in used.calls] == [("tests/test_a.py", "tests/test_b.py")]
