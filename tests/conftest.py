@@ -14,6 +14,14 @@ POSTGRES_URL = os.environ.get("LEDGER_TEST_POSTGRES_URL")
 NO_POSTGRES = "no PostgreSQL server: set LEDGER_TEST_POSTGRES_URL (.ci/run starts one)"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under `-n 2 --dist loadgroup` the SSH tests run one after another on one worker: they
+    share the host's /tmp and count its `release-ledger.*` temporaries."""
+    for item in items:
+        if item.get_closest_marker("ssh"):
+            item.add_marker(pytest.mark.xdist_group("ssh"))
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _caches_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Keep the gate's cached checkouts and per-revision environments out of the user's
@@ -22,6 +30,12 @@ def _caches_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     previous = {name: os.environ.get(name) for name in variables}
     for name, folder in variables.items():
         os.environ[name] = str(tmp_path_factory.mktemp(folder))
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # Workers share one environments cache (it locks each entry while building), so an
+        # environment is built once per session, not once per worker.
+        shared = tmp_path_factory.getbasetemp().parent / "shared-envs"
+        shared.mkdir(exist_ok=True)
+        os.environ["LEDGER_ENVS_DIR"] = str(shared)
     yield
     for name, value in previous.items():
         if value is None:
