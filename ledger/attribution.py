@@ -47,13 +47,17 @@ def record_attribution(
     pins = base_packages.encode()
     pins_hash = sha256_hex(pins)
     artifacts: dict[str, bytes] = {pins_hash: pins}
-    executor = executor_for(base_packages)
     try:
-        executor.prepare([rerun.commit])
-        observation = executor.run(rerun)
-    finally:
-        executor.close()
-    fields = _observed(*bounded(observation), artifacts)
+        executor = executor_for(base_packages)
+        try:
+            executor.prepare([rerun.commit])
+            observation = executor.run(rerun)
+        finally:
+            executor.close()
+    except Exception as error:  # the evidence is optional: a fault here never stops the run
+        fields: dict[str, object] = {"environment_error": f"{type(error).__name__}: {error}"}
+    else:
+        fields = _observed(*bounded(observation), artifacts)
     event = ledger.make(
         ev.AttributionRecorded,
         run_id,

@@ -184,3 +184,18 @@ def test_a_failure_that_passes_with_bases_packages_is_attributed_to_them(
     (used,) = pinned
     assert used.request.pinned == "iniconfig==1.1.1\n" and used.closed
     assert [c.files for c in used.calls] == [("tests/test_a.py", "tests/test_b.py")]
+
+
+def test_an_attribution_whose_executor_fails_leaves_the_causes_unknown(
+    ledger: Ledger, repo: Path
+) -> None:
+    suite = _suite(a=_fails("tests/test_a.py"))
+    suite.packages = {"base": "iniconfig==1.1.1\n", "head": "iniconfig==2.3.0\n"}
+
+    def broken(packages: str) -> FakeExecutor:
+        raise RuntimeError("no such interpreter on the pool")
+
+    verdict = _gate(ledger, repo, FakeExecutor(suite), environment="auto", pinned=broken)
+
+    assert verdict.status == "failed"
+    assert verdict.causes == {"tests/test_a.py::test_one": "unknown"}
