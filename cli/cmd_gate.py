@@ -13,8 +13,12 @@ from cli.render import finish_verdict
 from ledger import report as reports
 from ledger import use_cases
 from ledger.bootstrap import opened
-from ledger.gate import GateInterrupted, validate, warnings_for
+from ledger.gate import DEFAULTS, GateInterrupted, validate, warnings_for
 from ledger.settings import EXECUTORS, gate_options
+
+# Defaults as the help shows them (each one's value lives in `ledger.gate.GateOptions`).
+_SHOWN = {name: f"{value:g}" if isinstance(value, float) else str(value)
+          for name, value in DEFAULTS.items()}  # fmt: skip
 
 
 @click.command("gate")
@@ -33,12 +37,15 @@ from ledger.settings import EXECUTORS, gate_options
               "gets its own environments and shard runs; the verdict is per interpreter and "
               "overall. Default: the gate's own interpreter.")  # fmt: skip
 @click.option("--shards", type=int, default=None, help="Shard count (default: twice --jobs).")
-@click.option("--budget-gib", type=float, default=None, help="Memory per shard [default: 8].")
-@click.option("--rounds", type=int, default=None, help="Retry rounds [default: 2].")
+@click.option("--budget-gib", type=float, default=None,
+              help=f"Memory per shard [default: {_SHOWN['budget_gib']}].")  # fmt: skip
+@click.option("--rounds", type=int, default=None,
+              help=f"Retry rounds [default: {_SHOWN['rounds']}].")  # fmt: skip
 @click.option("--jobs", type=int, default=None, help="Parallel processes (default: CPU count).")
 @click.option("--timeout", "timeout_s", type=float, default=None,
-              help="Seconds per shard before its group is killed [default: 1200].")  # fmt: skip
-@click.option("--rule", default=None, help="Aggregation rule [default: default].")
+              help="Seconds per shard before its group is killed "
+              f"[default: {_SHOWN['timeout_s']}].")  # fmt: skip
+@click.option("--rule", default=None, help=f"Aggregation rule [default: {_SHOWN['rule']}].")
 @click.option("--command", "command", default=None, metavar="TEMPLATE",
               help="Test command with {python}, {junit}, {files} (default: pytest).")  # fmt: skip
 @click.option("--discover", "discover", multiple=True, metavar="GLOB",
@@ -70,9 +77,11 @@ from ledger.settings import EXECUTORS, gate_options
 @click.option("--deadline", default=None, help="Question deadline (45s, 30m, 2h) [default: 30m].")
 @click.option("--wait", is_flag=True, help="Wait for the owner's answers until each deadline.")
 @click.option("--questions", "question_budget", type=int, default=None,
-              help="Questions the gate may put to the owner per run [default: 3].")  # fmt: skip
+              help="Questions the gate may put to the owner per run "
+              f"[default: {_SHOWN['question_budget']}].")  # fmt: skip
 @click.option("--max-report-mb", type=float, default=None,
-              help="A larger JUnit report makes its attempt unmeasured [default: 64].")  # fmt: skip
+              help="A larger JUnit report makes its attempt unmeasured "
+              f"[default: {_SHOWN['max_report_mb']}].")  # fmt: skip
 @click.option("--release-builds/--no-release-builds", "release_builds", default=None,
               help="Once the tests are done, build head's sdist and wheel and try the upgrade "
               "from base's wheel, for the approval report [default: on].")  # fmt: skip

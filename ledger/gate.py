@@ -8,6 +8,7 @@ question of the same ledger and does only what is missing.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -220,6 +221,14 @@ class GateOptions:
         )
 
 
+# Every gate setting's default, read from `GateOptions` itself: the command line's help, the
+# repository table's reading (`ledger/settings.py`) and `options_from` take them from here.
+DEFAULTS: dict[str, Any] = {
+    f.name: f.default
+    for f in dataclasses.fields(GateOptions)
+    if f.default is not dataclasses.MISSING
+}
+
 YEAR_S = 366 * 24 * 3600.0
 MEASURE_MODES = ("inplace", "solo", "always", "never", "missing")  # missing: solo (before 0.2)
 
@@ -329,11 +338,11 @@ def options_from(started: ev.RunStarted) -> GateOptions:
         base=started.base,
         head=started.head,
         shards=int(recorded.get("shards", 2)),
-        budget_gib=float(recorded.get("budget_gib", 8.0)),
+        budget_gib=float(recorded.get("budget_gib", DEFAULTS["budget_gib"])),
         isolation_budget_gib=_recorded_number(recorded.get("isolation_budget_gib")),
-        rounds=int(recorded.get("rounds", 2)),
+        rounds=int(recorded.get("rounds", DEFAULTS["rounds"])),
         jobs=int(recorded.get("jobs", os.cpu_count() or 1)),
-        timeout_s=float(recorded.get("timeout_s", 1200.0)),
+        timeout_s=float(recorded.get("timeout_s", DEFAULTS["timeout_s"])),
         rule=started.rule,
         command=tuple(started.command),
         # Runs recorded before measuring in place measured every new file alone first.
@@ -341,9 +350,9 @@ def options_from(started: ev.RunStarted) -> GateOptions:
         discover=tuple(recorded.get("discover", ())),
         executor=started.executor,
         executor_options=dict(recorded.get("executor_options", {})),
-        deadline_s=float(recorded.get("deadline_s", 1800.0)),
+        deadline_s=float(recorded.get("deadline_s", DEFAULTS["deadline_s"])),
         wait=bool(recorded.get("wait", False)),
-        question_budget=int(recorded.get("question_budget", 3)),
+        question_budget=int(recorded.get("question_budget", DEFAULTS["question_budget"])),
         # Runs recorded before per-revision environments ran with the gate's interpreter.
         environment=str(recorded.get("env", "none")),
         extras=tuple(str(e) for e in recorded.get("extras", ())),
@@ -355,7 +364,7 @@ def options_from(started: ev.RunStarted) -> GateOptions:
             for i in recorded.get("interpreters", ())
             if isinstance(i, dict)
         ),
-        max_report_mb=float(recorded.get("max_report_mb", 64.0)),
+        max_report_mb=float(recorded.get("max_report_mb", DEFAULTS["max_report_mb"])),
         # Runs recorded before release builds existed are not built on resume.
         release_builds=bool(recorded.get("release_builds", False)),
         # Runs recorded before attribution existed are not attributed on resume.

@@ -28,7 +28,7 @@ from adapters.executors.environment import (
 from adapters.interpreters import Interpreter
 from domain.errors import BadInput
 from domain.execution import DEFAULT_PYTEST_COMMAND
-from ledger.gate import GateOptions
+from ledger.gate import DEFAULTS, GateOptions
 
 
 class RepositorySettings(BaseModel):
@@ -356,21 +356,23 @@ def gate_options(flags: dict[str, Any]) -> GateOptions:
         base=str(base),
         head=head,
         shards=pick("shards"),
-        budget_gib=_number(pick("budget_gib"), 8.0),
+        budget_gib=_number(pick("budget_gib"), DEFAULTS["budget_gib"]),
         isolation_budget_gib=_optional_number(pick("isolation_budget_gib")),
-        rounds=int(_number(pick("rounds"), 2)),
+        rounds=int(_number(pick("rounds"), DEFAULTS["rounds"])),
         jobs=int(jobs) if jobs is not None else (os.cpu_count() or 1),
-        timeout_s=_number(pick("timeout_s", "timeout"), 1200.0),
-        rule=pick("rule") or "default",
+        timeout_s=_number(pick("timeout_s", "timeout"), DEFAULTS["timeout_s"]),
+        rule=pick("rule") or DEFAULTS["rule"],
         command=template,
-        measure=pick("measure") or "inplace",
+        measure=pick("measure") or DEFAULTS["measure"],
         discover=tuple(discover or ()),
         executor=executor,
         executor_options=executor_options,
         deadline_s=parse_duration(deadline),
         wait=bool(flags.get("wait")),
-        question_budget=int(_number(pick("question_budget", "questions"), 3)),
-        environment=pick("env") or "auto",
+        question_budget=int(
+            _number(pick("question_budget", "questions"), DEFAULTS["question_budget"])
+        ),
+        environment=pick("env") or DEFAULTS["environment"],
         extras=declared_extras(repo, head, list(table.extras or [])),
         pass_env=checked_pass_env(pick("pass_env") or ()),
         outputs=checked_outputs(table.outputs or []),
@@ -379,7 +381,7 @@ def gate_options(flags: dict[str, Any]) -> GateOptions:
             i.recorded()
             for i in interpreters_for(repo, head, pick("python"), local=runs_locally(executor))
         ),
-        max_report_mb=_number(pick("max_report_mb"), 64.0),
+        max_report_mb=_number(pick("max_report_mb"), DEFAULTS["max_report_mb"]),
         release_builds=bool(pick("release_builds") if pick("release_builds") is not None else True),
         attribution=bool(pick("attribution") if pick("attribution") is not None else True),
     )
