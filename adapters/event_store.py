@@ -11,24 +11,26 @@ same transaction as the events that reference them: one database holds a whole l
 from __future__ import annotations
 
 import contextlib
-import functools
 import gc
 import hashlib
 import hmac
 import json
-import os
 import sqlite3
-import stat
-import sys
 import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, unquote, urlparse
 
+from adapters.store_dialects import (
+    EVENTS_TABLE,
+    LOCK_WAIT_S,
+    READINGS_TABLE,
+    SEALS_TABLE,
+    es_error,
+    library_error,
+)
 from adapters.store_errors import ConcurrencyConflict, LeaseHeld, LeaseLost, StoreBusy
 from domain.chain import (
     GENESIS,
@@ -53,10 +55,6 @@ if TYPE_CHECKING:  # the event models (pydantic) load only when events are read 
 # process writes, subscribes or reads notifications: reading commands (`ledger runs`,
 # `questions`, `show`, `verdict`) read through one plain connection and never import it.
 
-FORMAT = "release-ledger/1"
-DEFAULT_SQLITE_PATH = Path(".ledger") / "ledger.db"
-EVENTS_TABLE = "ledger_events"
-LOCK_WAIT_S = 30  # how long a writer waits for another's lock before giving up (both backends)
 
 
 @dataclass(frozen=True)
@@ -102,44 +100,6 @@ class RunRow:
     length: int
     tip: str
 
-
-# --- recorders: the library's event tables plus the ledger's artifact, run and meta tables --
-
-# The ledger's own indexes, written in the same transaction as the events they derive from
-# (`projections/content_index.py` derives them; `Ledger.reindex` rebuilds them from the
-# events): the run list's order and status, open questions, and per-item content lookups.
-INDEX_FORMAT = "3"  # 2: measurements by content; 3: files that collect nothing
-# Kept readings (`ledger show`, `ledger verdict`): derived and replaceable, made with a new
-# ledger and on first need in an older one. The body is zlib-compressed JSON (6-12x smaller:
-# 3.4 KB for a 100-event run); BYTEA is PostgreSQL's binary type, and SQLite stores a blob
-# as it is whatever the declared type.
-READINGS_TABLE = (
-    "CREATE TABLE IF NOT EXISTS ledger_readings (run_id TEXT PRIMARY KEY, "
-    "length INTEGER NOT NULL, tip TEXT NOT NULL, code TEXT NOT NULL, seal TEXT NOT NULL, "
-    "body BYTEA NOT NULL)"
-)
-# The run index's seal (HMAC under the ledger's key file, `adapters/ledger_key.py`) over each
-# run's (length, tip), written in the appending transaction: removing a run's last events and
-# fixing its index row to match is then told from an honest run. Made on first need.
-SEALS_TABLE = (
-    "CREATE TABLE IF NOT EXISTS ledger_seals (run_id TEXT PRIMARY KEY, "
-    "length INTEGER NOT NULL, tip TEXT NOT NULL, key_id TEXT NOT NULL, seal TEXT NOT NULL)"
-)
-INDEX_TABLES = (
-    READINGS_TABLE,
-    "CREATE INDEX IF NOT EXISTS ledger_runs_newest ON ledger_runs (started_at DESC, run_id)",
-    "CREATE TABLE IF NOT EXISTS ledger_status (run_id TEXT PRIMARY KEY, lifecycle TEXT, "
-    "asked INTEGER NOT NULL DEFAULT 0, rule TEXT, verdict TEXT, verdict_length INTEGER, "
-    "verdict_code TEXT)",
-    "CREATE TABLE IF NOT EXISTS ledger_questions (run_id TEXT NOT NULL, "
-    "question_id TEXT NOT NULL, asked_at TEXT NOT NULL, position INTEGER NOT NULL, "
-    "state TEXT NOT NULL, data TEXT NOT NULL, PRIMARY KEY (run_id, question_id))",
-    "CREATE INDEX IF NOT EXISTS ledger_questions_newest ON ledger_questions (asked_at)",
-    "CREATE TABLE IF NOT EXISTS ledger_index (kind TEXT NOT NULL, key TEXT NOT NULL, "
-    "run_id TEXT NOT NULL, position INTEGER NOT NULL, item TEXT NOT NULL, data TEXT NOT NULL, "
-    "PRIMARY KEY (kind, key, run_id, position, item))",
-    "CREATE INDEX IF NOT EXISTS ledger_index_run ON ledger_index (run_id)",
-)
 
 ContentRowTuple = tuple[str, str, int, str, str]  # kind, key, offset in the batch, item, data
 
@@ -196,180 +156,6 @@ class ContentHit:
     position: int
     item: str
     data: str
-
-
-@functools.cache
-def _sqlite_classes() -> tuple[type, type]:
-    """The library's SQLite recorder and pool, adapted (built on first use: see above)."""
-    from eventsourcing.persistence import InterfaceError
-    from eventsourcing.sqlite import (
-        SQLiteApplicationRecorder,
-        SQLiteConnection,
-        SQLiteConnectionPool,
-    )
-
-    class _SQLiteRecorder(SQLiteApplicationRecorder):  # type: ignore[misc]
-        def create_table(self) -> None:
-            """The library's, but in a transaction that takes the write lock up front: a
-            deferred one that reads the schema and then writes cannot wait for a busy database
-            (SQLite refuses the upgrade at once: "database is locked") when many processes
-            open it."""
-            with self.datastore.get_connection(commit=True) as conn:
-                c = conn.cursor().sqlite_cursor
-                c.execute("BEGIN IMMEDIATE")
-                try:
-                    for statement in self.create_table_statements:
-                        c.execute(statement)
-                except BaseException:
-                    conn.rollback()
-                    raise
-                conn.commit()
-
-        def construct_create_table_statements(self) -> list[str]:
-            return [
-                *super().construct_create_table_statements(),
-                "CREATE TABLE IF NOT EXISTS ledger_artifacts ("
-                "sha256 TEXT PRIMARY KEY, size INTEGER NOT NULL, data BLOB NOT NULL)",
-                "CREATE TABLE IF NOT EXISTS ledger_runs ("
-                "run_id TEXT PRIMARY KEY, started_at TEXT, repo TEXT, head TEXT, base TEXT, "
-                "head_ref TEXT, base_ref TEXT, length INTEGER NOT NULL, tip TEXT NOT NULL)",
-                "CREATE TABLE IF NOT EXISTS ledger_meta (key TEXT PRIMARY KEY, value TEXT)",
-                "CREATE TABLE IF NOT EXISTS ledger_leases ("
-                "run_id TEXT PRIMARY KEY, holder TEXT NOT NULL, expires REAL NOT NULL)",
-                *INDEX_TABLES,
-                f"INSERT OR IGNORE INTO ledger_meta (key, value) VALUES ('format', '{FORMAT}')",
-                "INSERT OR IGNORE INTO ledger_meta (key, value) "
-                "VALUES ('ledger_id', lower(hex(randomblob(16))))",
-            ]
-
-    class _SQLitePool(SQLiteConnectionPool):  # type: ignore[misc]
-        """The library's pool, but with a real statement cache: eventsourcing 9.5 connects
-        with `cached_statements=True`, a cache of ONE statement, so every execute re-prepared
-        its SQL (~25 us each, most of an append's CPU)."""
-
-        def _create_connection(self) -> Any:
-            try:
-                c = sqlite3.connect(
-                    database=self.db_name,
-                    uri=True,
-                    check_same_thread=False,
-                    isolation_level=None,
-                    cached_statements=128,
-                    timeout=self.lock_timeout or 5,
-                )
-            except (sqlite3.Error, TypeError) as e:
-                raise InterfaceError(e) from e
-            if not self.is_sqlite_memory_mode and not self.is_journal_mode_wal:
-                mode = c.execute("PRAGMA journal_mode;").fetchone()[0]
-                if str(mode).lower() != "wal":
-                    c.execute("PRAGMA journal_mode=WAL;")
-                    self.journal_mode_was_changed_to_wal = True
-                self.is_journal_mode_wal = True
-            c.row_factory = sqlite3.Row
-            return SQLiteConnection(sqlite_conn=c, max_age=self.max_age)
-
-    return _SQLiteRecorder, _SQLitePool
-
-
-def _sqlite_datastore(db_name: str, **kwargs: Any) -> Any:
-    from eventsourcing.sqlite import SQLiteDatastore
-
-    datastore = SQLiteDatastore(db_name, originator_id_type="text", **kwargs)
-    datastore.pool.close()  # never used: no connection is opened before the first request
-    datastore.pool = _sqlite_classes()[1](db_name=db_name, **kwargs)
-    return datastore
-
-
-def _sqlite_recorder(datastore: Any) -> Any:
-    return _sqlite_classes()[0](datastore, events_table_name=EVENTS_TABLE)
-
-
-_DBAPI_ERRORS = (
-    "InterfaceError",
-    "DataError",
-    "OperationalError",
-    "IntegrityError",
-    "InternalError",
-    "ProgrammingError",
-    "NotSupportedError",
-    "DatabaseError",
-)
-
-
-def _es_error(name: str) -> type[Exception]:
-    """An eventsourcing exception class, for `except` clauses of the write path (evaluated
-    only when something is raised there, after the library is loaded)."""
-    from eventsourcing import persistence
-
-    error: type[Exception] = getattr(persistence, name)
-    return error
-
-
-def _library_error(error: Exception, dbapi: Any) -> Exception:
-    """The eventsourcing exception the library's datastore raises for a driver's `error`
-    (`dbapi`: the sqlite3 or psycopg2 module), so a direct read fails as a pooled one did."""
-    from eventsourcing import persistence
-
-    for name in _DBAPI_ERRORS:
-        if isinstance(error, getattr(dbapi, name)):
-            mapped: Exception = getattr(persistence, name)(str(error))
-            return mapped
-    return persistence.PersistenceError(str(error))
-
-
-def _pg_recorder_class() -> type:
-    from eventsourcing.postgres import PostgresApplicationRecorder
-
-    class _PostgresRecorder(PostgresApplicationRecorder):  # type: ignore[misc]
-        def __init__(self, datastore: Any, **kwargs: Any) -> None:
-            super().__init__(datastore, **kwargs)
-            from psycopg.sql import SQL
-
-            self.sql_create_statements.extend(
-                [
-                    SQL(
-                        "CREATE TABLE IF NOT EXISTS ledger_artifacts (sha256 text PRIMARY KEY, "
-                        "size bigint NOT NULL, data bytea NOT NULL)"
-                    ).format(),
-                    SQL(
-                        "CREATE TABLE IF NOT EXISTS ledger_runs (run_id text PRIMARY KEY, "
-                        "started_at text, repo text, head text, base text, head_ref text, "
-                        "base_ref text, length bigint NOT NULL, tip text NOT NULL)"
-                    ).format(),
-                    SQL(
-                        "CREATE TABLE IF NOT EXISTS ledger_meta (key text PRIMARY KEY, value text)"
-                    ).format(),
-                    SQL(
-                        "CREATE TABLE IF NOT EXISTS ledger_leases (run_id text PRIMARY KEY, "
-                        "holder text NOT NULL, expires double precision NOT NULL)"
-                    ).format(),
-                    SQL(
-                        "INSERT INTO ledger_meta (key, value) VALUES ('format', '"
-                        + FORMAT
-                        + "') ON CONFLICT DO NOTHING"
-                    ).format(),
-                    SQL(
-                        "INSERT INTO ledger_meta (key, value) VALUES ('ledger_id', "
-                        "md5(random()::text || clock_timestamp()::text)) ON CONFLICT DO NOTHING"
-                    ).format(),
-                ]
-            )
-
-        def _create_table(self, curs: Any) -> None:
-            # Creators serialise on an advisory lock: concurrent `CREATE TABLE IF NOT EXISTS`
-            # from several processes otherwise fails ("tuple concurrently updated").
-            curs.execute("SELECT pg_advisory_xact_lock(7239016482731)", prepare=False)
-            super()._create_table(curs)
-            # The ledger's indexes only when missing: `CREATE INDEX IF NOT EXISTS` locks its
-            # table before it looks, and would deadlock with appends (row lock on the run
-            # index, then the events table lock) while the library's DDL holds the latter.
-            curs.execute("SELECT to_regclass('ledger_index_run') IS NULL AS missing", prepare=False)
-            row = curs.fetchone()
-            if row is None or (row["missing"] if isinstance(row, dict) else row[0]):
-                for statement in INDEX_TABLES:
-                    curs.execute(statement, prepare=False)
-
-    return _PostgresRecorder
 
 
 # --- the store ------------------------------------------------------------------------------
@@ -548,7 +334,7 @@ class EventStore:
                     self._write_seal(c, run_id, length + len(events), prev)
                 if index is not None:
                     self._write_index(c, run_id, length, index)
-        except (_es_error("IntegrityError"), sqlite3.IntegrityError) as conflict:
+        except (es_error("IntegrityError"), sqlite3.IntegrityError) as conflict:
             # Only when stored events and the run index disagree (e.g. a tampered index).
             raise ConcurrencyConflict(
                 f"run {run_id}: position {length + 1} is already taken"
@@ -884,7 +670,7 @@ class EventStore:
                     conn.rollback()
                     raise
                 conn.commit()
-        except (sqlite3.OperationalError, _es_error("OperationalError")) as error:
+        except (sqlite3.OperationalError, es_error("OperationalError")) as error:
             text = str(error).lower()
             if "locked" in text or "lock timeout" in text or "busy" in text:
                 raise StoreBusy(
@@ -1378,13 +1164,13 @@ class EventStore:
             try:
                 return list(reader.execute(sql, tuple(params)).fetchall())
             except sqlite3.Error as error:
-                raise _library_error(error, sqlite3) from error
+                raise library_error(error, sqlite3) from error
         from adapters.pg_reader import dbapi
 
         try:
             return list(reader.execute(sql, tuple(params)).fetchall())
         except dbapi.Error as error:
-            raise _library_error(error, dbapi) from error
+            raise library_error(error, dbapi) from error
 
     def close(self) -> None:
         if self._reader is not None:
@@ -1440,242 +1226,3 @@ def _parse(payloads: list[bytes], topics: list[str]) -> list[Event]:
             raise ValueError(f"stored {topic} event holds a {event.kind} payload")
     return events
 
-
-# --- opening by URL -------------------------------------------------------------------------
-
-
-def default_url() -> str:
-    return f"sqlite:///{DEFAULT_SQLITE_PATH}"
-
-
-def sqlite_path(url: str) -> Path:
-    """`sqlite:///` followed by the path: `sqlite:///.ledger/ledger.db` is relative to the
-    current directory, `sqlite:////var/ledger.db` (that is, f"sqlite:///{abs_path}") absolute."""
-    if not url.startswith("sqlite:///"):
-        raise BadInput(f"malformed ledger URL {url!r}: expected sqlite:///PATH")
-    path = unquote(url[len("sqlite:///") :])
-    if not path or path.endswith("/") or "?" in path or "\x00" in path:
-        raise BadInput(f"malformed ledger URL {url!r}: expected sqlite:///PATH/TO/FILE.db")
-    return Path(path)
-
-
-def open_store(url: str | None, *, create: bool = True) -> EventStore:
-    """Open the ledger named by a URL; BadInput (exit 2) for anything wrong with it."""
-    url = url or default_url()
-    scheme = urlparse(url).scheme
-    if scheme == "sqlite":
-        return _open_sqlite(sqlite_path(url), create=create)
-    if scheme in ("postgresql", "postgres"):
-        return _open_postgres(url)
-    raise BadInput(f"malformed ledger URL {url!r}: use sqlite:///PATH or postgresql://...")
-
-
-def _pathname2url(path: str) -> str:
-    """`urllib.request.pathname2url` without importing urllib.request at start-up (it pulls in
-    http.client and email, ~8 ms): on POSIX before Python 3.13 it is exactly `quote`."""
-    if os.name == "nt" or sys.version_info >= (3, 13):
-        from urllib.request import pathname2url
-
-        return pathname2url(path)
-    return quote(path)
-
-
-def _sqlite_file_state(path: Path) -> str:
-    """`absent` (no file, an empty one, no tables), `complete` (a release-ledger database
-    with every table and index made: opened without DDL) or `partial`; BadInput when
-    foreign."""
-    if not path.exists():
-        return "absent"
-    if path.is_dir():
-        raise BadInput(f"ledger path {path} is a directory, not a database file")
-    if not path.is_file():  # a device, a FIFO, a socket: never opened, created or chmod-ed
-        raise BadInput(f"ledger path {path} is not a regular file")
-    try:
-        with path.open("rb") as f:
-            head = f.read(16)
-    except OSError as error:
-        raise BadInput(f"cannot read ledger file {path}: {error.strerror}") from error
-    if not head:
-        return "absent"  # an empty file: SQLite treats it as a new database
-    if head != b"SQLite format 3\x00":
-        raise BadInput(f"{path} is not a SQLite database (not a release-ledger file)")
-    try:
-        # Without a -wal file nobody has the database open and its content is all in the main
-        # file: read it as immutable, so that checking a file (even a foreign one) never
-        # leaves -wal/-shm files behind. With one, those files exist already.
-        wal = path.with_name(path.name + "-wal").exists()
-        where = _pathname2url(str(path.absolute()))
-        uri = f"file:{where}?mode=ro" + ("" if wal else "&immutable=1")
-        conn = sqlite3.connect(uri, uri=True, timeout=5)
-        try:
-            names = conn.execute("SELECT type, name FROM sqlite_master").fetchall()
-            tables = {name for kind, name in names if kind == "table"}
-            if not tables:
-                return "absent"
-            if "ledger_meta" not in tables:
-                raise BadInput(f"{path} is a foreign SQLite database, not a release-ledger file")
-            row = conn.execute("SELECT value FROM ledger_meta WHERE key='format'").fetchone()
-            # The tables are made in one transaction, the index of the run index last; the
-            # ledger's id is written with them.
-            made = ("index", "ledger_index_run") in {(kind, name) for kind, name in names}
-            if made:
-                made = bool(
-                    conn.execute("SELECT 1 FROM ledger_meta WHERE key='ledger_id'").fetchone()
-                )
-        finally:
-            conn.close()
-    except sqlite3.DatabaseError as error:
-        raise BadInput(f"cannot read ledger file {path}: {error}") from error
-    if not row or row[0] != FORMAT:
-        raise BadInput(f"{path} is a release-ledger file of an unknown format {row and row[0]!r}")
-    return "complete" if made else "partial"
-
-
-def _open_sqlite(path: Path, *, create: bool) -> EventStore:
-    state = _sqlite_file_state(path)
-    exists = state != "absent"
-    if not exists and not create:
-        return _open_sqlite_memory(f"{path} (not created yet)")
-    if not exists:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
-            except FileExistsError:
-                pass  # an empty file of the user's: SQLite makes it a database, mode kept
-            else:
-                os.fchmod(fd, stat.S_IRUSR | stat.S_IWUSR)
-                os.close(fd)
-        except OSError as error:
-            raise BadInput(f"cannot create ledger file {path}: {error.strerror}") from error
-    elif not os.access(path, os.R_OK | os.W_OK):
-        if not create and os.access(path, os.R_OK):
-            pass
-        else:
-            raise BadInput(f"cannot open ledger file {path}: permission denied")
-
-    def connect() -> tuple[Any, Any]:
-        datastore = _sqlite_datastore(str(path), lock_timeout=LOCK_WAIT_S, pool_size=4)
-        return _sqlite_recorder(datastore), datastore
-
-    if state == "complete" and not _writable(path):
-        # A read-only ledger (a read-only mount, another user's file): every reading command
-        # answers through a read-only connection; anything that writes is refused in one line.
-        wal = path.with_name(path.name + "-wal").exists()
-        where = _pathname2url(str(path.absolute()))
-        uri = f"file:{where}?mode=ro" + ("" if wal else "&immutable=1")
-
-        def refuse() -> tuple[Any, Any]:
-            raise BadInput(f"the ledger {path} is read-only: this command writes to it")
-
-        try:
-            reader = sqlite3.connect(
-                uri, uri=True, timeout=LOCK_WAIT_S, isolation_level=None, check_same_thread=False
-            )
-        except sqlite3.Error as error:
-            raise BadInput(f"cannot open ledger file {path}: {error}") from error
-        store = EventStore(dialect="sqlite", description=str(path), reader=reader, connect=refuse)
-        store.read_only = True
-        return store
-    if state == "complete":
-        # Every table is there: no DDL (and no write lock) to open it. Reads go through one
-        # plain connection until the first write builds the library's datastore.
-        try:
-            reader = sqlite3.connect(
-                str(path), timeout=LOCK_WAIT_S, isolation_level=None, check_same_thread=False
-            )
-        except sqlite3.Error as error:
-            raise BadInput(f"cannot open ledger file {path}: {error}") from error
-        return EventStore(dialect="sqlite", description=str(path), reader=reader, connect=connect)
-    from eventsourcing.persistence import PersistenceError
-
-    recorder, datastore = connect()
-    try:
-        recorder.create_table()
-        with datastore.transaction(commit=False) as c:
-            c.execute("PRAGMA busy_timeout = 30000")
-    except PersistenceError as error:
-        raise BadInput(f"cannot open ledger file {path}: {error}") from error
-    return EventStore(recorder, dialect="sqlite", description=str(path), datastore=datastore)
-
-
-def _writable(path: Path) -> bool:
-    """Whether this process may write the ledger file and create its -wal/-shm files."""
-    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)
-
-
-def _open_sqlite_memory(description: str) -> EventStore:
-    datastore = _sqlite_datastore("file:ledger-empty?mode=memory&cache=shared")
-    recorder = _sqlite_recorder(datastore)
-    recorder.create_table()
-    return EventStore(recorder, dialect="sqlite", description=description, datastore=datastore)
-
-
-def _open_postgres(url: str) -> EventStore:
-    parsed = urlparse(url)
-    dbname = unquote(parsed.path.lstrip("/"))
-    if not parsed.hostname or not dbname:
-        raise BadInput(
-            f"malformed ledger URL {url!r}: expected postgresql://user:pass@host:port/db"
-        )
-    try:
-        port = parsed.port or 5432
-    except ValueError as error:
-        raise BadInput(f"malformed ledger URL {url!r}: bad port") from error
-    where = f"{parsed.hostname}:{port}/{dbname}"
-    user, password = unquote(parsed.username or ""), unquote(parsed.password or "")
-    try:
-        from adapters import pg_reader
-
-        # A direct connection first: the pool's own error hides the reason (refused, auth,
-        # ...). It stays open as the reader: a reading command needs no pool (nor psycopg 3).
-        reader = pg_reader.connect(
-            dbname=dbname,
-            host=parsed.hostname,
-            port=port,
-            user=user,
-            password=password,
-            connect_timeout=5,
-        )
-    except Exception as error:  # every failure to connect is one message
-        reason = " ".join(str(error).split()) or type(error).__name__
-        raise BadInput(f"cannot reach PostgreSQL at {where}: {reason}") from error
-    try:
-        # A ledger whose tables all exist (the last one made is the index's) is opened
-        # without DDL: no schema locks taken by readers and writers that only open it.
-        made = reader.execute("SELECT to_regclass('ledger_index_run') IS NOT NULL").fetchone()
-        exists = bool(made and made[0])
-    except Exception as error:
-        reader.close()
-        reason = " ".join(str(error).split()) or type(error).__name__
-        raise BadInput(f"cannot reach PostgreSQL at {where}: {reason}") from error
-
-    def connect() -> tuple[Any, Any]:
-        from eventsourcing.postgres import PostgresDatastore
-
-        datastore = PostgresDatastore(
-            dbname=dbname,
-            host=parsed.hostname or "",
-            port=port,
-            user=user,
-            password=password,
-            connect_timeout=5,
-            pool_size=2,
-            max_overflow=4,
-            pool_open_timeout=5,
-            lock_timeout=LOCK_WAIT_S,
-            originator_id_type="text",
-        )
-        return _pg_recorder_class()(datastore, events_table_name=EVENTS_TABLE), datastore
-
-    store = EventStore(
-        dialect="postgresql", description=where, url=url, reader=reader, connect=connect
-    )
-    if not exists:
-        try:
-            store.recorder.create_table()
-        except Exception as error:
-            store.close()
-            reason = " ".join(str(error).split()) or type(error).__name__
-            raise BadInput(f"cannot reach PostgreSQL at {where}: {reason}") from error
-    return store

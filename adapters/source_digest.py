@@ -13,7 +13,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent  # our top-level packages sit side by side
-READING_SOURCES = ("domain", "projections", "ledger", "adapters/event_store.py")
+READING_SOURCES = (
+    "domain", "projections", "ledger", "adapters/event_store.py", "adapters/store_dialects.py"
+)  # fmt: skip
 
 
 @functools.cache

@@ -39,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from adapters.event_store import READINGS_TABLE  # noqa: E402
+from adapters.store_dialects import READINGS_TABLE  # noqa: E402
 from bench.projection import make_run, raw_reference, run_id_of  # noqa: E402
 from ledger import views  # noqa: E402
 from ledger.bootstrap import open_ledger  # noqa: E402

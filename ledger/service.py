@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from adapters.clock import SystemClock
 from adapters.event_store import (
-    INDEX_FORMAT,
     ConcurrencyConflict,
     EventStore,
     IndexWrite,
@@ -25,8 +24,9 @@ from adapters.event_store import (
     LeaseLost,
     Recorded,
     RunRow,
-    open_store,
 )
+from adapters.store_dialects import INDEX_FORMAT
+from adapters.store_open import open_store
 from domain.chain import StoredLink, find_break, sha256_hex
 from domain.errors import BadInput, BrokenRun, IntegrityProblem
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from adapters.clock import FixedClock
-from adapters.event_store import ConcurrencyConflict, sqlite_path
+from adapters.event_store import ConcurrencyConflict
+from adapters.store_open import sqlite_path
 from domain import events as ev
 from domain.chain import GENESIS, chain_hash, sha256_hex
 from domain.errors import BadInput
