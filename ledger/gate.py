@@ -56,6 +56,7 @@ from domain.run_state import (
 )
 from domain.verdict import Verdict
 from ledger.attribution import PinnedExecutor, record_attribution
+from ledger.placement import place_round
 from ledger.read_side import project, verdict_of
 from ledger.result_cache import ContentKeys, content_keys, find_reuse
 from ledger.service import Ledger
@@ -800,9 +801,12 @@ class GateProcess:
         self, state: RunState, requests: Sequence[RunRequest], round_: int
     ) -> dict[str, str]:
         """Pool executors only: measure the pool, place shards, record both."""
-        from ledger.placement import place_round
-
-        return place_round(self, state, requests, round_)
+        needs = {r.shard: float(self.memory_limit(state, r.shard)) for r in requests}
+        placed = place_round(
+            self.ledger, self.run_id, self.executor, state, needs, self.options.budget_mb, round_
+        )
+        self.reserved.update(placed.reduced_mb)
+        return placed.members
 
     def _environment_events(
         self, run: ShardRun, o: Observation

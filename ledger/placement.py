@@ -1,17 +1,19 @@
-"""Placement for pool executors: measure the pool, place shards, record both as events."""
+"""Placement for pool executors: measure the pool, place shards, record both as events.
+
+Its inputs are explicit (the ledger and run, the executor, what each shard needs) and it
+returns what it decided, so it imports nothing of the gate's process and changes none of it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from domain import events as ev
 from domain.placement import PlacementError, place_shards
 from domain.run_state import RunState
-from projections.next_step import RunRequest
-
-if TYPE_CHECKING:
-    from ledger.gate import GateProcess
+from ledger.service import Ledger
 
 
 class _Need:
@@ -20,46 +22,57 @@ class _Need:
         self.rss_mb = rss_mb
 
 
+@dataclass(frozen=True)
+class Placed:
+    """A round's placement: shard -> member, and the shards given less than they asked for
+    (the shard budget, on a pool without room for what a file alone may use)."""
+
+    members: dict[str, str]
+    reduced_mb: dict[str, int] = field(default_factory=dict)
+
+
 def place_round(
-    process: GateProcess, state: RunState, requests: Sequence[RunRequest], round_: int
-) -> dict[str, str]:
-    """shard -> member for this round. Members whose pods failed are left out; shards that
-    find no room are left unplaced (the executor reports them unmeasured)."""
-    executor = process.executor
+    ledger: Ledger,
+    run_id: str,
+    executor: Any,
+    state: RunState,
+    needs_mb: Mapping[str, float],
+    budget_mb: float,
+    round_: int,
+) -> Placed:
+    """Shard -> member for this round (`needs_mb`: what each shard's attempt may use, the
+    figure its pod's limit gets). Members whose pods failed are left out; shards that find
+    no room are left unplaced (the executor reports them unmeasured)."""
     measure_pool = getattr(executor, "measure_pool", None)
     if measure_pool is None:
-        return {}
+        return Placed({})
     leases = measure_pool()
-    process.ledger.record(process.run_id, ev.PoolMeasured, round=round_, members=leases)
+    ledger.record(run_id, ev.PoolMeasured, round=round_, members=leases)
     failed = state.excluded_members
     previous = {p.shard: p.member for p in state.placements}
-    # Each shard reserves what its attempt may use: the same figure its pod's limit gets.
-    needs = [
-        _Need(shard, float(process.memory_limit(state, shard)))
-        for shard in sorted({r.shard for r in requests})
-    ]
+    needs = [_Need(shard, float(mb)) for shard, mb in sorted(needs_mb.items())]
     placements = []
+    reduced: dict[str, int] = {}
     remaining = list(needs)
-    budget = process.options.budget_mb
     while remaining:
         try:
             placements = place_shards(remaining, leases, previous, failed)
             break
         except PlacementError as error:
-            larger = [n for n in remaining if n.rss_mb > budget]
+            larger = [n for n in remaining if n.rss_mb > budget_mb]
             if larger:
                 # Files alone may have more than a shard; a pool without room for all of
                 # that gives them the shard's budget rather than no place at all.
                 for need in larger:
-                    need.rss_mb = budget
-                    process.reserved[need.id] = int(budget)
+                    need.rss_mb = budget_mb
+                    reduced[need.id] = int(budget_mb)
                 continue
             # No room for one shard: place the others now, it goes unplaced this round.
             remaining = [n for n in remaining if n.id != error.shard]
     events: list[ev.Event] = [
-        process.ledger.make(
+        ledger.make(
             ev.ShardPlaced,
-            process.run_id,
+            run_id,
             shard=p.shard,
             member=p.member,
             round=round_,
@@ -69,5 +82,5 @@ def place_round(
         for p in placements
     ]
     if events:
-        process.ledger.append(process.run_id, events)
-    return {p.shard: p.member for p in placements}
+        ledger.append(run_id, events)
+    return Placed({p.shard: p.member for p in placements}, reduced)
