@@ -373,13 +373,8 @@ def _judge_one(state: RunState, policy: Policy, rule: str, version: int) -> Verd
             )
     introduced, preexisting = list(basis.introduced), list(basis.preexisting)
     fixed, flaky = list(basis.fixed), list(basis.flaky)
-    attributed = {t: c.cause for t, c in causes(state).items() if t in set(introduced)}
-    moved = tuple(moves_text(state.attribution.moved)) if state.attribution else ()
-    by_dependencies = sorted(t for t, c in attributed.items() if c == DEPENDENCIES)
-    reported_only: list[str] = []
-    if by_dependencies and not policy.dependency_introduced_fails:
-        reported_only = by_dependencies
-        introduced = [t for t in introduced if t not in set(by_dependencies)]
+    attributed, moved, reported_only = _attribution(state, policy, introduced)
+    introduced = [t for t in introduced if t not in set(reported_only)]
 
     waived, waivers = waived_files(state)
     kept: list[Unmeasured] = []
@@ -396,12 +391,7 @@ def _judge_one(state: RunState, policy: Policy, rule: str, version: int) -> Verd
     if policy.any_failure_fails and failing_at_head:
         reasons.append(f"{len(failing_at_head)} tests fail at head (rule fails on any failure)")
     if introduced:
-        reason = f"{len(introduced)} failures introduced at head"
-        blamed = [t for t in introduced if attributed.get(t) == DEPENDENCIES]
-        if blamed:
-            reason += f" ({len(blamed)} by the dependency change: {', '.join(moved[:3])}"
-            reason += f" and {len(moved) - 3} more)" if len(moved) > 3 else ")"
-        reasons.append(reason)
+        reasons.append(_introduced_reason(introduced, attributed, moved))
     if flaky and (policy.flaky_fails or flaky_blocked):
         why = "the owner blocked flaky failures" if flaky_blocked else "the rule counts them"
         reasons.append(f"{len(flaky)} flaky failures fail the gate ({why})")
@@ -471,6 +461,29 @@ def _judge_one(state: RunState, policy: Policy, rule: str, version: int) -> Verd
         moved=moved if attributed else (),
         introduced_by_dependencies=tuple(reported_only),
     )
+
+
+def _attribution(
+    state: RunState, policy: Policy, introduced: Sequence[str]
+) -> tuple[dict[str, str], tuple[str, ...], list[str]]:
+    """(each introduced failure's cause, the packages that moved, the failures this policy
+    reports instead of failing on: those the dependency change alone introduced)."""
+    attributed = {t: c.cause for t, c in causes(state).items() if t in set(introduced)}
+    moved = tuple(moves_text(state.attribution.moved)) if state.attribution else ()
+    by_dependencies = sorted(t for t, c in attributed.items() if c == DEPENDENCIES)
+    reported = by_dependencies if not policy.dependency_introduced_fails else []
+    return attributed, moved, reported
+
+
+def _introduced_reason(
+    introduced: Sequence[str], attributed: dict[str, str], moved: tuple[str, ...]
+) -> str:
+    reason = f"{len(introduced)} failures introduced at head"
+    blamed = [t for t in introduced if attributed.get(t) == DEPENDENCIES]
+    if blamed:
+        reason += f" ({len(blamed)} by the dependency change: {', '.join(moved[:3])}"
+        reason += f" and {len(moved) - 3} more)" if len(moved) > 3 else ")"
+    return reason
 
 
 def _fails_alone(isolation: Any, test: str) -> bool:
