@@ -1172,6 +1172,10 @@ class EventStore:
         except dbapi.Error as error:
             raise library_error(error, dbapi) from error
 
+    def subscribe(self, gt: int) -> Any:
+        """Notifications after `gt` as they are committed (the library's subscription)."""
+        return self.recorder.subscribe(gt=gt)
+
     def close(self) -> None:
         if self._reader is not None:
             with contextlib.suppress(Exception):

@@ -9,6 +9,7 @@ import os
 import sqlite3
 import stat
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlparse
@@ -43,9 +44,15 @@ def sqlite_path(url: str) -> Path:
     return Path(path)
 
 
+MEMORY_URL = "memory:"  # a private in-memory ledger (tests, experiments): gone when closed
+MEMORY_DESCRIPTION = "memory"
+
+
 def open_store(url: str | None, *, create: bool = True) -> EventStore:
     """Open the ledger named by a URL; BadInput (exit 2) for anything wrong with it."""
     url = url or default_url()
+    if url == MEMORY_URL:
+        return _open_sqlite_memory(MEMORY_DESCRIPTION, name=f"ledger-{uuid.uuid4().hex}")
     scheme = urlparse(url).scheme
     if scheme == "sqlite":
         return _open_sqlite(sqlite_path(url), create=create)
@@ -188,8 +195,11 @@ def _writable(path: Path) -> bool:
     return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)
 
 
-def _open_sqlite_memory(description: str) -> EventStore:
-    datastore = sqlite_datastore("file:ledger-empty?mode=memory&cache=shared")
+def _open_sqlite_memory(description: str, name: str = "ledger-empty") -> EventStore:
+    """A SQLite database in this process's memory: `ledger-empty` stands for a ledger not
+    created yet (read, never written); `memory:` gets one of its own, the store port's
+    in-memory fake (it lives while the store is open)."""
+    datastore = sqlite_datastore(f"file:{name}?mode=memory&cache=shared")
     recorder = sqlite_recorder(datastore)
     recorder.create_table()
     return EventStore(recorder, dialect="sqlite", description=description, datastore=datastore)

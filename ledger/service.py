@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from adapters.clock import SystemClock
 from adapters.event_store import (
     ConcurrencyConflict,
-    EventStore,
     IndexWrite,
     Lease,
     LeaseLost,
@@ -26,7 +25,8 @@ from adapters.event_store import (
     RunRow,
 )
 from adapters.store_dialects import INDEX_FORMAT
-from adapters.store_open import open_store
+from adapters.store_open import MEMORY_DESCRIPTION, open_store
+from adapters.store_port import Store
 from domain.chain import StoredLink, find_break, sha256_hex
 from domain.errors import BadInput, BrokenRun, IntegrityProblem
 
@@ -122,7 +122,7 @@ class VerifyResult:
 class Ledger:
     """Application service over the event store; everything else writes through it."""
 
-    def __init__(self, store: EventStore, clock: Clock | None = None) -> None:
+    def __init__(self, store: Store, clock: Clock | None = None) -> None:
         self.store = store
         self.clock: Clock = clock or SystemClock()
         self._leases: dict[str, Lease] = {}
@@ -452,9 +452,13 @@ class Ledger:
             if store.description.endswith("(not created yet)"):
                 self._sealing_key = None
                 return None
-            ledger_id = store.ledger_id() if store.dialect != "sqlite" else ""
-            path = key_path(store.dialect, store.description, ledger_id)
-            key, made = load_key(path, create=not store.read_only)
+            key: bytes | None
+            if store.description == MEMORY_DESCRIPTION:  # gone when closed: so is its key
+                key, made = os.urandom(32), True
+            else:
+                ledger_id = store.ledger_id() if store.dialect != "sqlite" else ""
+                path = key_path(store.dialect, store.description, ledger_id)
+                key, made = load_key(path, create=not store.read_only)
             self._sealing_key = key
             if key is not None:
                 store.sealer = Sealer(

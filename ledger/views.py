@@ -601,7 +601,7 @@ def follow(
         result = catch_up(ledger, views)
         if report is not None:
             report(result)
-        with ledger.store.recorder.subscribe(gt=views.position()) as subscription:
+        with ledger.store.subscribe(gt=views.position()) as subscription:
             watcher = threading.Thread(
                 target=lambda: (stop.wait(), subscription.stop()), daemon=True
             )

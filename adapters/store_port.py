@@ -1,0 +1,149 @@
+"""The port the ledger service uses to reach its event store (`adapters/event_store.py`
+implements it over SQLite or PostgreSQL; `open_store("memory:")` gives a private in-memory
+one, the fake for tests that need no file). `ledger/` names only these members, so the store's
+internals (the `eventsourcing` recorder, its tables, the dialect code) stay in `adapters/`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from adapters.event_store import (
+        ContentHit,
+        IndexedRun,
+        IndexWrite,
+        KeptReading,
+        Lease,
+        RawRecord,
+        Recorded,
+        RunRow,
+        Sealer,
+    )
+    from domain.errors import BrokenRun
+    from domain.events import Event
+
+
+class Store(Protocol):
+    url: str | None  # how to reach the database again (PostgreSQL read models), or None
+    dialect: str  # sqlite or postgresql
+    description: str  # the path or server, for messages ("memory" for the in-memory store)
+    read_only: bool  # a read-only SQLite ledger: derived data is not kept
+    sealer: Sealer | None  # signs each run's (length, tip) in the appending transaction
+
+    # -- streams: append, read, the chain and its seal --
+
+    def append(
+        self,
+        run_id: str,
+        events: Sequence[Event],
+        *,
+        artifacts: dict[str, bytes] | None = None,
+        expected_length: int | None = None,
+        lease: Lease | None = None,
+        index: IndexWrite | None = None,
+    ) -> list[Recorded]: ...
+
+    def read(self, run_id: str) -> list[Recorded]: ...
+
+    def read_events(self, run_id: str) -> list[tuple[int, Event]]: ...
+
+    def read_raw(self, run_id: str) -> list[RawRecord]: ...
+
+    def tip(self, run_id: str) -> tuple[int, str]: ...
+
+    def verified_tip(self, run_id: str) -> tuple[int, str]: ...
+
+    def check_chain(self, run_id: str) -> int: ...
+
+    def broken_runs(self, runs: Sequence[RunRow]) -> dict[str, BrokenRun]: ...
+
+    def seal_of(self, run_id: str) -> list[tuple[Any, ...]] | None: ...
+
+    def check_seal(
+        self, run_id: str, hashes: Sequence[str], rows: list[tuple[Any, ...]] | None
+    ) -> None: ...
+
+    def seal_unsealed(self) -> int: ...
+
+    def stream_ids(self) -> list[str]: ...
+
+    def runs(self) -> list[RunRow]: ...
+
+    def run_ids_matching(self, prefix: str, limit: int | None = None) -> list[str]: ...
+
+    # -- artifacts, by sha256 --
+
+    def artifact(self, digest: str) -> bytes | None: ...
+
+    def artifacts(self, digests: Iterable[str]) -> dict[str, bytes]: ...
+
+    def put_artifacts(self, artifacts: dict[str, bytes]) -> None: ...
+
+    def artifact_digests(self) -> Iterator[tuple[str, bytes]]: ...
+
+    # -- leases: one driver per run --
+
+    def acquire_lease(
+        self,
+        run_id: str,
+        holder: str,
+        seconds: float,
+        *,
+        holder_is_dead: Any = None,
+    ) -> Lease: ...
+
+    def renew_lease(self, lease: Lease) -> bool: ...
+
+    def release_lease(self, lease: Lease) -> None: ...
+
+    def lease_holder(self, run_id: str) -> tuple[str, float] | None: ...
+
+    # -- the run index, the open questions, the remembered status and kept readings --
+
+    def runs_page(self, limit: int | None = None, offset: int = 0) -> list[IndexedRun]: ...
+
+    def run_count(self) -> int: ...
+
+    def open_questions(
+        self, limit: int | None = None, offset: int = 0
+    ) -> list[tuple[str, str, int, str, str]]: ...
+
+    def open_question_count(self) -> int: ...
+
+    def content(self, kind: str, keys: Iterable[str]) -> list[ContentHit]: ...
+
+    def index_rows(self) -> list[tuple[Any, ...]]: ...
+
+    def index_format(self) -> str: ...
+
+    def set_index_format(self, value: str) -> None: ...
+
+    def replace_index(self, run_id: str, length: int, index: IndexWrite) -> bool: ...
+
+    def touched_runs(self, after: int, until: int, page: int = 10_000) -> list[str]: ...
+
+    def set_verdict(self, run_id: str, length: int, code: str, verdict: str) -> None: ...
+
+    def kept_reading(self, run_id: str) -> KeptReading | None: ...
+
+    def keep_reading(self, run_id: str, reading: KeptReading) -> bool: ...
+
+    # -- notifications, for read models --
+
+    def max_notification_id(self) -> int: ...
+
+    def notifications(self, after: int, limit: int = 1000) -> list[tuple[int, str, Event]]: ...
+
+    # -- the database --
+
+    def ledger_id(self) -> str: ...
+
+    def close(self) -> None: ...
+
+    def subscribe(self, gt: int) -> AbstractContextManager[Any]:
+        """Notifications after `gt` as they are committed (PostgreSQL: `ledger rebuild
+        --follow`)."""
+        ...
