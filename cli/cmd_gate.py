@@ -13,10 +13,11 @@ from cli.render import finish_verdict
 from ledger import report as reports
 from ledger import use_cases
 from ledger.bootstrap import opened
-from ledger.gate import DEFAULTS, GateInterrupted, validate, warnings_for
+from ledger.gate import GateInterrupted, warnings_for
+from ledger.options import DEFAULTS, validate
 from ledger.settings import EXECUTORS, gate_options
 
-# Defaults as the help shows them (each one's value lives in `ledger.gate.GateOptions`).
+# Defaults as the help shows them (each one's value lives in `ledger.options.GateOptions`).
 _SHOWN = {name: f"{value:g}" if isinstance(value, float) else str(value)
           for name, value in DEFAULTS.items()}  # fmt: skip
 

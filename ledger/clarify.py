@@ -1,8 +1,8 @@
 """Owner questions in the gate: assume or ask once measuring is done, wait, observe deadlines.
 
-A `GateProcess` hook (wired in `ledger/use_cases.py`). Time enters only through events: whoever
-observes a passed deadline (the waiting gate, `ledger resume`, a late `ledger answer`)
-appends `QuestionExpired`, then `RecommendationTaken` or, for a critical question,
+A step hook (`ledger/hooks.py`, wired in `ledger/use_cases.py`). Time enters only through
+events: whoever observes a passed deadline (the waiting gate, `ledger resume`, a late
+`ledger answer`) appends `QuestionExpired`, then `RecommendationTaken` or, for a critical question,
 `QuestionParked`. A run is completed only once no question is open; without `--wait` the gate
 stops with the run awaiting, and `ledger resume RUN` picks it up again.
 """
@@ -16,7 +16,8 @@ from adapters.event_store import ConcurrencyConflict
 from domain import events as ev
 from domain.clarification import candidates, overdue, plan, waiting_on
 from domain.run_state import RunState
-from ledger.gate import GateProcess, GateSuspended, verdict_of
+from ledger.hooks import GateSuspended, HookContext
+from ledger.read_side import verdict_of
 from ledger.service import Ledger
 from projections.timeline import describe
 
@@ -90,7 +91,7 @@ def observe_deadlines(ledger: Ledger, run_id: str, state: RunState) -> list[ev.E
     return events
 
 
-def clarify(process: GateProcess, state: RunState) -> bool:
+def clarify(process: HookContext, state: RunState) -> bool:
     """The gate hook: True when it appended (or saw) something worth projecting again."""
     ledger, run_id = process.ledger, process.run_id
     expired = observe_deadlines(ledger, run_id, state)
@@ -112,9 +113,9 @@ def clarify(process: GateProcess, state: RunState) -> bool:
             return True
         _tell(process, events)
         return True
-    for note in sorted(set(deferred) - _told(process)):
+    for note in sorted(set(deferred) - process.told):
         process.observer.notice(note)
-        _told(process).add(note)
+        process.told.add(note)
     waiting = waiting_on(state)
     if not waiting:
         return False
@@ -129,7 +130,7 @@ def clarify(process: GateProcess, state: RunState) -> bool:
     return True
 
 
-def _wait(process: GateProcess, state: RunState, until: datetime) -> None:
+def _wait(process: HookContext, state: RunState, until: datetime) -> None:
     """Sleep until the earliest deadline or until anyone appends to the run."""
     ledger, clock = process.ledger, process.ledger.clock
     process.observer.notice(f"waiting for the owner's answers until {until.isoformat()}")
@@ -142,15 +143,7 @@ def _wait(process: GateProcess, state: RunState, until: datetime) -> None:
         clock.sleep(min(POLL_S, (until - now).total_seconds()))
 
 
-def _told(process: GateProcess) -> set[str]:
-    told: set[str] | None = getattr(process, "_clarify_told", None)
-    if told is None:
-        told = set()
-        process._clarify_told = told  # type: ignore[attr-defined]
-    return told
-
-
-def _tell(process: GateProcess, events: Sequence[ev.Event]) -> None:
+def _tell(process: HookContext, events: Sequence[ev.Event]) -> None:
     """One notice per question event, so a person watching the gate knows what to answer."""
     for e in events:
         text = describe(e, {})

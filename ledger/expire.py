@@ -20,7 +20,7 @@ from domain import events as ev
 from domain.clarification import overdue, waiting_on
 from domain.run_state import fold
 from ledger.clarify import expiry_events, question_events
-from ledger.gate import options_from
+from ledger.options import options_from
 from ledger.projection import project, verdict_of
 from ledger.service import Ledger
 from projections.next_step import next_step, release_step

@@ -12,19 +12,16 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from adapters import distributions
 from adapters.executors.local import environments_dir
 from adapters.release_info import inspect_release
 from domain import events as ev
 from domain.run_state import RunState
+from ledger.hooks import HookContext
 from ledger.service import Ledger
 from projections.next_step import release_step
 from projections.timeline import describe
-
-if TYPE_CHECKING:
-    from ledger.gate import GateProcess
 
 
 def release_event(
@@ -46,10 +43,10 @@ def _python_for(state: RunState, revision: str) -> str:
     return sys.executable
 
 
-def release_builds(process: GateProcess, state: RunState) -> bool:
-    """A `GateProcess` hook, run before the owner's questions once every shard is done: build
-    head's distributions, then try the upgrade from base's wheel, each recorded as an event
-    (`DistributionsBuilt`, `UpgradeChecked`). What is recorded is never redone
+def release_builds(process: HookContext, state: RunState) -> bool:
+    """A step hook (`ledger/hooks.py`), run before the owner's questions once every shard is done:
+    build head's distributions, then try the upgrade from base's wheel, each recorded as an
+    event (`DistributionsBuilt`, `UpgradeChecked`). What is recorded is never redone
     (`projections.next_step.release_step`); the verdict never reads these events, so the
     gate's exit code does not change — they feed the approval report. Returns True when it
     appended events."""

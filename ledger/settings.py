@@ -28,7 +28,7 @@ from adapters.executors.environment import (
 from adapters.interpreters import Interpreter
 from domain.errors import BadInput
 from domain.execution import DEFAULT_PYTEST_COMMAND
-from ledger.gate import DEFAULTS, GateOptions
+from ledger.options import DEFAULTS, GateOptions
 
 
 class RepositorySettings(BaseModel):

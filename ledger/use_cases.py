@@ -18,7 +18,8 @@ from domain.errors import BadInput
 from domain.execution import EnvironmentRequest
 from ledger.attribution import PinnedExecutor
 from ledger.clarify import clarify
-from ledger.gate import GateOptions, GateProcess, Observer, options_from, start, validate
+from ledger.gate import GateProcess, Observer, start
+from ledger.options import GateOptions, options_from, validate
 from ledger.projection import project
 from ledger.release import release_builds
 from ledger.replay import verdict_for

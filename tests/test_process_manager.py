@@ -15,7 +15,8 @@ import pytest
 from domain.execution import EnvironmentRequest
 from domain.verdict import Verdict
 from ledger.bootstrap import open_ledger
-from ledger.gate import GateOptions, GateProcess, start
+from ledger.gate import GateProcess, start
+from ledger.options import GateOptions
 from ledger.service import Ledger
 from tests.fake_executor import DIES, FakeExecutor, Suite
 from tests.gitrepo import commit, make_repo, tag

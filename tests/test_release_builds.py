@@ -16,7 +16,9 @@ from adapters.release_info import inspect_release
 from domain import events as ev
 from domain.rules import get_rule
 from ledger.bootstrap import open_ledger
-from ledger.gate import GateOptions, GateProcess, GateSuspended, start
+from ledger.gate import GateProcess, start
+from ledger.hooks import GateSuspended, HookContext
+from ledger.options import GateOptions
 from ledger.projection import project
 from ledger.release import release_builds
 from projections.approval import approval_report
@@ -423,7 +425,7 @@ def test_a_resumed_run_builds_only_what_is_missing(
     options = GateOptions(repo=repo, base="v1", jobs=2, environment="none", question_budget=0)
     run_id = start(ledger, options)
 
-    def distributions_only(process: GateProcess, state: Any) -> bool:
+    def distributions_only(process: HookContext, state: Any) -> bool:
         if release_step(state) == "upgrade":
             raise GateSuspended
         return release_builds(process, state)
@@ -442,6 +444,6 @@ def test_a_resumed_run_builds_only_what_is_missing(
     state = project(ledger, run_id)
     assert state.distributions["head"][0] < state.distributions["base"][0]
     again = LocalExecutor(repo, environment_request=options.environment_request)
-    assert release_builds(GateProcess(ledger, run_id, again), state) is False
+    assert release_builds(GateProcess(ledger, run_id, again).context, state) is False
     again.close()
     ledger.close()

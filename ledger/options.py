@@ -1,0 +1,234 @@
+"""The gate's settings as one model: `GateOptions` with every default (`DEFAULTS`), the
+checks made before anything is appended (`validate`), what `RunStarted` records of them
+(`GateOptions.recorded`) and how a resumed run reads them back (`options_from`). The command
+line and `[tool.release-ledger]` are read into it by `ledger/settings.py`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from domain import events as ev
+from domain.errors import BadInput
+from domain.execution import DEFAULT_PYTEST_COMMAND, EnvironmentRequest
+from domain.rules import get_rule
+
+
+@dataclass(frozen=True)
+class GateOptions:
+    repo: Path
+    base: str
+    head: str = "HEAD"
+    shards: int | None = None
+    budget_gib: float = 8.0
+    isolation_budget_gib: float | None = None  # None: min(4x budget, 32 GiB)
+    rounds: int = 2
+    jobs: int = field(default_factory=lambda: os.cpu_count() or 1)
+    timeout_s: float = 1200.0
+    rule: str = "default"
+    command: tuple[str, ...] = DEFAULT_PYTEST_COMMAND
+    measure: str = "inplace"  # inplace, solo (= missing), always, never
+    discover: tuple[str, ...] = ()  # glob patterns for non-pytest runners
+    executor: str = "local"
+    executor_options: dict[str, Any] = field(default_factory=dict)
+    deadline_s: float = 1800.0
+    wait: bool = False
+    question_budget: int = 3
+    environment: str = "auto"  # auto, none, or a setup command (`--env`)
+
+    extras: tuple[str, ...] = ()  # the project's extras its tests need (`extras`)
+    # Variables of the gate's environment the tests may see besides the allow-list (`pass-env`).
+    pass_env: tuple[str, ...] = ()
+    # Tracked files the suite rewrites (`outputs`); any other change makes an attempt unmeasured.
+    outputs: tuple[str, ...] = ()
+    # The interpreter matrix (`--python`): {"label", "path", "version"} each, in order; empty
+    # runs on the gate's own interpreter.
+    interpreters: tuple[dict[str, str], ...] = ()
+    # Both revisions resolve unpinned dependencies as the index stood then (`--resolve-as-of`).
+    exclude_newer: str = ""
+
+    @property
+    def environment_request(self) -> EnvironmentRequest:
+        request = EnvironmentRequest.parse(self.environment)
+        return request.model_copy(
+            update={
+                "extras": self.extras,
+                "exclude_newer": self.exclude_newer,
+                "pass_env": self.pass_env,
+                "outputs": self.outputs,
+            }
+        )
+
+    @property
+    def environment_setting(self) -> str:
+        """What the result cache keys on: the setting, its extras, and for `auto` the way
+        environments are made (format 3: the first declared source, the wheel installed)."""
+        setting = self.environment + (" sources-3" if self.environment == "auto" else "")
+        setting += f" extras={','.join(self.extras)}" if self.extras else ""
+        setting += f" pass-env={','.join(self.pass_env)}" if self.pass_env else ""
+        return setting + (f" outputs={','.join(self.outputs)}" if self.outputs else "")
+
+    max_report_mb: float = 64.0
+    # Build head's sdist and wheel and try the upgrade from base's once the tests are done
+    # (`ledger.release.release_builds`); they feed the approval report, never the verdict.
+    release_builds: bool = True
+    # Run head's introduced failures again with base's package set when the package sets
+    # differ, to name the change that introduced each (`ledger/attribution.py`).
+    attribution: bool = True
+
+    @property
+    def shard_count(self) -> int:
+        return self.shards if self.shards else 2 * max(1, self.jobs)
+
+    @property
+    def budget_mb(self) -> float:
+        return self.budget_gib * 1024
+
+    @property
+    def isolation_budget_mb(self) -> float:
+        """A file run alone gets more room than a shard, so a heavy file is measured rather
+        than killed again: 4x the shard budget or 32 GiB, whichever is smaller (never less
+        than the shard budget)."""
+        if self.isolation_budget_gib is not None:
+            return max(self.isolation_budget_gib, self.budget_gib) * 1024
+        return max(min(4 * self.budget_gib, 32.0), self.budget_gib) * 1024
+
+    def recorded(self) -> dict[str, Any]:
+        """The options as recorded in `RunStarted`, enough to resume the run elsewhere."""
+        return {
+            "shards": self.shard_count,
+            "budget_gib": self.budget_gib,
+            "isolation_budget_gib": self.isolation_budget_mb / 1024,
+            "rounds": self.rounds,
+            "jobs": self.jobs,
+            "timeout_s": self.timeout_s,
+            "measure": self.measure,
+            "discover": list(self.discover),
+            "executor_options": self.executor_options,
+            "deadline_s": self.deadline_s,
+            "wait": self.wait,
+            "question_budget": self.question_budget,
+            "env": self.environment,
+            "extras": list(self.extras),
+            "pass_env": list(self.pass_env),
+            "outputs": list(self.outputs),
+            "exclude_newer": self.exclude_newer,
+            "max_report_mb": self.max_report_mb,
+            "release_builds": self.release_builds,
+            "attribution": self.attribution,
+        } | ({"interpreters": [dict(i) for i in self.interpreters]} if self.interpreters else {})
+
+    def lane_request(self, interpreter: dict[str, str]) -> EnvironmentRequest:
+        """The environment request of one interpreter's lane of the matrix."""
+        return self.environment_request.model_copy(
+            update={"interpreter": interpreter["label"], "python": interpreter.get("path", "")}
+        )
+
+
+# Every gate setting's default, read from `GateOptions` itself: the command line's help, the
+# repository table's reading (`ledger/settings.py`) and `options_from` take them from here.
+DEFAULTS: dict[str, Any] = {
+    f.name: f.default
+    for f in dataclasses.fields(GateOptions)
+    if f.default is not dataclasses.MISSING
+}
+
+YEAR_S = 366 * 24 * 3600.0
+MEASURE_MODES = ("inplace", "solo", "always", "never", "missing")  # missing: solo (before 0.2)
+
+
+def _number(name: str, value: float, low: float, high: float, *, low_open: bool = True) -> None:
+    """A finite number in range (`low` excluded when `low_open`), or BadInput naming it."""
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        raise BadInput(f"{name} must be a finite number, got {value}")
+    if (value <= low if low_open else value < low) or value > high:
+        bound = "more than" if low_open else "at least"
+        raise BadInput(f"{name} must be {bound} {low:g} and at most {high:g}, got {value:g}")
+
+
+def validate(options: GateOptions) -> None:
+    """Reject bad options before anything is appended: every number finite and in range."""
+    get_rule(options.rule)
+    _number("--budget-gib", options.budget_gib, 0, 1024 * 1024)
+    _number("--rounds", options.rounds, 0, 100, low_open=False)
+    _number("--jobs", options.jobs, 1, 4096, low_open=False)
+    if options.shards is not None:
+        _number("--shards", options.shards, 1, 100_000, low_open=False)
+    _number("--timeout", options.timeout_s, 0, YEAR_S)
+    _number("--deadline", options.deadline_s, 0, YEAR_S)
+    _number("--questions", options.question_budget, 0, 1000, low_open=False)
+    _number("--max-report-mb", options.max_report_mb, 0, 1024 * 1024)
+    executor = options.executor_options
+    if executor.get("capacity") is not None:
+        _number("--capacity", executor["capacity"], 1, 10_000, low_open=False)
+    if executor.get("port") is not None:
+        _number("--ssh-port", executor["port"], 1, 65_535, low_open=False)
+    if options.isolation_budget_gib is not None:
+        _number("--isolation-budget-gib", options.isolation_budget_gib, 0, 1024 * 1024)
+    if options.measure not in MEASURE_MODES:
+        raise BadInput(
+            f"--measure must be one of {', '.join(MEASURE_MODES)}, got {options.measure!r}"
+        )
+    if not options.command:
+        raise BadInput("--command must not be empty")
+    if not any("{files}" in token for token in options.command):
+        raise BadInput("--command must contain the {files} placeholder")
+    if not any("{junit}" in token for token in options.command):
+        raise BadInput("--command must contain the {junit} placeholder")
+    try:
+        options.environment_request  # noqa: B018  (parsed for its error)
+    except ValueError as error:
+        raise BadInput(str(error)) from None
+
+
+def options_from(started: ev.RunStarted) -> GateOptions:
+    recorded = started.options
+    return GateOptions(
+        repo=Path(started.repo),
+        base=started.base,
+        head=started.head,
+        shards=int(recorded.get("shards", 2)),
+        budget_gib=float(recorded.get("budget_gib", DEFAULTS["budget_gib"])),
+        isolation_budget_gib=_recorded_number(recorded.get("isolation_budget_gib")),
+        rounds=int(recorded.get("rounds", DEFAULTS["rounds"])),
+        jobs=int(recorded.get("jobs", os.cpu_count() or 1)),
+        timeout_s=float(recorded.get("timeout_s", DEFAULTS["timeout_s"])),
+        rule=started.rule,
+        command=tuple(started.command),
+        # Runs recorded before measuring in place measured every new file alone first.
+        measure=str(recorded.get("measure", "solo")),
+        discover=tuple(recorded.get("discover", ())),
+        executor=started.executor,
+        executor_options=dict(recorded.get("executor_options", {})),
+        deadline_s=float(recorded.get("deadline_s", DEFAULTS["deadline_s"])),
+        wait=bool(recorded.get("wait", False)),
+        question_budget=int(recorded.get("question_budget", DEFAULTS["question_budget"])),
+        # Runs recorded before per-revision environments ran with the gate's interpreter.
+        environment=str(recorded.get("env", "none")),
+        extras=tuple(str(e) for e in recorded.get("extras", ())),
+        pass_env=tuple(str(e) for e in recorded.get("pass_env", ())),
+        outputs=tuple(str(e) for e in recorded.get("outputs", ())),
+        exclude_newer=str(recorded.get("exclude_newer", "")),
+        interpreters=tuple(
+            {str(k): str(v) for k, v in i.items()}
+            for i in recorded.get("interpreters", ())
+            if isinstance(i, dict)
+        ),
+        max_report_mb=float(recorded.get("max_report_mb", DEFAULTS["max_report_mb"])),
+        # Runs recorded before release builds existed are not built on resume.
+        release_builds=bool(recorded.get("release_builds", False)),
+        # Runs recorded before attribution existed are not attributed on resume.
+        attribution=bool(recorded.get("attribution", False)),
+    )
+
+
+def _recorded_number(value: Any) -> float | None:
+    return float(value) if value is not None else None
+
+
+# --- the process manager ----------------------------------------------------------------------
