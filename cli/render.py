@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from domain.attribution import CAUSE_WORDS
 from domain.text import one_line
 
 if TYPE_CHECKING:
@@ -133,8 +134,7 @@ def attribution_lines(document: dict[str, Any]) -> list[str]:
     causes: dict[str, str] = attribution.get("causes") or {}
     if not causes:
         return []
-    said = {"code": "the code", "dependencies": "the dependency change", "unknown": "unknown"}
-    lines = [f"{test}: {said.get(cause, cause)}" for test, cause in sorted(causes.items())]
+    lines = [f"{test}: {CAUSE_WORDS.get(cause, cause)}" for test, cause in sorted(causes.items())]
     moved = attribution.get("moved") or []
     if moved:
         lines.append("moved: " + ", ".join(moved[:6]) + (" ..." if len(moved) > 6 else ""))

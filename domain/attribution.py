@@ -15,15 +15,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from domain.events import PackageMove
-from domain.junit import test_id
-from domain.run_state import RunState
+if TYPE_CHECKING:  # the words below are read by `ledger show`, which loads no event model
+    from domain.events import PackageMove
+    from domain.run_state import RunState
 
 CODE = "code"
 DEPENDENCIES = "dependencies"
 UNKNOWN = "unknown"
-_FAILING = ("failed", "error")
+# How `ledger show` and the HTML page name each cause.
+CAUSE_WORDS = {CODE: "the code", DEPENDENCIES: "the dependency change", UNKNOWN: "unknown"}
 
 
 @dataclass(frozen=True)
@@ -46,11 +48,13 @@ def causes(state: RunState) -> dict[str, Cause]:
         reason = (assessment.reason if assessment is not None else None) or "unmeasured"
         why = f"the rerun with base's package set was not measured ({reason}: {detail})"
         return {test: Cause(UNKNOWN, why) for test in view.tests}
+    from domain.junit import FAILING, test_id
+
     outcomes = {test_id(case): case.outcome for case in assessment.report.cases}
     found: dict[str, Cause] = {}
     for test in view.tests:
         outcome = outcomes.get(test)
-        if outcome in _FAILING:
+        if outcome in FAILING:
             found[test] = Cause(CODE, "fails with base's package set too")
         elif outcome == "passed":
             found[test] = Cause(DEPENDENCIES, "passes with base's package set")

@@ -28,6 +28,7 @@ from defusedxml import DefusedXmlException, DTDForbidden, EntitiesForbidden
 from defusedxml.ElementTree import DefusedXMLParser
 
 Outcome = Literal["passed", "failed", "error", "skipped", "flaky"]
+FAILING: tuple[Outcome, ...] = ("failed", "error")  # the outcomes that are a failure
 
 MAX_TEXT: Final = 4096  # characters kept of each message and text
 CHUNK: Final = 1 << 20  # bytes handed to expat at a time

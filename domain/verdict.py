@@ -16,10 +16,8 @@ from typing import Any
 
 from domain.attribution import DEPENDENCIES, causes, moves_text
 from domain.failures import blames_executor
-from domain.junit import Report, TestCase, test_id
+from domain.junit import FAILING, Report, TestCase, test_id
 from domain.run_state import BASE, HEAD, RunState, ShardView
-
-FAILING = ("failed", "error")
 
 # Question topics the gate asks; their answers change the verdict.
 TOPIC_UNMEASURED = "unmeasured"

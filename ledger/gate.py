@@ -131,6 +131,9 @@ def start(ledger: Ledger, options: GateOptions) -> str:
     return run_id
 
 
+# --- the process manager ----------------------------------------------------------------------
+
+
 @contextmanager
 def _interruptible() -> Iterator[None]:
     """SIGTERM behaves like Ctrl-C in the main thread, so one path handles both."""
@@ -795,20 +798,25 @@ class GateProcess:
             "bisecting " + ", ".join(f"{s.parent} ({s.reason})" for s in step.splits)
         )
 
+    def _alone(self, shard_id: str, revision: str, commit: str, files: tuple[str, ...]) -> ShardRun:
+        """A run outside the plan (an isolation, an attribution): one attempt, with the room a
+        file alone gets (`isolation_budget_mb`)."""
+        return ShardRun(
+            run_id=self.run_id,
+            shard_id=shard_id,
+            attempt=1,
+            revision=revision,  # type: ignore[arg-type]
+            commit=commit,
+            files=files,
+            command=tuple(self.started.command),
+            timeout_s=self.options.timeout_s,
+            memory_limit_mb=int(self.options.isolation_budget_mb),
+        )
+
     def _isolate(self, state: RunState, step: Step) -> None:
         commit = {HEAD: self.started.head, BASE: self.started.base}
         runs = [
-            ShardRun(
-                run_id=self.run_id,
-                shard_id=f"isolate-{index}",
-                attempt=1,
-                revision=revision,  # type: ignore[arg-type]
-                commit=commit[revision],
-                files=(file,),
-                command=tuple(self.started.command),
-                timeout_s=self.options.timeout_s,
-                memory_limit_mb=int(self.options.isolation_budget_mb),  # a file alone
-            )
+            self._alone(f"isolate-{index}", revision, commit[revision], (file,))
             for index, (file, revision) in enumerate(step.isolations)
         ]
         self.measuring.prepare(sorted({run.commit for run in runs}))
@@ -845,17 +853,7 @@ class GateProcess:
         package lists in the ledger, record that nothing could be installed."""
         lists = {r: e.packages_hash for (r, _), e in state.environments.items()}
         texts = {r: self.ledger.artifact(h) if h else None for r, h in lists.items()}
-        rerun = ShardRun(
-            run_id=self.run_id,
-            shard_id="attribute",
-            attempt=1,
-            revision="head",
-            commit=self.started.head,
-            files=step.files,
-            command=tuple(self.started.command),
-            timeout_s=self.options.timeout_s,
-            memory_limit_mb=int(self.options.isolation_budget_mb),
-        )
+        rerun = self._alone("attribute", HEAD, self.started.head, step.files)
         base, head = texts.get(BASE), texts.get(HEAD)
         if self.pinned_executor is None or base is None or head is None:
             why = ("this executor cannot install a given package set" if base and head

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from domain import events as ev
+from domain.attribution import CAUSE_WORDS
 from domain.run_state import RunState, ShardView
 from domain.text import one_line
 from domain.verdict import Verdict
@@ -372,9 +373,8 @@ def classification_html(verdict: Verdict) -> str:
     out = [_tests_table(*s) for s in sections]
     causes: dict[str, str] = getattr(verdict, "causes", {})
     if causes:
-        said = {"code": "the code", "dependencies": "the dependency change"}
         rows = "".join(
-            f"<tr><td>{_e(test)}</td><td>{_e(said.get(cause, cause))}</td></tr>"
+            f"<tr><td>{_e(test)}</td><td>{_e(CAUSE_WORDS.get(cause, cause))}</td></tr>"
             for test, cause in sorted(causes.items())
         )
         moved = ", ".join(getattr(verdict, "moved", ()))

@@ -12,10 +12,10 @@ from typing import Literal
 
 from domain.assessment import ENV_SETUP, UNPLACED
 from domain.failures import blames_executor
-from domain.junit import test_id
+from domain.junit import FAILING, test_id
 from domain.planning import child_shard_ids, split_in_halves
 from domain.run_state import BASE, HEAD, RunState, ShardView
-from domain.verdict import FAILING, classify, shard_unmeasured
+from domain.verdict import classify, shard_unmeasured
 
 StepKind = Literal[
     "discover", "measure", "plan", "run", "split", "isolate", "attribute", "complete", "done"
