@@ -7,16 +7,17 @@ line and `[tool.release-ledger]` are read into it by `ledger/settings.py`.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from adapters.executors import REGISTRY
 from domain import events as ev
 from domain.errors import BadInput
 from domain.execution import DEFAULT_PYTEST_COMMAND, EnvironmentRequest
 from domain.rules import get_rule
+from domain.settings import Setting, unique
 
 
 @dataclass(frozen=True)
@@ -140,36 +141,113 @@ DEFAULTS: dict[str, Any] = {
 
 YEAR_S = 366 * 24 * 3600.0
 MEASURE_MODES = ("inplace", "solo", "always", "never", "missing")  # missing: solo (before 0.2)
+_TB = 1024 * 1024  # GiB and MB are bounded by an exabyte-ish figure: finite, no more
 
 
-def _number(name: str, value: float, low: float, high: float, *, low_open: bool = True) -> None:
-    """A finite number in range (`low` excluded when `low_open`), or BadInput naming it."""
-    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
-        raise BadInput(f"{name} must be a finite number, got {value}")
-    if (value <= low if low_open else value < low) or value > high:
-        bound = "more than" if low_open else "at least"
-        raise BadInput(f"{name} must be {bound} {low:g} and at most {high:g}, got {value:g}")
+def _shown(name: str) -> str:
+    value = DEFAULTS[name]
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+# Each executor's own settings (its flags and table keys), from its options model: shared
+# flags declared once.
+EXECUTOR_SETTINGS: tuple[Setting, ...] = tuple(
+    unique([setting for spec in REGISTRY.values() for setting in spec.settings])
+)
+
+# The gate's settings as the user gives them, in the order `--help` lists them: the command
+# line's flags and the `[tool.release-ledger]` reader are made from this list (the executors'
+# own settings come from their options models), and `validate` checks its ranges.
+SETTINGS: tuple[Setting, ...] = (
+    Setting("base", "The previous release (tag, branch, SHA); or base in [tool.release-ledger].",
+            flag="--base", table="base", table_type=str, metavar="REV"),
+    Setting("head", "The candidate.", flag="--head", default="HEAD", metavar="REV"),
+    Setting("repo", "Repository.", kind="path", flag="--repo", default="."),
+    Setting("env", "Each revision's environment: auto (build it from the revision's own "
+            "dependency declarations; default), none (the gate's interpreter), or a setup "
+            "command run in the checkout with {python} and {venv}.",
+            flag="--env", table="env", table_type=str, field="environment",
+            metavar="auto|none|COMMAND"),
+    Setting("python", "Run the gate on each of these interpreters (an interpreter matrix): "
+            "versions, interpreter paths, or auto (the versions the project's classifiers and "
+            "tox env_list name within requires-python, that this machine has). Each gets its "
+            "own environments and shard runs; the verdict is per interpreter and overall. "
+            "Default: the gate's own interpreter.",
+            flag="--python", table="python", table_type=str | list[str], field="interpreters",
+            metavar="3.X[,3.Y...]|auto"),
+    Setting("shards", "Shard count (default: twice --jobs).", kind="int", flag="--shards",
+            table="shards", table_type=int, low=1, high=100_000, low_open=False),
+    Setting("budget_gib", f"Memory per shard [default: {_shown('budget_gib')}].", kind="float",
+            flag="--budget-gib", table="budget-gib", table_type=float, low=0, high=_TB),
+    Setting("rounds", f"Retry rounds [default: {_shown('rounds')}].", kind="int",
+            flag="--rounds", table="rounds", table_type=int, low=0, high=100, low_open=False),
+    Setting("jobs", "Parallel processes (default: CPU count).", kind="int", flag="--jobs",
+            table="jobs", table_type=int, low=1, high=4096, low_open=False),
+    Setting("timeout_s", "Seconds per shard before its group is killed "
+            f"[default: {_shown('timeout_s')}].", kind="float", flag="--timeout",
+            table="timeout", table_type=float, low=0, high=YEAR_S),
+    Setting("rule", f"Aggregation rule [default: {_shown('rule')}].", flag="--rule",
+            table="rule", table_type=str),
+    Setting("command", "Test command with {python}, {junit}, {files} (default: pytest).",
+            flag="--command", table="command", table_type=str | list[str], metavar="TEMPLATE"),
+    Setting("discover", "Test file globs for non-pytest commands (repeatable).",
+            flag="--discover", table="discover", table_type=list[str], metavar="GLOB",
+            multiple=True),
+    Setting("measure", "How files are measured: inplace (inside the shard runs, by the gate's "
+            "pytest plugin; default), solo (each new file alone first, the reference "
+            "behaviour), always (every file alone), never (nominal costs only). missing = solo.",
+            kind="choice", flag="--measure", table="measure", table_type=str,
+            choices=MEASURE_MODES),
+    Setting("isolation_budget_gib", "Memory for a file run alone (isolation, last bisection "
+            "level) [default: 4x --budget-gib, at most 32].", kind="float",
+            flag="--isolation-budget-gib", table="isolation-budget-gib", table_type=float,
+            low=0, high=_TB),
+    Setting("executor", "Where shards run.", kind="choice", flag="--executor",
+            table="executor", table_type=str),
+    Setting("deadline", "Question deadline (45s, 30m, 2h) [default: 30m].", flag="--deadline",
+            table="deadline", table_type=str, field="deadline_s", low=0, high=YEAR_S),
+    Setting("wait", "Wait for the owner's answers until each deadline.", kind="flag",
+            flag="--wait"),
+    Setting("question_budget", "Questions the gate may put to the owner per run "
+            f"[default: {_shown('question_budget')}].", kind="int", flag="--questions",
+            table="questions", table_type=int, low=0, high=1000, low_open=False),
+    Setting("max_report_mb", "A larger JUnit report makes its attempt unmeasured "
+            f"[default: {_shown('max_report_mb')}].", kind="float", flag="--max-report-mb",
+            table="max-report-mb", table_type=float, low=0, high=_TB),
+    Setting("release_builds", "Once the tests are done, build head's sdist and wheel and try "
+            "the upgrade from base's wheel, for the approval report [default: on].",
+            kind="switch", flag="--release-builds", table="release-builds", table_type=bool),
+    Setting("attribution", "When head's package set differs from base's, run head's "
+            "introduced failures again with base's packages and name which change introduced "
+            "each [default: on].", kind="switch", flag="--attribution", table="attribution",
+            table_type=bool),
+    Setting("resolve_as_of", "Resolve both revisions' unpinned dependencies as PyPI stood then "
+            "(uv's --exclude-newer) [default: head, the head commit's committer date].",
+            flag="--resolve-as-of", table="resolve-as-of", table_type=str,
+            field="exclude_newer", metavar="head|base|now|DATE"),
+    Setting("pass_env", "A variable of this environment the tests may see besides PATH, the "
+            "locale and the like (repeatable; NAME_* for a prefix). Nothing else reaches them.",
+            flag="--pass-env", table="pass-env", table_type=list[str], metavar="NAME",
+            multiple=True),
+    Setting("extras", "The project's extras its own tests need.", table="extras",
+            table_type=list[str]),
+    Setting("outputs", "Tracked files the suite rewrites (fnmatch patterns).", table="outputs",
+            table_type=list[str]),
+)  # fmt: skip
 
 
 def validate(options: GateOptions) -> None:
-    """Reject bad options before anything is appended: every number finite and in range."""
+    """Reject bad options before anything is appended: every number finite and in range
+    (the ranges declared with the settings, the gate's and each executor's)."""
     get_rule(options.rule)
-    _number("--budget-gib", options.budget_gib, 0, 1024 * 1024)
-    _number("--rounds", options.rounds, 0, 100, low_open=False)
-    _number("--jobs", options.jobs, 1, 4096, low_open=False)
-    if options.shards is not None:
-        _number("--shards", options.shards, 1, 100_000, low_open=False)
-    _number("--timeout", options.timeout_s, 0, YEAR_S)
-    _number("--deadline", options.deadline_s, 0, YEAR_S)
-    _number("--questions", options.question_budget, 0, 1000, low_open=False)
-    _number("--max-report-mb", options.max_report_mb, 0, 1024 * 1024)
-    executor = options.executor_options
-    if executor.get("capacity") is not None:
-        _number("--capacity", executor["capacity"], 1, 10_000, low_open=False)
-    if executor.get("port") is not None:
-        _number("--ssh-port", executor["port"], 1, 65_535, low_open=False)
-    if options.isolation_budget_gib is not None:
-        _number("--isolation-budget-gib", options.isolation_budget_gib, 0, 1024 * 1024)
+    for setting in SETTINGS:
+        problem = setting.out_of_range(getattr(options, setting.target))
+        if problem:
+            raise BadInput(problem)
+    for setting in EXECUTOR_SETTINGS:
+        problem = setting.out_of_range(options.executor_options.get(setting.target))
+        if problem:
+            raise BadInput(problem)
     if options.measure not in MEASURE_MODES:
         raise BadInput(
             f"--measure must be one of {', '.join(MEASURE_MODES)}, got {options.measure!r}"

@@ -15,10 +15,10 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from adapters import git, interpreters
-from adapters.executors import REGISTRY, spec_for
+from adapters.executors import spec_for
 from adapters.executors.environment import (
     PASS_ENV_PATTERN,
     SHARD_ENV_NEVER,
@@ -28,68 +28,29 @@ from adapters.executors.environment import (
 from adapters.interpreters import Interpreter
 from domain.errors import BadInput
 from domain.execution import DEFAULT_PYTEST_COMMAND
-from ledger.options import DEFAULTS, GateOptions
+from ledger.options import DEFAULTS, EXECUTOR_SETTINGS, SETTINGS, GateOptions
 
 
-class RepositorySettings(BaseModel):
-    """`[tool.release-ledger]`: every key optional; an unknown key is an error, not ignored."""
-
-    # Strict: a TOML value has its type already; `budget-gib = true` is refused, not read as 1.0.
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True, strict=True)
-
-    base: str | None = None
-    env: str | None = None
-    extras: list[str] | None = None  # the project's extras its own tests need
-    resolve_as_of: str | None = Field(default=None, alias="resolve-as-of")
-    pass_env: list[str] | None = Field(default=None, alias="pass-env")  # CI variables tests read
-    outputs: list[str] | None = None  # tracked files the suite rewrites (fnmatch patterns)
-    attribution: bool | None = None
-    python: str | list[str] | None = None  # the interpreter matrix: versions, or "auto"
-    command: str | list[str] | None = None
-    budget_gib: float | None = Field(default=None, alias="budget-gib")
-    isolation_budget_gib: float | None = Field(default=None, alias="isolation-budget-gib")
-    shards: int | None = None
-    rounds: int | None = None
-    jobs: int | None = None
-    timeout: float | None = None
-    rule: str | None = None
-    measure: str | None = None
-    discover: list[str] | None = None
-    executor: str | None = None
-    pool: str | list[str] | None = None
-    namespace: str | None = None
-    capacity: int | None = None
-    image: str | None = None
-    source: str | None = None
-    host: str | None = None
-    remote_mirror: str | None = Field(default=None, alias="remote-mirror")
-    remote_python: str | None = Field(default=None, alias="remote-python")
-    deadline: str | None = None
-    questions: int | None = None
-    max_report_mb: float | None = Field(default=None, alias="max-report-mb")
-    release_builds: bool | None = Field(default=None, alias="release-builds")
+def _table_model() -> type[BaseModel]:
+    """`[tool.release-ledger]`, made from the settings' declared keys (the gate's and every
+    executor's): every key optional; an unknown key is an error, not ignored."""
+    fields: dict[str, Any] = {
+        setting.name: (setting.table_type | None, Field(default=None, alias=setting.table))
+        for setting in (*SETTINGS, *EXECUTOR_SETTINGS)
+        if setting.table
+    }
     # Read by other commands (approval): known here so they are not refused as unknown.
-    rollback: Any = None
-    required_checks: Any = Field(default=None, alias="required-checks")
+    fields["rollback"] = (Any, None)
+    fields["required_checks"] = (Any, Field(default=None, alias="required-checks"))
+    return create_model(
+        "RepositorySettings",
+        # Strict: a TOML value has its type already; `budget-gib = true` is refused, not 1.0.
+        __config__=ConfigDict(extra="forbid", populate_by_name=True, frozen=True, strict=True),
+        **fields,
+    )
 
 
-EXECUTORS = REGISTRY  # for the command line: the executors known, with their summaries
-
-# Gate flags that fill an executor's options (recorded under `executor_options`).
-EXECUTOR_FLAGS = {
-    "pool": "pool",
-    "namespace": "namespace",
-    "capacity": "capacity",
-    "image": "image",
-    "source": "source",
-    "pool_config": "pool_config",
-    "host": "host",
-    "remote_mirror": "remote_mirror",
-    "ssh_port": "port",
-    "ssh_identity": "identity",
-    "ssh_options": "ssh_options",
-    "remote_python": "remote_python",
-}
+RepositorySettings = _table_model()
 
 
 def parse_duration(text: str) -> float:
@@ -286,7 +247,7 @@ def declared_versions(repo: Path, head: str) -> list[str]:
     return interpreters.declared_labels(document, tox_envs)
 
 
-def repository_settings(repo: Path, head: str) -> RepositorySettings:
+def repository_settings(repo: Path, head: str) -> dict[str, Any]:
     """The `[tool.release-ledger]` table of `pyproject.toml` at `head` (empty when absent)."""
     document = _pyproject_at(repo, head)
     tool = document.get("tool", {})
@@ -294,7 +255,7 @@ def repository_settings(repo: Path, head: str) -> RepositorySettings:
     if not isinstance(table, dict):
         raise BadInput("[tool.release-ledger] in pyproject.toml must be a table")
     try:
-        return RepositorySettings.model_validate(table)
+        return RepositorySettings.model_validate(table).model_dump()
     except ValidationError as error:
         first = error.errors()[0]
         key = ".".join(str(part) for part in first["loc"])
@@ -313,11 +274,11 @@ def gate_options(flags: dict[str, Any]) -> GateOptions:
     head = flags.get("head") or "HEAD"
     table = repository_settings(repo, head)
 
-    def pick(flag: str, key: str | None = None) -> Any:
-        given = flags.get(flag)
+    def pick(name: str) -> Any:
+        given = flags.get(name)
         if given is not None and given != ():
             return given
-        return getattr(table, key or flag)
+        return table.get(name)
 
     base = pick("base")
     if not base:
@@ -333,21 +294,7 @@ def gate_options(flags: dict[str, Any]) -> GateOptions:
     else:
         template = DEFAULT_PYTEST_COMMAND
     executor = pick("executor") or "local"
-    accepts = spec_for(executor).options.model_fields
-    executor_options: dict[str, Any] = {}
-    for flag, option in EXECUTOR_FLAGS.items():
-        value = flags.get(flag)
-        if value is None or value == ():
-            # The table's values serve only the executor that takes them: a table written
-            # for `ssh` does not break `--executor local`. A flag given is always checked.
-            value = getattr(table, flag, None) if option in accepts else None
-        if value is None or value == ():
-            continue
-        if flag == "ssh_identity":
-            value = str(Path(value).resolve())
-        if isinstance(value, tuple):
-            value = list(value)
-        executor_options[option] = value
+    executor_options = _executor_options(executor, flags, table)
     deadline = pick("deadline") or "30m"
     jobs = pick("jobs")
     discover = pick("discover")
@@ -360,7 +307,7 @@ def gate_options(flags: dict[str, Any]) -> GateOptions:
         isolation_budget_gib=_optional_number(pick("isolation_budget_gib")),
         rounds=int(_number(pick("rounds"), DEFAULTS["rounds"])),
         jobs=int(jobs) if jobs is not None else (os.cpu_count() or 1),
-        timeout_s=_number(pick("timeout_s", "timeout"), DEFAULTS["timeout_s"]),
+        timeout_s=_number(pick("timeout_s"), DEFAULTS["timeout_s"]),
         rule=pick("rule") or DEFAULTS["rule"],
         command=template,
         measure=pick("measure") or DEFAULTS["measure"],
@@ -369,13 +316,11 @@ def gate_options(flags: dict[str, Any]) -> GateOptions:
         executor_options=executor_options,
         deadline_s=parse_duration(deadline),
         wait=bool(flags.get("wait")),
-        question_budget=int(
-            _number(pick("question_budget", "questions"), DEFAULTS["question_budget"])
-        ),
+        question_budget=int(_number(pick("question_budget"), DEFAULTS["question_budget"])),
         environment=pick("env") or DEFAULTS["environment"],
-        extras=declared_extras(repo, head, list(table.extras or [])),
+        extras=declared_extras(repo, head, list(table["extras"] or [])),
         pass_env=checked_pass_env(pick("pass_env") or ()),
-        outputs=checked_outputs(table.outputs or []),
+        outputs=checked_outputs(table["outputs"] or []),
         exclude_newer=snapshot(repo, head, str(base), pick("resolve_as_of") or "head"),
         interpreters=tuple(
             i.recorded()
@@ -385,6 +330,28 @@ def gate_options(flags: dict[str, Any]) -> GateOptions:
         release_builds=bool(pick("release_builds") if pick("release_builds") is not None else True),
         attribution=bool(pick("attribution") if pick("attribution") is not None else True),
     )
+
+
+def _executor_options(
+    executor: str, flags: dict[str, Any], table: dict[str, Any]
+) -> dict[str, Any]:
+    """The chosen executor's options from its flags, else the table. A flag given for
+    another executor is refused; the table's values serve only the executor that takes them
+    (a table written for `ssh` does not break `--executor local`)."""
+    accepts = spec_for(executor).options.model_fields
+    chosen: dict[str, Any] = {}
+    for setting in EXECUTOR_SETTINGS:
+        value = flags.get(setting.name)
+        if value is None or value == ():
+            value = table.get(setting.name) if setting.target in accepts else None
+        elif setting.target not in accepts:
+            raise BadInput(f"{setting.flag} does not apply to --executor {executor}")
+        if value is None or value == ():
+            continue
+        if setting.kind == "path":
+            value = str(Path(value).resolve())
+        chosen[setting.target] = list(value) if isinstance(value, tuple) else value
+    return chosen
 
 
 def runs_locally(executor: str) -> bool:

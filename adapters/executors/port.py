@@ -15,11 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.config import JsonDict
+from pydantic.fields import FieldInfo
 
 from domain.errors import BadInput
 from domain.events import MemberLease
 from domain.execution import EnvironmentRequest, Observation, ShardRun
+from domain.settings import Kind, Setting
 
 
 class Executor(Protocol):
@@ -75,9 +78,57 @@ class Capabilities:
 
 
 class ExecutorOptions(BaseModel):
-    """Base of every executor's options: validated, and recorded as given in `RunStarted`."""
+    """Base of every executor's options: validated, and recorded as given in `RunStarted`.
+    Each field declared with `option(...)` is also a flag of `ledger gate` and a key of
+    `[tool.release-ledger]`: the executor's settings live in this one model."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def option(
+    help: str,
+    *,
+    required: bool = False,
+    flag: str = "",
+    table: bool = True,
+    metavar: str | None = None,
+    multiple: bool = False,
+    path: bool = False,
+    low: float | None = None,
+    high: float | None = None,
+) -> Any:
+    """A field of an executor's options with its flag (default `--field-name`), whether the
+    repository's table may set it, and the range `ledger gate` checks before it appends."""
+    declared: JsonDict = {"flag": flag, "table": table, "metavar": metavar,
+                          "multiple": multiple, "path": path, "low": low, "high": high}  # fmt: skip
+    if required:
+        return Field(description=help, json_schema_extra=declared)
+    return Field(default=None, description=help, json_schema_extra=declared)
+
+
+def _setting(name: str, info: FieldInfo) -> Setting:
+    """One executor option as a `Setting` (its flag's parameter named after the flag)."""
+    declared = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+    flag = str(declared.get("flag") or "--" + name.replace("_", "-"))
+    multiple = bool(declared.get("multiple"))
+    kind: Kind = "path" if declared.get("path") else "int" if info.annotation is int or (
+        info.annotation == int | None) else "text"  # fmt: skip
+    table_type: Any = str | list[str] if "list" in str(info.annotation) else info.annotation
+    low, high, metavar = declared.get("low"), declared.get("high"), declared.get("metavar")
+    return Setting(
+        name=flag[2:].replace("-", "_"),
+        help=info.description or "",
+        kind=kind,
+        flag=flag,
+        table=flag[2:] if declared.get("table", True) else None,
+        table_type=table_type,
+        field=name,
+        metavar=metavar if isinstance(metavar, str) else None,
+        multiple=multiple,
+        low=float(low) if isinstance(low, int | float) else None,
+        high=float(high) if isinstance(high, int | float) else None,
+        low_open=False,
+    )
 
 
 Builder = Callable[[Path, Any, EnvironmentRequest], Executor]
@@ -93,6 +144,11 @@ class ExecutorSpec:
     capabilities: Capabilities
     build: Builder  # (repository, validated options, environment request) -> executor
 
+    @property
+    def settings(self) -> list[Setting]:
+        """Its options as the gate's flags and table keys, in the model's order."""
+        return [_setting(name, info) for name, info in self.options.model_fields.items()]
+
     def validate(self, given: dict[str, Any]) -> ExecutorOptions:
         """The options for this executor, or BadInput naming the first problem (one line)."""
         try:
@@ -100,7 +156,8 @@ class ExecutorSpec:
         except ValidationError as error:
             first = error.errors()[0]
             where = ".".join(str(part) for part in first["loc"]) or "options"
-            flag = "--" + where.replace("_", "-")
+            flags = {s.target: s.flag for s in self.settings}
+            flag = flags.get(where) or "--" + where.replace("_", "-")
             if first["type"] == "missing":
                 raise BadInput(f"--executor {self.name} needs {flag}") from None
             if first["type"] == "extra_forbidden":

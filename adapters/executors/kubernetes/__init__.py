@@ -12,6 +12,7 @@ from adapters.executors.port import (
     Executor,
     ExecutorOptions,
     ExecutorSpec,
+    option,
     per_interpreter,
 )
 from domain.execution import EnvironmentRequest
@@ -20,12 +21,12 @@ DEFAULT_IMAGE = "python:3.11-slim"  # the pods' image; `python:3.12-slim` in a m
 
 
 class KubernetesOptions(ExecutorOptions):
-    pool: list[str]
-    namespace: str | None = None
-    capacity: int | None = None
-    image: str | None = None
-    source: str | None = None
-    pool_config: str | None = None
+    pool: list[str] = option("Kubernetes contexts.", required=True, metavar="CTX[,CTX...]")
+    namespace: str | None = option("Kubernetes namespace.")
+    capacity: int | None = option("Jobs per pool member (default 4).", low=1, high=10_000)
+    image: str | None = option(f"Container image (default {DEFAULT_IMAGE}).")
+    source: str | None = option("Git URL pods clone (default: origin).")
+    pool_config: str | None = option("TOML pool config.", table=False, path=True)
 
     @field_validator("pool", mode="before")
     @classmethod

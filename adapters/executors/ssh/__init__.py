@@ -10,6 +10,7 @@ from adapters.executors.port import (
     Executor,
     ExecutorOptions,
     ExecutorSpec,
+    option,
     per_interpreter,
 )
 from domain.execution import EnvironmentRequest
@@ -18,12 +19,16 @@ REMOTE_PYTHON = "python3"  # the build host's interpreter; `python3.12` in a mat
 
 
 class SshOptions(ExecutorOptions):
-    host: str
-    remote_mirror: str | None = None
-    port: int | None = None
-    identity: str | None = None
-    ssh_options: list[str] | None = None
-    remote_python: str | None = None
+    host: str = option("SSH build host.", required=True, metavar="USER@HOST")
+    remote_mirror: str | None = option("Bare mirror on the host.", metavar="PATH")
+    port: int | None = option("SSH port of the build host.", flag="--ssh-port", table=False,
+                              low=1, high=65_535)  # fmt: skip
+    identity: str | None = option("SSH private key file.", flag="--ssh-identity", table=False,
+                                  path=True)  # fmt: skip
+    ssh_options: list[str] | None = option("Extra ssh -o option (repeatable).",
+                                           flag="--ssh-option", table=False, multiple=True,
+                                           metavar="KEY=VALUE")  # fmt: skip
+    remote_python: str | None = option(f"Python on the build host ({REMOTE_PYTHON}).")
 
 
 def _build(repo: Path, options: Any, environment: EnvironmentRequest) -> Executor:

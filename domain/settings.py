@@ -1,0 +1,75 @@
+"""How a setting of the gate is given, declared once: its command-line flag, its key in the
+repository's `[tool.release-ledger]` table, its help and its bounds.
+
+The gate's own settings (`ledger/options.SETTINGS`) and each executor's (its options model,
+`adapters/executors/port.py`) are lists of these; the command line's flags, the table's
+reader and the range checks are all made from them, so a new setting is one declaration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Kind = Literal["text", "int", "float", "path", "choice", "flag", "switch"]
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting. `name` is its parameter (`budget_gib`); `field` where its value lands
+    (an attribute of the gate's options, or a key of an executor's options)."""
+
+    name: str
+    help: str
+    kind: Kind = "text"
+    flag: str | None = None  # "--budget-gib"; None: only in the table
+    table: str | None = None  # "budget-gib"; None: only on the command line
+    table_type: Any = None  # the TOML value's type (a TOML value is typed already: strict)
+    field: str = ""  # default: the name
+    metavar: str | None = None
+    multiple: bool = False  # the flag repeats (`--discover A --discover B`)
+    choices: tuple[str, ...] = ()
+    default: Any = None  # only where the command line itself needs one (`--head HEAD`)
+    # A number's range: (low, high), low excluded when `low_open` (for `--timeout 0`).
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = True
+
+    @property
+    def target(self) -> str:
+        return self.field or self.name
+
+    @property
+    def bounded(self) -> bool:
+        return self.low is not None and self.high is not None
+
+    def out_of_range(self, value: Any) -> str | None:
+        """Why `value` is not allowed (one line naming the flag), or None."""
+        if not self.bounded or value is None:
+            return None
+        assert self.low is not None and self.high is not None
+        label = self.flag or self.table or self.name
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+            return f"{label} must be a finite number, got {value}"
+        if value in (float("inf"), float("-inf")):
+            return f"{label} must be a finite number, got {value}"
+        too_low = value <= self.low if self.low_open else value < self.low
+        if too_low or value > self.high:
+            bound = "more than" if self.low_open else "at least"
+            return f"{label} must be {bound} {self.low:g} and at most {self.high:g}, got {value:g}"
+        return None
+
+
+def unique(settings: list[Setting]) -> list[Setting]:
+    """The settings with each flag once: executors that share a flag share its declaration
+    (the first one's help); two declarations of one flag that disagree on where the value
+    lands are a programming error."""
+    seen: dict[str, Setting] = {}
+    for setting in settings:
+        key = setting.flag or f"table:{setting.table}"
+        known = seen.get(key)
+        if known is None:
+            seen[key] = setting
+        elif (known.name, known.target, known.kind) != (setting.name, setting.target, setting.kind):
+            raise ValueError(f"{key} is declared twice, differently")
+    return list(seen.values())

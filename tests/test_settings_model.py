@@ -1,0 +1,143 @@
+"""The gate's settings are declared once: the command line's flags, the repository table's keys
+and the range checks are made from the declarations (the gate's and each executor's)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from adapters.executors import REGISTRY
+from cli.cmd_gate import gate
+from domain.errors import BadInput
+from domain.settings import Setting, unique
+from ledger.options import EXECUTOR_SETTINGS, SETTINGS, GateOptions, validate
+from ledger.settings import RepositorySettings, gate_options
+from tests.gitrepo import make_repo, tag
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _flags() -> dict[str, str]:
+    """`ledger gate`'s flags, each with the parameter it fills."""
+    return {opt: param.name or "" for param in gate.params for opt in param.opts}
+
+
+def test_every_declared_flag_is_a_flag_of_ledger_gate_filling_its_parameter() -> None:
+    flags = _flags()
+    for setting in (*SETTINGS, *EXECUTOR_SETTINGS):
+        if setting.flag:
+            assert flags.get(setting.flag) == setting.name, setting.flag
+
+
+def test_every_executor_option_is_declared_as_a_setting() -> None:
+    declared = {setting.target for setting in EXECUTOR_SETTINGS}
+    for spec in REGISTRY.values():
+        assert set(spec.options.model_fields) <= declared, spec.name
+
+
+def test_every_declared_table_key_is_read_and_an_unknown_one_refused() -> None:
+    keys = {f.alias or name for name, f in RepositorySettings.model_fields.items()}
+    for setting in (*SETTINGS, *EXECUTOR_SETTINGS):
+        if setting.table:
+            assert setting.table in keys
+    with pytest.raises(ValueError):
+        RepositorySettings.model_validate({"budget-gb": 4.0})
+
+
+def test_a_table_value_of_the_wrong_type_is_refused_not_coerced() -> None:
+    with pytest.raises(ValueError):
+        RepositorySettings.model_validate({"capacity": "4"})
+    assert RepositorySettings.model_validate({"capacity": 4}).model_dump()["capacity"] == 4
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"rounds": 101}, "--rounds must be at least 0 and at most 100, got 101"),
+        ({"timeout_s": 0.0}, "--timeout must be more than 0"),
+        ({"executor_options": {"capacity": 0}}, "--capacity must be at least 1"),
+        ({"executor_options": {"port": 70000}}, "--ssh-port must be at least 1"),
+    ],
+)
+def test_ranges_are_checked_from_the_declarations(changes: dict, message: str) -> None:
+    options = GateOptions(repo=Path("."), base="v1", **changes)
+    with pytest.raises(BadInput, match=message):
+        validate(options)
+
+
+def test_a_flag_of_another_executor_is_refused_naming_it(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, {"tests/test_a.py": "def test_a():\n    pass\n"})
+    tag(repo, "v1")
+    with pytest.raises(BadInput, match="--ssh-port does not apply to --executor local"):
+        gate_options({"repo": str(repo), "base": "v1", "ssh_port": 22})
+
+
+def test_executors_that_share_a_flag_share_one_declaration() -> None:
+    first = Setting("image", "Image.", flag="--image", field="image")
+    assert unique([first, Setting("image", "Other help.", flag="--image", field="image")]) == [
+        first
+    ]
+    with pytest.raises(ValueError, match="declared twice"):
+        unique([first, Setting("image", "Image.", flag="--image", field="picture")])
+
+
+def test_a_new_executor_with_a_flag_is_one_module_and_one_registry_line(tmp_path: Path) -> None:
+    """An executor declared in a module of its own and put in the registry gets its flag on
+    `ledger gate`, its key in the table, its range check and its options filled, with
+    nothing else changed."""
+    repo = make_repo(tmp_path, {"tests/test_a.py": "def test_a():\n    pass\n"})
+    tag(repo, "v1")
+    script = textwrap.dedent(
+        f"""
+        from adapters.executors import REGISTRY, local
+        from adapters.executors.port import ExecutorOptions, ExecutorSpec, option
+
+        class FarmOptions(ExecutorOptions):
+            farm: str = option("The render farm.", required=True, metavar="NAME")
+            slots: int | None = option("Slots per machine.", low=1, high=64)
+
+        REGISTRY["farm"] = ExecutorSpec(name="farm", summary="a farm", options=FarmOptions,
+                                        capabilities=local.SPEC.capabilities,
+                                        build=local.SPEC.build)
+
+        from click.testing import CliRunner
+        from cli.cmd_gate import gate
+        from domain.errors import BadInput
+        from ledger.options import validate
+        from ledger.settings import RepositorySettings, gate_options
+
+        shown = CliRunner().invoke(gate, ["--help"]).output
+        assert "--farm NAME" in shown and "--slots INTEGER" in shown, shown
+        assert "Slots per machine." in shown
+        table = RepositorySettings.model_validate({{"farm": "north", "slots": 8}}).model_dump()
+        assert table["farm"] == "north" and table["slots"] == 8
+        options = gate_options({{"repo": {str(repo)!r}, "base": "v1", "executor": "farm",
+                                "farm": "north", "slots": 8}})
+        assert options.executor_options == {{"farm": "north", "slots": 8}}, options
+        try:
+            validate(options.__class__(**{{**options.__dict__,
+                                           "executor_options": {{"farm": "n", "slots": 65}}}}))
+        except BadInput as error:
+            assert "--slots must be at least 1 and at most 64" in str(error), error
+        else:
+            raise AssertionError("--slots 65 was accepted")
+        print("ok")
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+def test_the_readme_lists_exactly_the_table_keys_the_reader_takes() -> None:
+    text = (ROOT / "README.md").read_text()
+    listed = text.split("\nKeys: ", 1)[1].split(".\n", 1)[0]
+    keys = {key.strip().strip("`") for key in listed.replace("\n", " ").split(",")}
+    model = {f.alias or name for name, f in RepositorySettings.model_fields.items()}
+    assert keys == model
