@@ -8,7 +8,13 @@ from typing import Any
 import click
 
 from cli.options import EXIT_FAILED, PAGE, common, emit_json
-from cli.render import attribution_lines, base_reuse_line, cell, interpreter_lines
+from cli.render import (
+    attribution_lines,
+    base_reuse_line,
+    cause_lines,
+    cell,
+    interpreter_lines,
+)
 from domain.text import one_line
 from ledger import queries
 from ledger.bootstrap import opened
@@ -114,6 +120,7 @@ def show_lines(
         reuse = conclusion.get("base_reuse")
         if reuse:
             out.append(base_reuse_line(reuse))
+        out.extend(f"  {label:<12} {one_line(line)}" for label, line in cause_lines(conclusion))
         for key in ("introduced", "preexisting", "fixed", "flaky"):
             out.extend(f"  {key:<12} {one_line(test)}" for test in conclusion[key])
         out.extend(f"  introduced by {one_line(line)}" for line in attribution_lines(conclusion))

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from domain.attribution import CAUSE_WORDS
+from domain.clusters import Cluster, headline
 from domain.text import one_line
 
 if TYPE_CHECKING:
@@ -59,6 +60,8 @@ def print_verdict(
     for line in interpreter_lines(document):
         label, _, summary = line.partition(": ")
         table.add_row(label, cell(summary))
+    for label, line in cause_lines(document):
+        table.add_row(label, cell(line))
     for key in ("introduced", "preexisting", "fixed", "flaky"):
         table.add_row(key, lines_cell(document.get(key) or []))
     for line in attribution_lines(document):
@@ -124,6 +127,23 @@ def interpreter_lines(document: dict[str, Any]) -> list[str]:
         head = (verdict.get("tests") or {}).get("head")
         counted = [f"{head} tests at head"] if head is not None else []
         out.append(f"Python {label}: {verdict['status']} ({', '.join([*counted, *parts])})")
+    return out
+
+
+def cause_lines(document: dict[str, Any], limit: int = 5) -> list[tuple[str, str]]:
+    """The introduced failures by cause, leading the verdict: the headline, then each cause
+    with its count and first tests (`--json` lists every test of each)."""
+    clusters = document.get("clusters") or []
+    if not clusters:
+        return []
+    read = tuple(Cluster(c["signature"], tuple(c["tests"])) for c in clusters)
+    out = [("causes", headline(read))]
+    for one in clusters:
+        tests = one["tests"]
+        shown = ", ".join(tests[:limit]) + (
+            f" and {len(tests) - limit} more" if len(tests) > limit else ""
+        )
+        out.append(("cause", f"{one['signature']} — {len(tests)}: {shown}"))
     return out
 
 

@@ -10,11 +10,12 @@ with no open question can pass.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from domain.attribution import DEPENDENCIES, causes, moves_text
+from domain.clusters import Cluster, cluster, merged
 from domain.failures import blames_executor
 from domain.junit import FAILING, Report, TestCase, test_id
 from domain.run_state import BASE, HEAD, RunState, ShardView
@@ -95,6 +96,8 @@ class Verdict:
     causes: dict[str, str] = field(default_factory=dict)
     moved: tuple[str, ...] = ()
     introduced_by_dependencies: tuple[str, ...] = ()
+    # The introduced failures grouped by cause (`domain/clusters.py`), the largest first.
+    clusters: tuple[Cluster, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         document = self._fields()
@@ -121,7 +124,9 @@ class Verdict:
             "open_questions": list(self.open_questions),
             "reasons": list(self.reasons),
             "tests": dict(sorted(self.tests.items())),
-        } | (self._attribution() if self.causes else {})
+        } | (self._attribution() if self.causes else {}) | (
+            {"clusters": [c.as_dict() for c in self.clusters]} if self.clusters else {}
+        )
 
     def _attribution(self) -> dict[str, Any]:
         """Only for runs that attributed failures: other documents stay as they were."""
@@ -136,6 +141,10 @@ def _outcomes(cases: Iterable[TestCase]) -> dict[str, str]:
     for case in cases:
         out[test_id(case)] = case.outcome
     return out
+
+
+def _failures(cases: Iterable[TestCase]) -> dict[str, tuple[str | None, str | None, str]]:
+    return {test_id(c): (c.message, c.text, c.outcome) for c in cases if c.outcome in FAILING}
 
 
 def _report(shard: ShardView, revision: str) -> Report | None:
@@ -213,6 +222,8 @@ class Classification:
     fixed: tuple[str, ...]
     flaky: tuple[str, ...]
     skipped_at_head: tuple[str, ...] = ()
+    # Each test failing at head: its report's message, text and outcome (for `clusters`).
+    failures: Mapping[str, tuple[str | None, str | None, str]] = field(default_factory=dict)
 
 
 def classify(state: RunState) -> Classification:
@@ -231,6 +242,7 @@ def classify(state: RunState) -> Classification:
     head: dict[str, str] = {}
     base: dict[str, str] = {}
     head_files: set[str] = set()  # files measured at head (their shard measured at both)
+    failures: dict[str, tuple[str | None, str | None, str]] = {}
     shard_skips: list[tuple[ShardView, tuple[str, ...]]] = []
     for shard in state.leaves():
         problem = shard_unmeasured(state, shard)
@@ -241,6 +253,7 @@ def classify(state: RunState) -> Classification:
         base_report = _report(shard, BASE)
         shard_head = _outcomes(head_report.cases) if head_report else {}
         head.update(shard_head)
+        failures.update(_failures(head_report.cases) if head_report else {})
         head_files.update(shard.files)
         if base_report:
             base.update(_outcomes(base_report.cases))
@@ -281,7 +294,7 @@ def classify(state: RunState) -> Classification:
     )
     result = Classification(
         tuple(unmeasured), tuple(shard_skips), head, base,
-        tuple(introduced), tuple(preexisting), tuple(fixed), tuple(flaky), lost,
+        tuple(introduced), tuple(preexisting), tuple(fixed), tuple(flaky), lost, failures,
     )  # fmt: skip
     state.cache["classification"] = result
     return result
@@ -349,6 +362,7 @@ def combine(verdicts: Sequence[tuple[str, Verdict]], rule: str, version: int) ->
         causes={t: c for _, v in verdicts for t, c in v.causes.items()},
         moved=tuple(sorted({m for _, v in verdicts for m in v.moved})),
         introduced_by_dependencies=union("introduced_by_dependencies"),
+        clusters=merged(c for _, v in verdicts for c in v.clusters),
     )
 
 
@@ -458,6 +472,7 @@ def _judge_one(state: RunState, policy: Policy, rule: str, version: int) -> Verd
         causes=attributed,
         moved=moved if attributed else (),
         introduced_by_dependencies=tuple(reported_only),
+        clusters=cluster(basis.failures, introduced),
     )
 
 

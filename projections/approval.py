@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from domain import events as ev
+from domain.clusters import Cluster, headline
 from domain.run_state import RunState, fold
 from domain.text import markdown_code, markdown_text
 from domain.verdict import Verdict
@@ -40,6 +41,7 @@ from projections.checks import (
     Metric,
     check_key,
     gate_metric_v1,
+    gate_value,
     pin_metric,
     pin_satisfied,
 )
@@ -50,10 +52,13 @@ __all__ = ["ApprovalReport", "approval_report", "outcome_of", "pin_satisfied", "
 RESERVED = tuple(BUILTIN_CHECKS)
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 OUTCOME_EXIT = {"ok": 0, "failed": 1, "unmeasured": 3}
-CURRENT_FORMAT = 4
+CURRENT_FORMAT = 5
 # From this format on, the gate's why also names the tests a missing module kept out at both
 # revisions and the setting that would bring them in (information: its verdict is unchanged).
 TELLS_ENVIRONMENT_SKIPS = 4
+# From this format on, the gate's value leads with the introduced failures' causes and the
+# report lists each cause with its tests (`domain/clusters.py`).
+TELLS_CAUSES = 5
 
 # The default rollback of a Python project's release, one command a line ({placeholders}
 # without a recorded value are left for the reader to fill).
@@ -96,6 +101,7 @@ class ApprovalReport:
     summary: str = ""
     version: str | None = None
     tag: str | None = None
+    clusters: tuple[Cluster, ...] = ()  # the introduced failures by cause (format 5)
 
     @property
     def sha256(self) -> str:
@@ -417,6 +423,24 @@ def _telling_environment_skips(metric: Metric, state: RunState) -> Metric:
     return dataclasses.replace(metric, why=f"{metric.why}; told, not judged: {told}")
 
 
+def _leading_with_causes(metric: Metric, verdict: Verdict) -> Metric:
+    """The gate metric's value led by the causes of the introduced failures (format 5)."""
+    if metric.name != GATE or metric.key or not verdict.clusters:
+        return metric
+    return dataclasses.replace(metric, value=gate_value(verdict, causes=True))
+
+
+def _causes_markdown(clusters: Sequence[Cluster]) -> list[str]:
+    """`## Failures by cause`: one line per cause, its tests folded under it."""
+    lines = ["", "## Failures by cause", "", f"{markdown_text(headline(tuple(clusters)))}.", ""]
+    for one in clusters:
+        count = f"{len(one.tests)} test{'s' if len(one.tests) != 1 else ''}"
+        lines.append(f"- {markdown_code(one.signature)} — {count}")
+        lines.append(f"  <details><summary>{count}</summary>")
+        lines += ["", *(f"  - {markdown_code(test)}" for test in one.tests), "", "  </details>"]
+    return lines
+
+
 def summary_line(outcome: str, metrics: Sequence[Metric]) -> str:
     """`approved: 6/6` or `blocked: 5/6 (changelog unmeasured)` (format 2: every metric)."""
     passing = sum(1 for m in metrics if m.verdict == "pass")
@@ -504,6 +528,8 @@ def _markdown_v2(
         for d in m.events:
             note = f" — {_cell(d.note)}" if d.note else ""
             lines.append(f"   - {d.kind} at {d.at}, position {d.position}{note}")
+    if report.clusters:
+        lines += _causes_markdown(report.clusters)
     for heading, items in (
         ("Waivers", report.waivers),
         ("Decided without the owner", report.without_owner),
@@ -539,6 +565,8 @@ def _report_v2(
     metrics = [BUILTIN_CHECKS[name](evidence) for name in builtin]
     if report_format >= TELLS_ENVIRONMENT_SKIPS:
         metrics = [_telling_environment_skips(m, state) for m in metrics]
+    if report_format >= TELLS_CAUSES:
+        metrics = [_leading_with_causes(m, verdict) for m in metrics]
     metrics += _recorded_metrics(state, index, facts, sorted(wanted), builtin)
     if report_format == 2:  # every metric shown decides
         outcome = outcome_of(m.verdict for m in metrics)
@@ -581,5 +609,6 @@ def _report_v2(
         summary=summary,
         version=version,
         tag=tag,
+        clusters=verdict.clusters if report_format >= TELLS_CAUSES else (),
     )
     return dataclasses.replace(report, markdown=_markdown_v2(state, release, report))

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from domain import events as ev
+from domain.clusters import headline
 from domain.run_state import RunState
 from domain.verdict import Verdict
 
@@ -299,9 +300,10 @@ def _some(items: Sequence[str], limit: int = 3) -> str:
     return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
-def gate_value(verdict: Verdict) -> str:
-    """The gate's value, naming what decided it: introduced tests, flaky and skipped-at-head
-    counts, the unmeasured files."""
+def gate_value(verdict: Verdict, *, causes: bool = False) -> str:
+    """The gate's value, naming what decided it: introduced tests (led by their causes, from
+    report format 5), flaky and skipped-at-head counts, the unmeasured files."""
+    lead = headline(verdict.clusters) if causes else ""
     parts = []
     if verdict.introduced:
         parts.append(f"{len(verdict.introduced)} introduced: {_some(verdict.introduced)}")
@@ -330,7 +332,7 @@ def gate_value(verdict: Verdict) -> str:
     if verdict.interpreters:  # a matrix: each interpreter's own status first
         status += " (" + ", ".join(f"{label} {v.status}" for label, v in verdict.interpreters)
         status += ")"
-    return f"{status}: " + "; ".join(p for p in [counted, *parts] if p)
+    return f"{status}: " + "; ".join(p for p in [lead, counted, *parts] if p)
 
 
 def gate_check(evidence: Evidence) -> Metric:
@@ -811,4 +813,5 @@ CHECKS_OF_FORMAT: dict[int, tuple[str, ...]] = {
     2: (GATE, RUNTIME_PIN, CHANGELOG),
     3: tuple(BUILTIN_CHECKS),
     4: tuple(BUILTIN_CHECKS),  # the gate's why also tells skips for a missing module
+    5: tuple(BUILTIN_CHECKS),  # the gate's value leads with the failures' causes
 }

@@ -16,6 +16,7 @@ from typing import Any
 
 from domain import events as ev
 from domain.attribution import CAUSE_WORDS
+from domain.clusters import Cluster, headline
 from domain.run_state import RunState, ShardView
 from domain.text import one_line
 from domain.verdict import Verdict
@@ -361,6 +362,22 @@ def _tests_table(title: str, tests: Sequence[str], css: str, note: str) -> str:
            f'<p class="note">{_e(note)}</p>{body}'  # fmt: skip
 
 
+def _causes_html(clusters: tuple[Cluster, ...]) -> str:
+    """The introduced failures by cause, first: one line each, its tests folded under it."""
+    items = "".join(
+        f"<details><summary><code>{_e(one.signature)}</code> "
+        f'<span class="count">{len(one.tests)}</span></summary>'
+        f'<table class="tests bad"><tbody>'
+        + "".join(f"<tr><td>{_e(test)}</td></tr>" for test in one.tests)
+        + "</tbody></table></details>"
+        for one in clusters
+    )
+    return (
+        f'<h3>causes <span class="count">{len(clusters)}</span></h3>'
+        f'<p class="note">{_e(headline(clusters))}</p>{items}'
+    )
+
+
 def classification_html(verdict: Verdict) -> str:
     skipped_at_head: tuple[str, ...] = getattr(verdict, "skipped_at_head", ())
     sections = [
@@ -370,7 +387,8 @@ def classification_html(verdict: Verdict) -> str:
         ("flaky", verdict.flaky, "", "failed in a shard, passed when their file ran alone"),
         ("skipped at head", skipped_at_head, "", "passed at base, skipped or gone at head"),
     ]
-    out = [_tests_table(*s) for s in sections]
+    out = [_causes_html(verdict.clusters)] if verdict.clusters else []
+    out += [_tests_table(*s) for s in sections]
     causes: dict[str, str] = getattr(verdict, "causes", {})
     if causes:
         rows = "".join(

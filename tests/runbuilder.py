@@ -5,13 +5,15 @@ from __future__ import annotations
 import hashlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from xml.sax.saxutils import escape, quoteattr
 
 from domain import events as ev
 from domain.chain import sha256_hex
 
 
-def junit(cases: dict[str, str]) -> bytes:
-    """A pytest xunit1 report. `cases` maps `FILE::NAME` to passed/failed/error/skipped."""
+def junit(cases: dict[str, str], details: dict[str, tuple[str, str]] | None = None) -> bytes:
+    """A pytest xunit1 report. `cases` maps `FILE::NAME` to passed/failed/error/skipped;
+    `details` a failing test to its failure's message and text (a traceback)."""
     body = []
     counts = {"failed": 0, "error": 0, "skipped": 0}
     for test, outcome in cases.items():
@@ -23,6 +25,10 @@ def junit(cases: dict[str, str]) -> bytes:
             "error": '<error message="boom">boom</error>',
             "skipped": '<skipped message="skip"/>',
         }[outcome]
+        if details and test in details and outcome in ("failed", "error"):
+            tag = "failure" if outcome == "failed" else "error"
+            message, text = details[test]
+            inner = f"<{tag} message={quoteattr(message)}>{escape(text)}</{tag}>"
         counts[outcome] = counts.get(outcome, 0) + 1
         body.append(
             f'<testcase file="{file}" classname="{classname}" name="{name}">{inner}</testcase>'
@@ -102,11 +108,12 @@ class RunBuilder:
         exit_code: int | None = None,
         signal: int | None = None,
         timed_out: bool = False,
+        details: dict[str, tuple[str, str]] | None = None,
         **extra: Any,
     ) -> RunBuilder:
         report_hash = None
         if cases is not None:
-            data = junit(cases)
+            data = junit(cases, details)
             report_hash = sha256_hex(data)
             self.artifacts[report_hash] = data
             if exit_code is None and signal is None:

@@ -57,7 +57,7 @@ def test_title_summary_and_table() -> None:
                                                       "1.2.0", "v1.2.0")  # fmt: skip
     assert [m.name for m in r.metrics] == ["gate", "runtime-pin", "dependencies",
                                            "distributions", "upgrade", "changelog"]  # fmt: skip
-    assert r.as_dict()["report_format"] == 4
+    assert r.as_dict()["report_format"] == 5  # 5: led by the causes
 
 
 def test_blocked_summary_names_what_is_not_passing() -> None:
@@ -195,13 +195,13 @@ def ledger(sqlite_url: str) -> Ledger:
     led.close()
 
 
-def test_formats_1_to_3_still_derive_and_format_4_is_issued_now(ledger: Ledger) -> None:
+def test_formats_1_to_4_still_derive_and_format_5_is_issued_now(ledger: Ledger) -> None:
     run = passing()
     # A check recorded before `upgrade` became a built-in one (owner.record_check refuses the
     # name now): format 2 shows it as any recorded check, format 3 beside the built-in one.
     run.add(ev.CheckRecorded, name="upgrade", verdict="pass", value="tried by hand")
     ledger.append(run.run_id, run.events, artifacts=run.artifacts)
-    for report_format in (1, 2, 3):
+    for report_format in (1, 2, 3, 4):
         positioned = [(r.position, r.event) for r in ledger.read(run.run_id)]
         old = approval_report(positioned, run.artifacts, get_rule("default").decide,
                               report_format=report_format)  # fmt: skip
@@ -213,16 +213,16 @@ def test_formats_1_to_3_still_derive_and_format_4_is_issued_now(ledger: Ledger) 
             assert "| 4 | upgrade | tried by hand | pass |" in old.markdown
     owner.record_check(ledger, run.run_id, "Installation files", "pass", "ok", "ci")
     new = owner.approve(ledger, run.run_id, ["installation files"])
-    assert new.report_format == 4 and new.outcome == "ok"
+    assert new.report_format == 5 and new.outcome == "ok"
     assert new.summary == "approved: 7/7"
     assert [m.name for m in new.metrics][5:] == [
         "changelog", "Installation files", "upgrade (recorded)"
     ]  # fmt: skip
     audited = owner.audit(ledger, run.run_id)
     assert audited["ok"] is True
-    assert [a["derives"] for a in audited["approvals"]] == [True, True, True, True]
+    assert [a["derives"] for a in audited["approvals"]] == [True, True, True, True, True]
     last = ledger.read(run.run_id)[-1].event
-    assert isinstance(last, ev.ApprovalIssued) and last.report_format == 4
+    assert isinstance(last, ev.ApprovalIssued) and last.report_format == 5
 
 
 def test_record_check_with_spaces(ledger: Ledger) -> None:
