@@ -275,11 +275,9 @@ def classify(state: RunState) -> Classification:
         alone_base = state.isolations.get((file, BASE))
         if base.get(test) in FAILING or _fails_alone(alone_base, test):
             preexisting.append(test)
-        elif (
-            alone_head is not None
-            and alone_head.assessment.report is not None
-            and (not _fails_alone(alone_head, test))
-        ):
+        elif _passes_alone(alone_head, test):
+            # Failed in its shard, passed when its file ran alone. A test missing from the
+            # file's run alone (its file failed to collect there) is no evidence of a pass.
             flaky.append(test)
         else:
             introduced.append(test)
@@ -497,6 +495,12 @@ def _introduced_reason(
         reason += f" ({len(blamed)} by the dependency change: {', '.join(moved[:3])}"
         reason += f" and {len(moved) - 3} more)" if len(moved) > 3 else ")"
     return reason
+
+
+def _passes_alone(isolation: Any, test: str) -> bool:
+    if isolation is None or isolation.assessment.report is None:
+        return False
+    return _outcomes(isolation.assessment.report.cases).get(test) == "passed"
 
 
 def _fails_alone(isolation: Any, test: str) -> bool:

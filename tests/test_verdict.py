@@ -122,3 +122,18 @@ def test_new_file_at_head_runs_only_at_head_and_its_failures_are_introduced() ->
     run.isolation(B, "head", {f"{B}::t9": "failed"})
     result = verdict(run)
     assert result.introduced == (f"{B}::t9",)
+
+
+def test_a_failure_whose_file_does_not_collect_alone_is_introduced_not_flaky() -> None:
+    """Found on toolz with a broken import at head: in the shard the tests ran and failed, the
+    file alone failed to collect, so its tests were missing from the run alone. Missing is no
+    evidence of a pass: the failure is introduced, never flaky (which the default rule passes)."""
+    run = two_shard_run()
+    run.attempt("s01", "head", [A], {f"{A}::t1": "failed"})
+    run.attempt("s01", "base", [A], {f"{A}::t1": "passed"})
+    run.attempt("s02", "head", [B], {f"{B}::t3": "passed"})
+    run.attempt("s02", "base", [B], {f"{B}::t3": "passed"})
+    run.isolation(A, "head", {f"{A}::tests.test_a": "error"})
+    result = verdict(run)
+    assert result.introduced == (f"{A}::t1",) and result.flaky == ()
+    assert result.status == "failed"

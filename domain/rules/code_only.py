@@ -1,6 +1,8 @@
 """`code-only`: as `default`, but a failure introduced by the dependency change alone (it
 passes at head with base's package set: `domain/attribution.py`) is reported, not failed on.
-For an owner who releases the code and lets users' resolvers pick the dependencies."""
+For an owner who releases the code and lets users' resolvers pick the dependencies.
+v2: a shard failure is flaky only when the test passed alone, not when it was missing
+from its file's run alone (a file that failed to collect there)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ if TYPE_CHECKING:  # the fold and the judge load when a rule decides, not when i
     from domain.verdict import Verdict
 
 NAME = "code-only"
-VERSION = 1
+VERSION = 2
 DESCRIPTION = (
     "as default, but failures that pass with base's package set (introduced by the "
     "dependency change alone) are reported without failing the gate"

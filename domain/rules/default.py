@@ -1,5 +1,7 @@
 """`default`: as `strict`, but skips are allowed and flaky failures and lost coverage
-(`skipped-at-head`) are only reported. v2: no test measured at head is `unmeasured`."""
+(`skipped-at-head`) are only reported. v2: no test measured at head is `unmeasured`.
+v3: a shard failure is flaky only when the test passed alone, not when it was missing
+from its file's run alone (a file that failed to collect there)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ if TYPE_CHECKING:  # the fold and the judge load when a rule decides, not when i
     from domain.verdict import Verdict
 
 NAME = "default"
-VERSION = 2
+VERSION = 3
 DESCRIPTION = (
     "as strict, but skipped tests are allowed and flaky failures (not reproduced alone) "
     "are reported without failing the gate"

@@ -1,4 +1,6 @@
-"""`strict`: the reference rule. Skips make a shard unmeasured; flaky failures fail."""
+"""`strict`: the reference rule. Skips make a shard unmeasured; flaky failures fail.
+v3: a shard failure is flaky only when the test passed alone, not when it was missing
+from its file's run alone (a file that failed to collect there)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ if TYPE_CHECKING:  # the fold and the judge load when a rule decides, not when i
     from domain.verdict import Verdict
 
 NAME = "strict"
-VERSION = 2
+VERSION = 3
 DESCRIPTION = (
     "reference rule: both revisions measured, reports cover exactly the shard's files, "
     "a skipped test makes its shard unmeasured, flaky failures fail, preexisting are allowed, "

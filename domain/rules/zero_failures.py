@@ -1,4 +1,6 @@
-"""`zero-failures`: any failing test at head fails the gate, even one that fails at base."""
+"""`zero-failures`: any failing test at head fails the gate, even one that fails at base.
+v3: a shard failure is flaky only when the test passed alone, not when it was missing
+from its file's run alone (a file that failed to collect there)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ if TYPE_CHECKING:  # the fold and the judge load when a rule decides, not when i
     from domain.verdict import Verdict
 
 NAME = "zero-failures"
-VERSION = 2
+VERSION = 3
 DESCRIPTION = "any failure at head fails the gate, preexisting and flaky ones included"
 
 

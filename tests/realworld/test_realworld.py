@@ -74,6 +74,29 @@ def test_toolz_with_a_bug_at_head_fails_with_exactly_pytests_failures(tmp_path: 
     assert set(document["introduced"]) == expected
 
 
+def test_toolz_with_a_broken_import_at_head_reads_as_one_cause(tmp_path: Path) -> None:
+    """Mutation: a module every test file imports (through `toolz`) imports a name that does
+    not exist. Every test file fails to collect; the verdict names one cause, the import,
+    whatever file each collection error came from (failures grouped by cause, issue 29)."""
+    repo = release_pair(tmp_path, "toolz", "0.12.1", "1.0.0")
+    mutate(repo, "toolz/dicttoolz.py", "import operator\n",
+           "import operator\nfrom toolz.missing_module import nothing  # noqa\n")  # fmt: skip
+    # Every file's tests run as the gate runs them, not stopped at the first collection error.
+    expected = plain_pytest_failures(repo, "toolz/tests", "--continue-on-collection-errors")
+    assert len(expected) > 5, expected
+    result = gate(tmp_path, repo, "--shards", "2", base="v0.12.1")
+    document = result.document
+    assert document["status"] == "failed"
+    # Plain pytest names a collection error by the module, the gate's report by its file:
+    # the same files fail.
+    assert {t.split("::")[0] for t in document["introduced"]} == {
+        t.split("::")[0] for t in expected
+    }
+    assert [(c["signature"], len(c["tests"])) for c in document["clusters"]] == [
+        ("ModuleNotFoundError in toolz/dicttoolz.py:2", len(document["introduced"]))
+    ], document["clusters"]
+
+
 def test_more_itertools_10_7_0_to_10_8_0_passes(tmp_path: Path) -> None:
     """more-itertools: unittest-style suite using `self.subTest` (pytest 9 counts every passing
     subtest in plain JUnit's `tests` attribute while writing no case for it: the plain report
