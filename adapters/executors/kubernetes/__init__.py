@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import field_validator
 
+from adapters.executors.kubernetes.runner import DEFAULT_IMAGE
 from adapters.executors.port import (
     Capabilities,
     Executor,
@@ -16,8 +17,6 @@ from adapters.executors.port import (
     per_interpreter,
 )
 from domain.execution import EnvironmentRequest
-
-DEFAULT_IMAGE = "python:3.11-slim"  # the pods' image; `python:3.12-slim` in a matrix lane
 
 
 class KubernetesOptions(ExecutorOptions):

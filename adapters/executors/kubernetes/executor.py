@@ -28,7 +28,6 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from adapters.executors.kubernetes import DEFAULT_IMAGE
 from adapters.executors.kubernetes.jobs import (
     GATE_LABEL,
     LABEL_PREFIX,
@@ -39,6 +38,7 @@ from adapters.executors.kubernetes.jobs import (
     job_name,
 )
 from adapters.executors.kubernetes.pool_config import load_pool_config
+from adapters.executors.kubernetes.runner import DEFAULT_IMAGE
 from adapters.executors.kubernetes.status import (
     IMAGE_REASONS,
     PodOutcome,

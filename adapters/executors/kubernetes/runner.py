@@ -26,6 +26,7 @@ except ImportError:  # pragma: no cover - only in the pod
     pass
 
 PYTHON_MARK = "@RELEASE_LEDGER_PYTHON@"
+DEFAULT_IMAGE = "python:3.11-slim"  # the pods' image; `python:3.12-slim` in a matrix lane
 
 
 def _oom_kills() -> int:

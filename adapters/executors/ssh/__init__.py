@@ -13,9 +13,8 @@ from adapters.executors.port import (
     option,
     per_interpreter,
 )
+from adapters.executors.ssh.target import REMOTE_PYTHON
 from domain.execution import EnvironmentRequest
-
-REMOTE_PYTHON = "python3"  # the build host's interpreter; `python3.12` in a matrix lane
 
 
 class SshOptions(ExecutorOptions):

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO
 
 from adapters.executors.local import report_of, setup_failed
-from adapters.executors.ssh import REMOTE_PYTHON, faults
+from adapters.executors.ssh import faults
 from adapters.executors.ssh.remote import (
     CLEANUP_SCRIPT,
     EXIT_CHECKOUT,
@@ -42,7 +42,7 @@ from adapters.executors.ssh.remote import (
     session_started,
     temporary_dir,
 )
-from adapters.executors.ssh.target import SshTarget, validate_target
+from adapters.executors.ssh.target import REMOTE_PYTHON, SshTarget, validate_target
 from adapters.executors.ssh.wrapper import PYTHON_MARK
 from adapters.git import git_env
 from adapters.pytest_plugin import PLUGIN_MODULE, PLUGIN_SOURCE

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from domain.errors import BadInput
 
+REMOTE_PYTHON = "python3"  # the build host's interpreter; `python3.12` in a matrix lane
+
 _USER = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}"
 _HOST = r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252}[A-Za-z0-9])?"
 _HOST_RE = re.compile(rf"(?:{_USER}@)?{_HOST}")
