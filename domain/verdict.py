@@ -497,13 +497,16 @@ def _introduced_reason(
     return reason
 
 
-def _passes_alone(isolation: Any, test: str) -> bool:
+def _alone(isolation: Any, test: str) -> str | None:
+    """The test's outcome when its file ran alone (None: not run alone, or missing there)."""
     if isolation is None or isolation.assessment.report is None:
-        return False
-    return _outcomes(isolation.assessment.report.cases).get(test) == "passed"
+        return None
+    return _outcomes(isolation.assessment.report.cases).get(test)
+
+
+def _passes_alone(isolation: Any, test: str) -> bool:
+    return _alone(isolation, test) == "passed"
 
 
 def _fails_alone(isolation: Any, test: str) -> bool:
-    if isolation is None or isolation.assessment.report is None:
-        return False
-    return _outcomes(isolation.assessment.report.cases).get(test) in FAILING
+    return _alone(isolation, test) in FAILING
