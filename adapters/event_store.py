@@ -17,8 +17,9 @@ small part it composes and hands each call to:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from adapters.store_artifacts import Artifacts
 from adapters.store_chain import Chain
@@ -53,12 +54,13 @@ if TYPE_CHECKING:
         SealStore,
         StreamStore,
     )
-    from domain.errors import BrokenRun
-    from domain.events import Event
 
 # The eventsourcing library (and, for PostgreSQL, its connection pool) loads the first time a
 # process writes, subscribes or reads notifications: reading commands (`ledger runs`,
 # `questions`, `show`, `verdict`) read through one plain connection and never import it.
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 __all__ = [  # what the store's callers name, wherever it is defined
     "ConcurrencyConflict",
@@ -77,6 +79,17 @@ __all__ = [  # what the store's callers name, wherever it is defined
     "Sealer",
     "StoreBusy",
 ]
+
+
+def _to(part: str, method: Callable[Concatenate[Any, P], R]) -> Callable[Concatenate[Any, P], R]:
+    """`method` of the store's part held as `part`, as a method of the store: one line per
+    member of the port, typed and documented as the part's own."""
+
+    @functools.wraps(method)
+    def call(self: Any, *args: P.args, **kwargs: P.kwargs) -> R:
+        return method(getattr(self, part), *args, **kwargs)
+
+    return call
 
 
 class EventStore:
@@ -149,171 +162,58 @@ class EventStore:
         """The library's recorder (built on first need): `store_open` makes its tables."""
         return self._db.recorder
 
-    # -- streams --
+    # -- each call to the part that answers it (typed as the part's own method) --
 
-    def append(
-        self,
-        run_id: str,
-        events: Sequence[Event],
-        *,
-        artifacts: dict[str, bytes] | None = None,
-        expected_length: int | None = None,
-        lease: Lease | None = None,
-        index: IndexWrite | None = None,
-    ) -> list[Recorded]:
-        return self._streams.append(
-            run_id,
-            events,
-            artifacts=artifacts,
-            expected_length=expected_length,
-            lease=lease,
-            index=index,
-        )
+    append = _to("_streams", Streams.append)
+    read = _to("_streams", Streams.read)
+    read_events = _to("_streams", Streams.read_events)
+    read_raw = _to("_streams", Streams.read_raw)
+    stream_ids = _to("_streams", Streams.stream_ids)
+    runs = _to("_streams", Streams.runs)
+    run_ids_matching = _to("_streams", Streams.run_ids_matching)
 
-    def read(self, run_id: str) -> list[Recorded]:
-        return self._streams.read(run_id)
+    tip = _to("_chain", Chain.tip)
+    verified_tip = _to("_chain", Chain.verified_tip)
+    check_chain = _to("_chain", Chain.check_chain)
+    broken_runs = _to("_chain", Chain.broken_runs)
 
-    def read_events(self, run_id: str) -> list[tuple[int, Event]]:
-        return self._streams.read_events(run_id)
+    seal_of = _to("_seals", Seals.seal_of)
+    check_seal = _to("_seals", Seals.check_seal)
+    seal_unsealed = _to("_seals", Seals.seal_unsealed)
 
-    def read_raw(self, run_id: str) -> list[RawRecord]:
-        return self._streams.read_raw(run_id)
+    artifact = _to("_artifacts", Artifacts.artifact)
+    artifacts = _to("_artifacts", Artifacts.artifacts)
+    put_artifacts = _to("_artifacts", Artifacts.put_artifacts)
+    artifact_digests = _to("_artifacts", Artifacts.artifact_digests)
 
-    def stream_ids(self) -> list[str]:
-        return self._streams.stream_ids()
+    acquire_lease = _to("_leases", Leases.acquire_lease)
+    renew_lease = _to("_leases", Leases.renew_lease)
+    release_lease = _to("_leases", Leases.release_lease)
+    lease_holder = _to("_leases", Leases.lease_holder)
 
-    def runs(self) -> list[RunRow]:
-        return self._streams.runs()
+    runs_page = _to("_index", LedgerIndex.runs_page)
+    run_count = _to("_index", LedgerIndex.run_count)
+    open_questions = _to("_index", LedgerIndex.open_questions)
+    open_question_count = _to("_index", LedgerIndex.open_question_count)
+    content = _to("_index", LedgerIndex.content)
+    index_rows = _to("_index", LedgerIndex.index_rows)
+    index_format = _to("_index", LedgerIndex.index_format)
+    set_index_format = _to("_index", LedgerIndex.set_index_format)
+    replace_index = _to("_index", LedgerIndex.replace_index)
+    set_verdict = _to("_index", LedgerIndex.set_verdict)
 
-    def run_ids_matching(self, prefix: str, limit: int | None = None) -> list[str]:
-        return self._streams.run_ids_matching(prefix, limit)
+    kept_reading = _to("_readings", Readings.kept_reading)
+    keep_reading = _to("_readings", Readings.keep_reading)
 
-    # -- the chain and its seal --
+    max_notification_id = _to("_notifications", Notifications.max_notification_id)
+    notifications = _to("_notifications", Notifications.notifications)
+    touched_runs = _to("_notifications", Notifications.touched_runs)
+    subscribe = _to("_notifications", Notifications.subscribe)
 
-    def tip(self, run_id: str) -> tuple[int, str]:
-        return self._chain.tip(run_id)
-
-    def verified_tip(self, run_id: str) -> tuple[int, str]:
-        return self._chain.verified_tip(run_id)
-
-    def check_chain(self, run_id: str) -> int:
-        return self._chain.check_chain(run_id)
-
-    def broken_runs(self, runs: Sequence[RunRow]) -> dict[str, BrokenRun]:
-        return self._chain.broken_runs(runs)
-
-    def seal_of(self, run_id: str) -> list[tuple[Any, ...]] | None:
-        return self._seals.seal_of(run_id)
-
-    def check_seal(
-        self, run_id: str, hashes: Sequence[str], rows: list[tuple[Any, ...]] | None
-    ) -> None:
-        self._seals.check_seal(run_id, hashes, rows)
-
-    def seal_unsealed(self) -> int:
-        return self._seals.seal_unsealed()
-
-    # -- artifacts --
-
-    def artifact(self, digest: str) -> bytes | None:
-        return self._artifacts.artifact(digest)
-
-    def artifacts(self, digests: Iterable[str]) -> dict[str, bytes]:
-        return self._artifacts.artifacts(digests)
-
-    def put_artifacts(self, artifacts: dict[str, bytes]) -> None:
-        self._artifacts.put_artifacts(artifacts)
-
-    def artifact_digests(self) -> Iterator[tuple[str, bytes]]:
-        return self._artifacts.artifact_digests()
-
-    # -- leases --
-
-    def acquire_lease(
-        self, run_id: str, holder: str, seconds: float, *, holder_is_dead: Any = None
-    ) -> Lease:
-        return self._leases.acquire_lease(run_id, holder, seconds, holder_is_dead=holder_is_dead)
-
-    def renew_lease(self, lease: Lease) -> bool:
-        return self._leases.renew_lease(lease)
-
-    def release_lease(self, lease: Lease) -> None:
-        self._leases.release_lease(lease)
-
-    def lease_holder(self, run_id: str) -> tuple[str, float] | None:
-        return self._leases.lease_holder(run_id)
-
-    # -- the ledger's indexes --
-
-    def runs_page(self, limit: int | None = None, offset: int = 0) -> list[IndexedRun]:
-        return self._index.runs_page(limit, offset)
-
-    def run_count(self) -> int:
-        return self._index.run_count()
-
-    def open_questions(
-        self, limit: int | None = None, offset: int = 0
-    ) -> list[tuple[str, str, int, str, str]]:
-        return self._index.open_questions(limit, offset)
-
-    def open_question_count(self) -> int:
-        return self._index.open_question_count()
-
-    def content(self, kind: str, keys: Iterable[str]) -> list[ContentHit]:
-        return self._index.content(kind, keys)
-
-    def index_rows(self) -> list[tuple[Any, ...]]:
-        return self._index.index_rows()
-
-    def index_format(self) -> str:
-        return self._index.index_format()
-
-    def set_index_format(self, value: str) -> None:
-        self._index.set_index_format(value)
-
-    def replace_index(self, run_id: str, length: int, index: IndexWrite) -> bool:
-        return self._index.replace_index(run_id, length, index)
-
-    def set_verdict(self, run_id: str, length: int, code: str, verdict: str) -> None:
-        self._index.set_verdict(run_id, length, code, verdict)
-
-    # -- kept readings --
-
-    def kept_reading(self, run_id: str) -> KeptReading | None:
-        return self._readings.kept_reading(run_id)
-
-    def keep_reading(self, run_id: str, reading: KeptReading) -> bool:
-        return self._readings.keep_reading(run_id, reading)
-
-    # -- notifications --
-
-    def max_notification_id(self) -> int:
-        return self._notifications.max_notification_id()
-
-    def notifications(self, after: int, limit: int = 1000) -> list[tuple[int, str, Event]]:
-        return self._notifications.notifications(after, limit)
-
-    def touched_runs(self, after: int, until: int, page: int = 10_000) -> list[str]:
-        return self._notifications.touched_runs(after, until, page)
-
-    def subscribe(self, gt: int) -> Any:
-        return self._notifications.subscribe(gt)
-
-    # -- the database --
-
-    def ledger_id(self) -> str:
-        return self._db.ledger_id()
-
-    def execute_raw(self, sql: str, params: Sequence[Any] = ()) -> None:
-        """Direct write, bypassing the chain: only for tamper tests and repair tools."""
-        self._db.execute_raw(sql, params)
-
-    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        """A plain read of the store's tables (tests and benchmarks look under the port)."""
-        return self._db.query(sql, params)
-
-    def close(self) -> None:
-        self._db.close()
+    ledger_id = _to("_db", Database.ledger_id)
+    close = _to("_db", Database.close)
+    execute_raw = _to("_db", Database.execute_raw)  # bypasses the chain: tamper tests only
+    _query = _to("_db", Database.query)  # tests and benchmarks look under the port with it
 
 
 if TYPE_CHECKING:  # each part of the store keeps its concern's slice of the port
