@@ -28,18 +28,7 @@ from adapters.store_errors import ConcurrencyConflict, LeaseHeld, LeaseLost, Sto
 from adapters.store_index import LedgerIndex
 from adapters.store_leases import Leases
 from adapters.store_readings import Readings
-from adapters.store_records import (
-    ContentHit,
-    ContentRowTuple,
-    IndexedRun,
-    IndexWrite,
-    KeptReading,
-    Lease,
-    RawRecord,
-    Recorded,
-    RunRow,
-    Sealer,
-)
+from adapters.store_records import Sealer
 from adapters.store_seals import Seals
 from adapters.store_streams import Notifications, Streams
 
@@ -62,21 +51,11 @@ if TYPE_CHECKING:
 P = ParamSpec("P")
 R = TypeVar("R")
 
-__all__ = [  # what the store's callers name, wherever it is defined
+__all__ = [  # its errors, named here by tests and tools (the ledger names store_errors)
     "ConcurrencyConflict",
-    "ContentHit",
-    "ContentRowTuple",
     "EventStore",
-    "IndexWrite",
-    "IndexedRun",
-    "KeptReading",
-    "Lease",
     "LeaseHeld",
     "LeaseLost",
-    "RawRecord",
-    "Recorded",
-    "RunRow",
-    "Sealer",
     "StoreBusy",
 ]
 
@@ -96,32 +75,13 @@ class EventStore:
     """Append-only, hash-chained run streams over an `eventsourcing` recorder, with the
     ledger's artifacts, leases, indexes and kept readings: the store port's one face."""
 
-    def __init__(
-        self,
-        recorder: Any = None,
-        *,
-        dialect: str,
-        description: str,
-        datastore: Any = None,
-        url: str | None = None,
-        reader: Any = None,
-        connect: Callable[[], tuple[Any, Any]] | None = None,
-    ) -> None:
-        """Over a built `recorder` and `datastore`, or lazily: `reader` (one plain sqlite3 or
-        psycopg2 connection, `adapters.pg_reader`, in autocommit mode) answers the opening
-        thread's reads until the first write, subscription or notification read, when
-        `connect()` builds the library's recorder and datastore (its pool)."""
-        db = self._db = Database(
-            recorder,
-            dialect=dialect,
-            description=description,
-            datastore=datastore,
-            reader=reader,
-            connect=connect,
-        )
-        self.url = url  # how to reach this database again (PostgreSQL read models use it)
-        self.dialect = dialect
-        self.description = description
+    def __init__(self, db: Database, *, url: str | None = None) -> None:
+        """Over `db` (`store_open` opens it by URL); `url` is how to reach the database again
+        (PostgreSQL read models use it)."""
+        self._db = db
+        self.url = url
+        self.dialect = db.dialect
+        self.description = db.description
         self._seals = Seals(db)
         self._chain = Chain(db, self._seals)
         self._artifacts = Artifacts(db)

@@ -33,6 +33,10 @@ class Database:
         reader: Any = None,
         connect: Callable[[], tuple[Any, Any]] | None = None,
     ) -> None:
+        """Over a built `recorder` and `datastore`, or lazily: `reader` (one plain sqlite3 or
+        psycopg2 connection, `adapters.pg_reader`, in autocommit mode) answers the opening
+        thread's reads until the first write, subscription or notification read, when
+        `connect()` builds the library's recorder and datastore (its pool)."""
         self._recorder = recorder
         self._ds = datastore
         self._connect = connect

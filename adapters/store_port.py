@@ -32,6 +32,11 @@ if TYPE_CHECKING:
     from domain.events import Event
 
 
+# The format of the index rows this code derives (`projections/content_index.py`): a ledger
+# whose `index_format()` differs is re-indexed from its events once, when opened.
+INDEX_FORMAT = "3"  # 2: measurements by content; 3: files that collect nothing
+
+
 class StreamStore(Protocol):
     """Streams: append at the end of a run's hash chain, read it back checked."""
 

@@ -16,10 +16,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from adapters.clock import SystemClock
-from adapters.store_dialects import INDEX_FORMAT
 from adapters.store_errors import ConcurrencyConflict, LeaseLost
 from adapters.store_open import MEMORY_DESCRIPTION, open_store
-from adapters.store_port import Store
+from adapters.store_port import INDEX_FORMAT, Store
 from adapters.store_records import IndexWrite, Lease, Recorded, RunRow
 from domain.chain import StoredLink, find_break, sha256_hex
 from domain.errors import BadInput, BrokenRun, IntegrityProblem
