@@ -20,7 +20,7 @@ LOCK_WAIT_S = 30  # how long a writer waits for another's lock before giving up 
 # The ledger's own indexes, written in the same transaction as the events they derive from
 # (`projections/content_index.py` derives them; `Ledger.reindex` rebuilds them from the
 # events): the run list's order and status, open questions, and per-item content lookups.
-INDEX_FORMAT = "3"  # 2: measurements by content; 3: files that collect nothing
+# (The format of their rows, which a ledger is re-indexed on changing: `store_port.INDEX_FORMAT`.)
 # Kept readings (`ledger show`, `ledger verdict`): derived and replaceable, made with a new
 # ledger and on first need in an older one. The body is zlib-compressed JSON (6-12x smaller:
 # 3.4 KB for a 100-event run); BYTEA is PostgreSQL's binary type, and SQLite stores a blob

@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import quote, unquote, urlparse
 
 from adapters.event_store import EventStore
+from adapters.store_db import Database
 from adapters.store_dialects import (
     DEFAULT_SQLITE_PATH,
     EVENTS_TABLE,
@@ -165,7 +166,9 @@ def _open_sqlite(path: Path, *, create: bool) -> EventStore:
             )
         except sqlite3.Error as error:
             raise BadInput(f"cannot open ledger file {path}: {error}") from error
-        store = EventStore(dialect="sqlite", description=str(path), reader=reader, connect=refuse)
+        store = EventStore(
+            Database(dialect="sqlite", description=str(path), reader=reader, connect=refuse)
+        )
         store.read_only = True
         return store
     if state == "complete":
@@ -177,7 +180,9 @@ def _open_sqlite(path: Path, *, create: bool) -> EventStore:
             )
         except sqlite3.Error as error:
             raise BadInput(f"cannot open ledger file {path}: {error}") from error
-        return EventStore(dialect="sqlite", description=str(path), reader=reader, connect=connect)
+        return EventStore(
+            Database(dialect="sqlite", description=str(path), reader=reader, connect=connect)
+        )
     from eventsourcing.persistence import PersistenceError
 
     recorder, datastore = connect()
@@ -187,7 +192,9 @@ def _open_sqlite(path: Path, *, create: bool) -> EventStore:
             c.execute("PRAGMA busy_timeout = 30000")
     except PersistenceError as error:
         raise BadInput(f"cannot open ledger file {path}: {error}") from error
-    return EventStore(recorder, dialect="sqlite", description=str(path), datastore=datastore)
+    return EventStore(
+        Database(recorder, dialect="sqlite", description=str(path), datastore=datastore)
+    )
 
 
 def _writable(path: Path) -> bool:
@@ -202,7 +209,9 @@ def _open_sqlite_memory(description: str, name: str = "ledger-empty") -> EventSt
     datastore = sqlite_datastore(f"file:{name}?mode=memory&cache=shared")
     recorder = sqlite_recorder(datastore)
     recorder.create_table()
-    return EventStore(recorder, dialect="sqlite", description=description, datastore=datastore)
+    return EventStore(
+        Database(recorder, dialect="sqlite", description=description, datastore=datastore)
+    )
 
 
 def _open_postgres(url: str) -> EventStore:
@@ -263,7 +272,7 @@ def _open_postgres(url: str) -> EventStore:
         return pg_recorder_class()(datastore, events_table_name=EVENTS_TABLE), datastore
 
     store = EventStore(
-        dialect="postgresql", description=where, url=url, reader=reader, connect=connect
+        Database(dialect="postgresql", description=where, reader=reader, connect=connect), url=url
     )
     if not exists:
         try:

@@ -2,6 +2,12 @@
 implements it over SQLite or PostgreSQL; `open_store("memory:")` gives a private in-memory
 one, the fake for tests that need no file). `ledger/` names only these members, so the store's
 internals (the `eventsourcing` recorder, its tables, the dialect code) stay in `adapters/`.
+
+`Store` is one face made of one protocol per concern, each the contract of one part of the
+store (`store_streams`, `store_seals`, `store_artifacts`, `store_leases`, `store_index`,
+`store_readings`), which mypy holds each part to (`adapters/event_store.py`). The ledger keeps
+the one face: it reaches the store only as `Ledger.store`, and an append spans every concern
+(events, artifacts, seal and index rows in one transaction, fenced by the run's lease).
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from adapters.event_store import (
+    from adapters.store_records import (
         ContentHit,
         IndexedRun,
         IndexWrite,
@@ -26,14 +32,13 @@ if TYPE_CHECKING:
     from domain.events import Event
 
 
-class Store(Protocol):
-    url: str | None  # how to reach the database again (PostgreSQL read models), or None
-    dialect: str  # sqlite or postgresql
-    description: str  # the path or server, for messages ("memory" for the in-memory store)
-    read_only: bool  # a read-only SQLite ledger: derived data is not kept
-    sealer: Sealer | None  # signs each run's (length, tip) in the appending transaction
+# The format of the index rows this code derives (`projections/content_index.py`): a ledger
+# whose `index_format()` differs is re-indexed from its events once, when opened.
+INDEX_FORMAT = "3"  # 2: measurements by content; 3: files that collect nothing
 
-    # -- streams: append, read, the chain and its seal --
+
+class StreamStore(Protocol):
+    """Streams: append at the end of a run's hash chain, read it back checked."""
 
     def append(
         self,
@@ -52,6 +57,16 @@ class Store(Protocol):
 
     def read_raw(self, run_id: str) -> list[RawRecord]: ...
 
+    def stream_ids(self) -> list[str]: ...
+
+    def runs(self) -> list[RunRow]: ...
+
+    def run_ids_matching(self, prefix: str, limit: int | None = None) -> list[str]: ...
+
+
+class ChainStore(Protocol):
+    """The runs' hash chains and heads, checked without parsing events."""
+
     def tip(self, run_id: str) -> tuple[int, str]: ...
 
     def verified_tip(self, run_id: str) -> tuple[int, str]: ...
@@ -59,6 +74,10 @@ class Store(Protocol):
     def check_chain(self, run_id: str) -> int: ...
 
     def broken_runs(self, runs: Sequence[RunRow]) -> dict[str, BrokenRun]: ...
+
+
+class SealStore(Protocol):
+    """Each run's (length, tip) sealed under the ledger's key (`Store.sealer`)."""
 
     def seal_of(self, run_id: str) -> list[tuple[Any, ...]] | None: ...
 
@@ -68,13 +87,9 @@ class Store(Protocol):
 
     def seal_unsealed(self) -> int: ...
 
-    def stream_ids(self) -> list[str]: ...
 
-    def runs(self) -> list[RunRow]: ...
-
-    def run_ids_matching(self, prefix: str, limit: int | None = None) -> list[str]: ...
-
-    # -- artifacts, by sha256 --
+class ArtifactStore(Protocol):
+    """Artifacts, by sha256."""
 
     def artifact(self, digest: str) -> bytes | None: ...
 
@@ -84,7 +99,9 @@ class Store(Protocol):
 
     def artifact_digests(self) -> Iterator[tuple[str, bytes]]: ...
 
-    # -- leases: one driver per run --
+
+class LeaseStore(Protocol):
+    """Leases: one driver per run."""
 
     def acquire_lease(
         self,
@@ -101,7 +118,9 @@ class Store(Protocol):
 
     def lease_holder(self, run_id: str) -> tuple[str, float] | None: ...
 
-    # -- the run index, the open questions, the remembered status and kept readings --
+
+class IndexStore(Protocol):
+    """The run index, the open questions, the remembered status and the content index."""
 
     def runs_page(self, limit: int | None = None, offset: int = 0) -> list[IndexedRun]: ...
 
@@ -123,27 +142,51 @@ class Store(Protocol):
 
     def replace_index(self, run_id: str, length: int, index: IndexWrite) -> bool: ...
 
-    def touched_runs(self, after: int, until: int, page: int = 10_000) -> list[str]: ...
-
     def set_verdict(self, run_id: str, length: int, code: str, verdict: str) -> None: ...
+
+
+class ReadingStore(Protocol):
+    """Kept readings: a run's answers as the read side computed them (a memo)."""
 
     def kept_reading(self, run_id: str) -> KeptReading | None: ...
 
     def keep_reading(self, run_id: str, reading: KeptReading) -> bool: ...
 
-    # -- notifications, for read models --
+
+class NotificationStore(Protocol):
+    """Every run's events in commit order, for read models."""
 
     def max_notification_id(self) -> int: ...
 
     def notifications(self, after: int, limit: int = 1000) -> list[tuple[int, str, Event]]: ...
 
-    # -- the database --
-
-    def ledger_id(self) -> str: ...
-
-    def close(self) -> None: ...
+    def touched_runs(self, after: int, until: int, page: int = 10_000) -> list[str]: ...
 
     def subscribe(self, gt: int) -> AbstractContextManager[Any]:
         """Notifications after `gt` as they are committed (PostgreSQL: `ledger rebuild
         --follow`)."""
         ...
+
+
+class Store(
+    StreamStore,
+    ChainStore,
+    SealStore,
+    ArtifactStore,
+    LeaseStore,
+    IndexStore,
+    ReadingStore,
+    NotificationStore,
+    Protocol,
+):
+    """All the ledger service may name of its event store."""
+
+    url: str | None  # how to reach the database again (PostgreSQL read models), or None
+    dialect: str  # sqlite or postgresql
+    description: str  # the path or server, for messages ("memory" for the in-memory store)
+    read_only: bool  # a read-only SQLite ledger: derived data is not kept
+    sealer: Sealer | None  # signs each run's (length, tip) in the appending transaction
+
+    def ledger_id(self) -> str: ...
+
+    def close(self) -> None: ...

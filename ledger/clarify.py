@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from adapters.event_store import ConcurrencyConflict
+from adapters.store_errors import ConcurrencyConflict
 from domain import events as ev
 from domain.clarification import candidates, overdue, plan, waiting_on
 from domain.run_state import RunState

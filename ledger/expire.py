@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from adapters.event_store import ConcurrencyConflict
+from adapters.store_errors import ConcurrencyConflict
 from domain import events as ev
 from domain.clarification import overdue, waiting_on
 from domain.run_state import fold

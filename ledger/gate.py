@@ -21,8 +21,8 @@ from typing import Any
 
 from adapters import git
 from adapters.discovery import discover_test_files, nominal_inputs
-from adapters.event_store import LeaseLost
 from adapters.executors import Capabilities, Executor, spec_for
+from adapters.store_errors import LeaseLost
 from domain import content
 from domain import events as ev
 from domain.assessment import assess_observation

@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from adapters.event_store import KeptReading
 from adapters.ledger_key import seal, sealed
 from adapters.source_digest import source_digest
+from adapters.store_records import KeptReading
 from ledger.gc_pause import gc_paused
 from ledger.service import Ledger
 

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from adapters import git
-from adapters.event_store import ConcurrencyConflict, Recorded
+from adapters.store_errors import ConcurrencyConflict
+from adapters.store_records import Recorded
 from domain import events as ev
 from domain.errors import BadInput
 from domain.rules import get_rule

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from adapters.event_store import ContentHit, IndexedRun
+from adapters.store_records import ContentHit, IndexedRun
 from domain.errors import BrokenRun
 from ledger import kept_readings
 from ledger.gc_pause import gc_paused

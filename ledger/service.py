@@ -16,17 +16,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from adapters.clock import SystemClock
-from adapters.event_store import (
-    ConcurrencyConflict,
-    IndexWrite,
-    Lease,
-    LeaseLost,
-    Recorded,
-    RunRow,
-)
-from adapters.store_dialects import INDEX_FORMAT
+from adapters.store_errors import ConcurrencyConflict, LeaseLost
 from adapters.store_open import MEMORY_DESCRIPTION, open_store
-from adapters.store_port import Store
+from adapters.store_port import INDEX_FORMAT, Store
+from adapters.store_records import IndexWrite, Lease, Recorded, RunRow
 from domain.chain import StoredLink, find_break, sha256_hex
 from domain.errors import BadInput, BrokenRun, IntegrityProblem
 
@@ -445,8 +438,8 @@ class Ledger:
         append seals its run's (length, tip) and every read checks the seal; a key made now
         first seals the runs already there (trusted on first use)."""
         if not hasattr(self, "_sealing_key"):
-            from adapters.event_store import Sealer
             from adapters.ledger_key import key_id, key_path, load_key, seal
+            from adapters.store_records import Sealer
 
             store = self.store
             if store.description.endswith("(not created yet)"):

@@ -131,7 +131,7 @@ def measurement_rows(
 
 # Event kind -> the indexers deriving its content rows. To add a lookup by content (e.g.
 # measurements by `measurement_key`): write `rows(event, artifacts) -> [(kind, key, item,
-# data)]`, add it here, bump `adapters.store_dialects.INDEX_FORMAT` (ledgers are then re-indexed
+# data)]`, add it here, bump `adapters.store_port.INDEX_FORMAT` (ledgers are then re-indexed
 # from their events once, when opened), and ask `ledger.read_side.content(ledger, kind, keys)`.
 INDEXERS: dict[str, tuple[ContentIndexer, ...]] = {
     "ShardAttemptRecorded": (result_rows,),

@@ -178,3 +178,25 @@ def test_a_gate_keeps_its_reading_for_the_first_show(tmp_path: Path) -> None:
         assert json.loads(kept.body)["verdict"]["status"] == result.document["status"] == "passed"
     finally:
         ledger.close()
+
+
+def test_every_module_of_the_event_store_is_in_the_code_digest() -> None:
+    """A kept reading goes stale on any change to the store's code: every module the store is
+    made of (the parts `adapters/event_store.py` composes, and its opening) is read by the
+    code digest."""
+    import fnmatch
+    import sys
+
+    import adapters.event_store
+    import adapters.store_open  # the store as the ledger opens it
+    from adapters.source_digest import READING_SOURCES, ROOT
+
+    assert adapters.event_store.EventStore and adapters.store_open.open_store
+    parts = [
+        Path(str(module.__file__)).relative_to(ROOT).as_posix()
+        for name, module in sorted(sys.modules.items())
+        if name == "adapters.event_store" or name.startswith("adapters.store_")
+    ]
+    assert len(parts) >= 10  # event_store and its parts
+    uncovered = [p for p in parts if not any(fnmatch.fnmatch(p, s) for s in READING_SOURCES)]
+    assert uncovered == []

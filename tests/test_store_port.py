@@ -87,3 +87,32 @@ def test_an_in_memory_ledger_refuses_a_tampered_seal() -> None:
             ledger.store.check_seal(run, ["0" * 64], rows)
     finally:
         ledger.close()
+
+
+def test_nothing_outside_adapters_imports_the_stores_parts() -> None:
+    """The ledger and the command line name the store through its port, its values, its
+    errors and its opening only; the parts (streams, chain, index, dialects...) and the
+    `EventStore` behind the port stay in `adapters/`."""
+    import ast
+
+    public = {
+        "adapters.store_port", "adapters.store_records", "adapters.store_errors",
+        "adapters.store_open",
+    }  # fmt: skip
+    root = Path(__file__).resolve().parent.parent
+    reaches = []
+    for package in ("ledger", "cli", "projections", "domain"):
+        for file in sorted((root / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(file.read_text())):
+                names = (
+                    [node.module or ""]
+                    if isinstance(node, ast.ImportFrom)
+                    else [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else []
+                )
+                for name in names:
+                    store = name == "adapters.event_store" or name.startswith("adapters.store_")
+                    if store and name not in public:
+                        reaches.append(f"{file.relative_to(root)}: {name}")
+    assert reaches == []
