@@ -147,6 +147,21 @@ def files_at_commit(repo: Path, sha: str) -> set[str]:
     return {name.decode() for name in done.stdout.split(b"\0") if name}
 
 
+def renames(repo: Path, base: str, head: str) -> dict[str, str]:
+    """Files git's rename detection pairs between two commits (old path -> new path): a
+    file deleted at one path and added at another with at least half its content alike."""
+    done = _git(repo, "diff", "--name-status", "-z", "-M", "--diff-filter=R",
+                "--end-of-options", base, head, check=False)  # fmt: skip
+    if done.returncode != 0:
+        raise BadInput(f"cannot compare {base} and {head} in {repo}")
+    fields = [f.decode() for f in done.stdout.split(b"\0") if f]
+    found: dict[str, str] = {}
+    for index in range(0, len(fields) - 2, 3):  # R<score>, old, new
+        if fields[index].startswith("R"):
+            found[fields[index + 1]] = fields[index + 2]
+    return found
+
+
 def blob_hashes(repo: Path, sha: str) -> dict[str, str]:
     """Every file of the commit's tree mapped to its git blob hash (one `ls-tree`): the
     content identity measurement and result reuse key on (`domain/content.py`)."""

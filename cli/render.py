@@ -9,6 +9,7 @@ import click
 
 from domain.attribution import CAUSE_WORDS
 from domain.clusters import Cluster, headline
+from domain.resources import change_line
 from domain.text import one_line
 
 if TYPE_CHECKING:
@@ -66,6 +67,8 @@ def print_verdict(
         table.add_row(key, lines_cell(document.get(key) or []))
     for line in attribution_lines(document):
         table.add_row("introduced by", cell(line))
+    for label, line in finding_lines(document):
+        table.add_row(label, cell(line))
     if document.get("retry_shards"):
         table.add_row("retry set", cell(", ".join(document["retry_shards"])))
     for entry in document.get("unmeasured") or []:
@@ -144,6 +147,17 @@ def cause_lines(document: dict[str, Any], limit: int = 5) -> list[tuple[str, str
             f" and {len(tests) - limit} more" if len(tests) > limit else ""
         )
         out.append(("cause", f"{one['signature']} — {len(tests)}: {shown}"))
+    return out
+
+
+def finding_lines(document: dict[str, Any]) -> list[tuple[str, str]]:
+    """Lost coverage and resource regressions, each with its figures: test files removed at
+    head, files heavier or slower at head than at base."""
+    out = [
+        ("removed", f"{file} (removed at head)") for file in document.get("removed_at_head") or []
+    ]
+    for what in ("heavier", "slower"):
+        out += [(what, change_line(change)) for change in document.get(what) or []]
     return out
 
 

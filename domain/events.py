@@ -153,6 +153,10 @@ class TestFilesDiscovered(Event):
     kind: Literal["TestFilesDiscovered"] = "TestFilesDiscovered"
     files: list[str]
     missing_at_base: list[str] = Field(default_factory=list)
+    # Test files base has and head does not: deleted (`removed_at_head`), or moved to a new
+    # path, as git's rename detection pairs them by content (`renamed_at_head`: old -> new).
+    removed_at_head: list[str] = Field(default_factory=list)
+    renamed_at_head: dict[str, str] = Field(default_factory=dict)
     # What discovery read of each file at head, for the first plan's nominal costs.
     sizes: dict[str, int] = Field(default_factory=dict)
     test_functions: dict[str, int] = Field(default_factory=dict)

@@ -147,6 +147,8 @@ class RunState:
     started: ev.RunStarted | None = None
     files: tuple[str, ...] = ()
     missing_at_base: tuple[str, ...] = ()
+    removed_at_head: tuple[str, ...] = ()  # test files deleted at head (not renamed)
+    renamed_at_head: dict[str, str] = field(default_factory=dict)  # old path -> new
     discovered: bool = False
     measured: dict[str, tuple[float, float, str | None]] = field(default_factory=dict)
     # The latest cost of each file for the memory model (solo, reused or measured in place),
@@ -506,6 +508,8 @@ def _discovered(
     state.discovered = True
     state.files = tuple(e.files)
     state.missing_at_base = tuple(e.missing_at_base)
+    state.removed_at_head = tuple(e.removed_at_head)
+    state.renamed_at_head = dict(e.renamed_at_head)
     state.discovered_sizes = dict(e.sizes)
     state.discovered_tests = dict(e.test_functions)
 

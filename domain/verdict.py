@@ -18,6 +18,7 @@ from domain.attribution import DEPENDENCIES, causes, moves_text
 from domain.clusters import Cluster, cluster, merged
 from domain.failures import blames_executor
 from domain.junit import FAILING, Report, TestCase, test_id
+from domain.resources import ResourceChange, resource_changes
 from domain.run_state import BASE, HEAD, RunState, ShardView
 
 # Question topics the gate asks; their answers change the verdict.
@@ -32,6 +33,7 @@ ALLOW = "allow"
 # Reasons the whole gate (not one shard) is unmeasured.
 NO_TESTS = "no-tests"
 LOST_COVERAGE = "skipped-at-head"
+REMOVED = "removed-at-head"
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,8 @@ class Policy:
     # A failure that passes at head with base's package set (`domain/attribution.py`) fails
     # the gate as any introduced failure does; a rule may report it instead.
     dependency_introduced_fails: bool = True
+    # Files much heavier or slower at head than at base (`domain/resources.py`) fail the gate.
+    resource_regressions_fail: bool = False
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,11 @@ class Verdict:
     introduced_by_dependencies: tuple[str, ...] = ()
     # The introduced failures grouped by cause (`domain/clusters.py`), the largest first.
     clusters: tuple[Cluster, ...] = ()
+    # Test files deleted at head (not renamed): their tests are lost coverage.
+    removed_at_head: tuple[str, ...] = ()
+    # Files over the run's thresholds of memory or time at head against base.
+    heavier: tuple[ResourceChange, ...] = ()
+    slower: tuple[ResourceChange, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         document = self._fields()
@@ -124,9 +133,20 @@ class Verdict:
             "open_questions": list(self.open_questions),
             "reasons": list(self.reasons),
             "tests": dict(sorted(self.tests.items())),
-        } | (self._attribution() if self.causes else {}) | (
-            {"clusters": [c.as_dict() for c in self.clusters]} if self.clusters else {}
-        )
+        } | (self._attribution() if self.causes else {}) | self._present()
+
+    def _present(self) -> dict[str, Any]:
+        """Fields only a run that has them shows: other documents stay as they were."""
+        found: dict[str, Any] = {}
+        if self.clusters:
+            found["clusters"] = [c.as_dict() for c in self.clusters]
+        if self.removed_at_head:
+            found["removed_at_head"] = list(self.removed_at_head)
+        if self.heavier:
+            found["heavier"] = [c.as_dict() for c in self.heavier]
+        if self.slower:
+            found["slower"] = [c.as_dict() for c in self.slower]
+        return found
 
     def _attribution(self) -> dict[str, Any]:
         """Only for runs that attributed failures: other documents stay as they were."""
@@ -361,6 +381,9 @@ def combine(verdicts: Sequence[tuple[str, Verdict]], rule: str, version: int) ->
         moved=tuple(sorted({m for _, v in verdicts for m in v.moved})),
         introduced_by_dependencies=union("introduced_by_dependencies"),
         clusters=merged(c for _, v in verdicts for c in v.clusters),
+        removed_at_head=union("removed_at_head"),
+        heavier=tuple(sorted({c for _, v in verdicts for c in v.heavier}, key=_by_file)),
+        slower=tuple(sorted({c for _, v in verdicts for c in v.slower}, key=_by_file)),
     )
 
 
@@ -411,6 +434,15 @@ def _judge_one(state: RunState, policy: Policy, rule: str, version: int) -> Verd
             f"{len(lost)} tests lost coverage ({LOST_COVERAGE}: passed at base, skipped or "
             f"gone at head)"
         )
+    removed = state.removed_at_head
+    if removed and policy.lost_coverage_fails:
+        reasons.append(
+            f"{len(removed)} test files removed at head ({REMOVED}: {', '.join(removed[:3])}"
+            + (f" and {len(removed) - 3} more)" if len(removed) > 3 else ")")
+        )
+    heavier, slower = resource_changes(state)
+    if policy.resource_regressions_fail and (heavier or slower):
+        reasons.append(_resources_reason(heavier, slower))
     if not head and not kept:
         # Nothing measured at head (no test file, or files that collect nothing): never a pass.
         kept.append(
@@ -471,6 +503,9 @@ def _judge_one(state: RunState, policy: Policy, rule: str, version: int) -> Verd
         moved=moved if attributed else (),
         introduced_by_dependencies=tuple(reported_only),
         clusters=cluster(basis.failures, introduced),
+        removed_at_head=removed,
+        heavier=heavier,
+        slower=slower,
     )
 
 
@@ -484,6 +519,16 @@ def _attribution(
     by_dependencies = sorted(t for t, c in attributed.items() if c == DEPENDENCIES)
     reported = by_dependencies if not policy.dependency_introduced_fails else []
     return attributed, moved, reported
+
+
+def _resources_reason(heavier: Sequence[ResourceChange], slower: Sequence[ResourceChange]) -> str:
+    parts = [f"{len(heavier)} files heavier"] if heavier else []
+    parts += [f"{len(slower)} files slower"] if slower else []
+    return f"{' and '.join(parts)} at head than at base (rule fails on resource regressions)"
+
+
+def _by_file(change: ResourceChange) -> tuple[str, float]:
+    return change.file, change.head
 
 
 def _introduced_reason(

@@ -279,17 +279,25 @@ class GateProcess:
             patterns = list(self.options.discover) or None
             files = discover_test_files(checkout, patterns)
             sizes, tests = nominal_inputs(checkout, files)
+            # Test files base has and head has not: lost coverage unless git pairs them
+            # with a file at head by content (a rename moves its tests, it removes none).
+            gone = set(discover_test_files(worktrees.checkout(self.started.base), patterns))
+            gone -= set(files)
         finally:
             worktrees.close()
         if not files:
             raise BadInput(f"no test files found at {self.started.head_ref} in {self.repo}")
         at_base = git.files_at_commit(self.repo, self.started.base)
         missing = [f for f in files if f not in at_base]
+        moved = git.renames(self.repo, self.started.base, self.started.head) if gone else {}
+        renamed = {old: new for old, new in moved.items() if old in gone}
         self.ledger.record(
             self.run_id,
             ev.TestFilesDiscovered,
             files=files,
             missing_at_base=missing,
+            removed_at_head=sorted(gone - set(renamed)),
+            renamed_at_head=renamed,
             sizes=sizes,
             test_functions=tests,
         )

@@ -16,6 +16,7 @@ from adapters.executors import REGISTRY
 from domain import events as ev
 from domain.errors import BadInput
 from domain.execution import DEFAULT_PYTEST_COMMAND, EnvironmentRequest
+from domain.resources import DEFAULT_THRESHOLDS
 from domain.rules import get_rule
 from domain.settings import Setting, unique
 
@@ -81,6 +82,21 @@ class GateOptions:
     # Run head's introduced failures again with base's package set when the package sets
     # differ, to name the change that introduced each (`ledger/attribution.py`).
     attribution: bool = True
+    # A file is `heavier` (`slower`) at head when over `factor` times base's figure and more
+    # than the floor above it (`domain/resources.py`, which holds the defaults).
+    heavier_factor: float = DEFAULT_THRESHOLDS["memory_factor"]
+    heavier_floor_mb: float = DEFAULT_THRESHOLDS["memory_floor_mb"]
+    slower_factor: float = DEFAULT_THRESHOLDS["time_factor"]
+    slower_floor_s: float = DEFAULT_THRESHOLDS["time_floor_s"]
+
+    @property
+    def resource_thresholds(self) -> dict[str, float]:
+        return {
+            "memory_factor": self.heavier_factor,
+            "memory_floor_mb": self.heavier_floor_mb,
+            "time_factor": self.slower_factor,
+            "time_floor_s": self.slower_floor_s,
+        }
 
     @property
     def shard_count(self) -> int:
@@ -122,6 +138,7 @@ class GateOptions:
             "max_report_mb": self.max_report_mb,
             "release_builds": self.release_builds,
             "attribution": self.attribution,
+            "resources": self.resource_thresholds,
         } | ({"interpreters": [dict(i) for i in self.interpreters]} if self.interpreters else {})
 
     def lane_request(self, interpreter: dict[str, str]) -> EnvironmentRequest:
@@ -229,6 +246,21 @@ SETTINGS: tuple[Setting, ...] = (
             "locale and the like (repeatable; NAME_* for a prefix). Nothing else reaches them.",
             flag="--pass-env", table="pass-env", table_type=list[str], metavar="NAME",
             multiple=True),
+    Setting("heavier_factor", "A file whose peak memory at head is over this many times "
+            "base's, and more than --heavier-floor-mb above it, is heavier "
+            f"[default: {_shown('heavier_factor')}].", kind="float", flag="--heavier-factor",
+            table="heavier-factor", table_type=float, low=1, high=1000, low_open=False),
+    Setting("heavier_floor_mb", "See --heavier-factor "
+            f"[default: {_shown('heavier_floor_mb')}].", kind="float",
+            flag="--heavier-floor-mb", table="heavier-floor-mb", table_type=float, low=0,
+            high=_TB, low_open=False),
+    Setting("slower_factor", "A file whose wall time at head is over this many times base's, "
+            "and more than --slower-floor-s above it, is slower "
+            f"[default: {_shown('slower_factor')}].", kind="float", flag="--slower-factor",
+            table="slower-factor", table_type=float, low=1, high=1000, low_open=False),
+    Setting("slower_floor_s", f"See --slower-factor [default: {_shown('slower_floor_s')}].",
+            kind="float", flag="--slower-floor-s", table="slower-floor-s", table_type=float,
+            low=0, high=YEAR_S, low_open=False),
     Setting("extras", "The project's extras its own tests need.", table="extras",
             table_type=list[str]),
     Setting("outputs", "Tracked files the suite rewrites (fnmatch patterns).", table="outputs",
@@ -302,7 +334,16 @@ def options_from(started: ev.RunStarted) -> GateOptions:
         release_builds=bool(recorded.get("release_builds", False)),
         # Runs recorded before attribution existed are not attributed on resume.
         attribution=bool(recorded.get("attribution", False)),
+        **_recorded_thresholds(recorded.get("resources")),
     )
+
+
+def _recorded_thresholds(recorded: Any) -> dict[str, float]:
+    """The resource thresholds `RunStarted` recorded (the defaults for runs before them)."""
+    given = recorded if isinstance(recorded, dict) else {}
+    names = {"heavier_factor": "memory_factor", "heavier_floor_mb": "memory_floor_mb",
+             "slower_factor": "time_factor", "slower_floor_s": "time_floor_s"}  # fmt: skip
+    return {field: float(given.get(key, DEFAULT_THRESHOLDS[key])) for field, key in names.items()}
 
 
 def _recorded_number(value: Any) -> float | None:

@@ -301,8 +301,9 @@ def _some(items: Sequence[str], limit: int = 3) -> str:
 
 
 def gate_value(verdict: Verdict, *, causes: bool = False) -> str:
-    """The gate's value, naming what decided it: introduced tests (led by their causes, from
-    report format 5), flaky and skipped-at-head counts, the unmeasured files."""
+    """The gate's value, naming what decided it: introduced tests, flaky and skipped-at-head
+    counts, the unmeasured files; from report format 5 (`causes`) led by the introduced
+    failures' causes, with removed test files and heavier or slower files."""
     lead = headline(verdict.clusters) if causes else ""
     parts = []
     if verdict.introduced:
@@ -320,6 +321,12 @@ def gate_value(verdict: Verdict, *, causes: bool = False) -> str:
         parts.append(f"{len(verdict.flaky)} flaky")
     if verdict.skipped_at_head:
         parts.append(f"{len(verdict.skipped_at_head)} skipped at head")
+    if causes and verdict.removed_at_head:
+        parts.append(f"{len(verdict.removed_at_head)} test files removed at head: "
+                     f"{_some(verdict.removed_at_head)}")  # fmt: skip
+    for what, changes in (("heavier", verdict.heavier), ("slower", verdict.slower)):
+        if causes and changes:
+            parts.append(f"{len(changes)} {what}: {_some([c.line() for c in changes], 2)}")
     if verdict.preexisting:
         parts.append(f"{len(verdict.preexisting)} preexisting")
     if verdict.fixed:

@@ -378,6 +378,28 @@ def _causes_html(clusters: tuple[Cluster, ...]) -> str:
     )
 
 
+def _findings_html(verdict: Verdict) -> list[str]:
+    """Test files removed at head, and files heavier or slower than at base, with figures."""
+    out = []
+    if verdict.removed_at_head:
+        out.append(_tests_table("removed at head", verdict.removed_at_head, "bad",
+                                "test files base has and head deleted (not renamed)"))  # fmt: skip
+    for what, changes in (("heavier", verdict.heavier), ("slower", verdict.slower)):
+        if not changes:
+            continue
+        rows = "".join(
+            f"<tr><td>{_e(c.file)}</td><td>{c.base:g} {c.unit}</td><td>{c.head:g} {c.unit}</td>"
+            f"<td>x{(c.head / c.base if c.base else float('inf')):.1f}</td></tr>"
+            for c in changes
+        )
+        out.append(
+            f'<h3>{what} at head <span class="count">{len(changes)}</span></h3>'
+            '<table class="grid"><thead><tr><th>file</th><th>base</th><th>head</th><th>ratio</th>'
+            f"</tr></thead><tbody>{rows}</tbody></table>"
+        )
+    return out
+
+
 def classification_html(verdict: Verdict) -> str:
     skipped_at_head: tuple[str, ...] = getattr(verdict, "skipped_at_head", ())
     sections = [
@@ -389,6 +411,7 @@ def classification_html(verdict: Verdict) -> str:
     ]
     out = [_causes_html(verdict.clusters)] if verdict.clusters else []
     out += [_tests_table(*s) for s in sections]
+    out += _findings_html(verdict)
     causes: dict[str, str] = getattr(verdict, "causes", {})
     if causes:
         rows = "".join(

@@ -61,6 +61,11 @@ def _discovered(e: ev.TestFilesDiscovered, _: Mapping[str, bytes]) -> str:
     text = f"discovered {len(e.files)} test files at head"
     if e.missing_at_base:
         text += f"; new at head (absent at base): {_files(e.missing_at_base)}"
+    if e.removed_at_head:
+        text += f"; removed at head: {_files(e.removed_at_head)}"
+    if e.renamed_at_head:
+        moved = [f"{old} -> {new}" for old, new in sorted(e.renamed_at_head.items())]
+        text += f"; renamed at head: {_files(moved)}"
     return text
 
 

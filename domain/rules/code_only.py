@@ -2,7 +2,8 @@
 passes at head with base's package set: `domain/attribution.py`) is reported, not failed on.
 For an owner who releases the code and lets users' resolvers pick the dependencies.
 v2: a shard failure is flaky only when the test passed alone, not when it was missing
-from its file's run alone (a file that failed to collect there)."""
+from its file's run alone (a file that failed to collect there); test files removed at head
+and files much heavier or slower at head are reported, not failed on."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """`default`: as `strict`, but skips are allowed and flaky failures and lost coverage
 (`skipped-at-head`) are only reported. v2: no test measured at head is `unmeasured`.
 v3: a shard failure is flaky only when the test passed alone, not when it was missing
-from its file's run alone (a file that failed to collect there)."""
+from its file's run alone (a file that failed to collect there); test files removed at head
+and files much heavier or slower at head are reported, not failed on."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """`strict`: the reference rule. Skips make a shard unmeasured; flaky failures fail.
 v3: a shard failure is flaky only when the test passed alone, not when it was missing
-from its file's run alone (a file that failed to collect there)."""
+from its file's run alone (a file that failed to collect there); test files removed at head
+(`removed-at-head`) and files much heavier or slower at head (`heavier`, `slower`) fail."""
 
 from __future__ import annotations
 
@@ -15,12 +16,16 @@ VERSION = 3
 DESCRIPTION = (
     "reference rule: both revisions measured, reports cover exactly the shard's files, "
     "a skipped test makes its shard unmeasured, flaky failures fail, preexisting are allowed, "
-    "a test that passed at base and is skipped or gone at head (skipped-at-head) fails"
+    "a test that passed at base and is skipped or gone at head (skipped-at-head) fails, "
+    "and so do test files removed at head and files much heavier or slower than at base"
 )
 
 
 def decide(state: RunState) -> Verdict:
     from domain.verdict import Policy, judge
 
-    policy = Policy(skips_allowed=False, flaky_fails=True, lost_coverage_fails=True)
+    policy = Policy(
+        skips_allowed=False, flaky_fails=True, lost_coverage_fails=True,
+        resource_regressions_fail=True,
+    )  # fmt: skip
     return judge(state, policy, NAME, VERSION)

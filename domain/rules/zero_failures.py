@@ -1,6 +1,7 @@
 """`zero-failures`: any failing test at head fails the gate, even one that fails at base.
 v3: a shard failure is flaky only when the test passed alone, not when it was missing
-from its file's run alone (a file that failed to collect there)."""
+from its file's run alone (a file that failed to collect there); test files removed at head
+and files much heavier or slower at head are reported, not failed on."""
 
 from __future__ import annotations
 

@@ -1,0 +1,118 @@
+"""Resource regressions: test files that need much more memory or time at head than at base.
+
+Read from the figures the gate's pytest plugin records inside every shard run at both
+revisions (`domain/memory.file_terms`, the same terms the planner uses): a file is `heavier`
+when its peak alone at head is over `factor` times base's *and* more than `floor` above it,
+`slower` likewise for its wall seconds. Both the factor and the floor must be crossed, so a
+10 ms file taking 40 ms, or noise on a big file, is not a finding. The thresholds are recorded
+in `RunStarted` (`resources`), so a replay judges as the gate did. Pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # `ledger show` formats a change without loading the fold
+    from domain.junit import Report
+    from domain.run_state import RunState, ShardView
+
+HEAVIER = "heavier"
+SLOWER = "slower"
+# Defaults from the noise measured between base and head of the same code (a commit that
+# changes no Python file) on five real suites, 68 files, on a loaded 2-core machine: at most
+# x1.01 and +0.6 MB of memory, x1.31 and 0.5 s of time; a one-line change in parso showed
+# x3.8 on a 6 ms file. Factors alone are noise on small files; the floors are 160x and 10x
+# the largest difference seen.
+DEFAULT_THRESHOLDS: dict[str, float] = {
+    "memory_factor": 2.0,
+    "memory_floor_mb": 100.0,
+    "time_factor": 2.0,
+    "time_floor_s": 5.0,
+}
+
+
+@dataclass(frozen=True)
+class ResourceChange:
+    """One file's figure at both revisions, over the thresholds."""
+
+    file: str
+    what: str  # heavier (MB) or slower (s)
+    base: float
+    head: float
+
+    @property
+    def unit(self) -> str:
+        return "MB" if self.what == HEAVIER else "s"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "base": self.base, "head": self.head, "unit": self.unit}
+
+    def line(self) -> str:
+        """`tests/x.py: 41 MB at base, 10315 MB at head (x251.6)`."""
+        return change_line(self.as_dict())
+
+
+def change_line(change: dict[str, Any]) -> str:
+    """One change as a line, from its `as_dict` (so a verdict document renders the same)."""
+    base, head, unit = change["base"], change["head"], change["unit"]
+    ratio = head / base if base else float("inf")
+    return f"{change['file']}: {base:g} {unit} at base, {head:g} {unit} at head (x{ratio:.1f})"
+
+
+def thresholds(state: RunState) -> dict[str, float]:
+    """The run's thresholds: as `RunStarted` recorded them, the defaults for the rest."""
+    recorded = state.option("resources", {})
+    given = recorded if isinstance(recorded, dict) else {}
+    return {name: float(given.get(name, value)) for name, value in DEFAULT_THRESHOLDS.items()}
+
+
+def _figures(report: Report | None, files: tuple[str, ...]) -> dict[str, tuple[float, float]]:
+    """(peak MB alone, seconds) of each file the plugin measured in the report."""
+    from domain.memory import shard_measurements
+
+    if report is None or not report.plugin:
+        return {}
+    measured = shard_measurements(report, files, 0.0)
+    return {f: (m.rss_mb, m.seconds) for f, m in measured.items() if f in report.figures}
+
+
+def _base_report(shard: ShardView, file: str) -> Report | None:
+    """The report base's figures of `file` come from: this run's, or the earlier run's its
+    base results were reused from."""
+    from domain.run_state import BASE
+
+    if file in shard.reused:
+        return shard.reused[file].source.report
+    latest = shard.latest(BASE)
+    return latest.assessment.report if latest and latest.assessment.measured else None
+
+
+def resource_changes(state: RunState) -> tuple[tuple[ResourceChange, ...], ...]:
+    """(heavier, slower): the files over the run's thresholds, sorted by file."""
+    from domain.run_state import HEAD
+
+    limits = thresholds(state)
+    heavier: list[ResourceChange] = []
+    slower: list[ResourceChange] = []
+    for shard in state.leaves():
+        head = shard.latest(HEAD)
+        if head is None or not head.assessment.measured:
+            continue
+        at_head = _figures(head.assessment.report, shard.files)
+        for file, (head_mb, head_s) in sorted(at_head.items()):
+            base_report = _base_report(shard, file)
+            files = tuple(f for f in shard.files if base_report and f in base_report.figures)
+            at_base = _figures(base_report, files or shard.files).get(file)
+            if at_base is None:
+                continue
+            base_mb, base_s = at_base
+            if _over(base_mb, head_mb, limits["memory_factor"], limits["memory_floor_mb"]):
+                heavier.append(ResourceChange(file, HEAVIER, base_mb, head_mb))
+            if _over(base_s, head_s, limits["time_factor"], limits["time_floor_s"]):
+                slower.append(ResourceChange(file, SLOWER, round(base_s, 2), round(head_s, 2)))
+    return tuple(heavier), tuple(slower)
+
+
+def _over(base: float, head: float, factor: float, floor: float) -> bool:
+    return head > base * factor and head - base > floor
