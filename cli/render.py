@@ -11,6 +11,7 @@ from domain.attribution import CAUSE_WORDS
 from domain.clusters import Cluster, headline
 from domain.resources import change_line
 from domain.text import one_line
+from domain.timing import Hang
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -158,6 +159,7 @@ def finding_lines(document: dict[str, Any]) -> list[tuple[str, str]]:
     ]
     for what in ("heavier", "slower"):
         out += [(what, change_line(change)) for change in document.get(what) or []]
+    out += [("hung", Hang(**hang).line()) for hang in document.get("hung") or []]
     return out
 
 

@@ -155,8 +155,10 @@ class TestFilesDiscovered(Event):
     missing_at_base: list[str] = Field(default_factory=list)
     # Test files base has and head does not: deleted (`removed_at_head`), or moved to a new
     # path, as git's rename detection pairs them by content (`renamed_at_head`: old -> new).
-    removed_at_head: list[str] = Field(default_factory=list)
-    renamed_at_head: dict[str, str] = Field(default_factory=dict)
+    removed_at_head: list[str] = Field(default_factory=list, exclude_if=lambda value: not value)
+    renamed_at_head: dict[str, str] = Field(
+        default_factory=dict, exclude_if=lambda value: not value
+    )
     # What discovery read of each file at head, for the first plan's nominal costs.
     sizes: dict[str, int] = Field(default_factory=dict)
     test_functions: dict[str, int] = Field(default_factory=dict)
@@ -289,6 +291,10 @@ class ShardAttemptRecorded(OnInterpreter, Event):
     exit_code: int | None = None
     signal: int | None = None
     timed_out: bool = False
+    # Ended by the gate's pytest plugin at its file's time limit (`domain/timing.py`):
+    # the test that was running and the limit.
+    killed_test: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    time_limit_s: float | None = Field(default=None, exclude_if=lambda value: value is None)
     oom: bool = False
     report_hash: str | None = None
     log_tail_hash: str | None = None
@@ -348,6 +354,10 @@ class IsolationRecorded(OnInterpreter, Event):
     exit_code: int | None = None
     signal: int | None = None
     timed_out: bool = False
+    # Ended by the gate's pytest plugin at its file's time limit (`domain/timing.py`):
+    # the test that was running and the limit.
+    killed_test: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    time_limit_s: float | None = Field(default=None, exclude_if=lambda value: value is None)
     report_hash: str | None = None
     log_tail_hash: str | None = None
     seconds: float = 0.0

@@ -157,6 +157,9 @@ class ShardRun(BaseModel):
     timeout_s: float = 1200.0
     memory_limit_mb: int | None = None
     member: str | None = None  # pool member chosen by placement (pool executors only)
+    # Each file's time limit from what it is known to take (`domain/timing.py`): the gate's
+    # pytest plugin ends the run at the first file past its limit, naming the test.
+    file_limits: dict[str, float] = Field(default_factory=dict)
 
 
 class Observation(BaseModel):

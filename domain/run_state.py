@@ -60,6 +60,8 @@ class AttemptView:
     # Files whose base results came from the result cache, and the runs they came from.
     reused_files: tuple[str, ...] = ()
     reused_runs: tuple[str, ...] = ()
+    killed_test: str | None = None  # ended at its file's time limit, this test running
+    time_limit_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,9 @@ class IsolationView:
     revision: str
     assessment: Assessment
     position: int
+    killed_test: str | None = None  # ended at its file's time limit, this test running
+    time_limit_s: float | None = None
+    seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -365,6 +370,7 @@ def _attempt_view(
         e.shard, e.attempt, e.revision, tuple(e.files), e.member, assessment, position,
         last_started=last, running=running, report_hash=e.report_hash,
         log_tail_hash=e.log_tail_hash, seconds=e.seconds, rss_mb=e.rss_mb,
+        killed_test=e.killed_test, time_limit_s=e.time_limit_s,
     )  # fmt: skip
 
 
@@ -444,7 +450,9 @@ def _isolation_view(
         report_hash=e.report_hash, log_tail_hash=e.log_tail_hash, files=[e.file],
         artifacts=artifacts, report_too_large=e.report_too_large, memo=memo,
     )  # fmt: skip
-    return IsolationView(e.file, e.revision, assessment, position)
+    return IsolationView(
+        e.file, e.revision, assessment, position, e.killed_test, e.time_limit_s, e.seconds
+    )
 
 
 def _question_decided(

@@ -20,6 +20,7 @@ from domain.failures import blames_executor
 from domain.junit import FAILING, Report, TestCase, test_id
 from domain.resources import ResourceChange, resource_changes
 from domain.run_state import BASE, HEAD, RunState, ShardView
+from domain.timing import TIMEOUT, Hang, hangs
 
 # Question topics the gate asks; their answers change the verdict.
 TOPIC_UNMEASURED = "unmeasured"
@@ -107,6 +108,8 @@ class Verdict:
     # Files over the run's thresholds of memory or time at head against base.
     heavier: tuple[ResourceChange, ...] = ()
     slower: tuple[ResourceChange, ...] = ()
+    # Tests that hung (ended at their file's time limit at head, confirmed alone).
+    hangs: tuple[Hang, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         document = self._fields()
@@ -146,6 +149,8 @@ class Verdict:
             found["heavier"] = [c.as_dict() for c in self.heavier]
         if self.slower:
             found["slower"] = [c.as_dict() for c in self.slower]
+        if self.hangs:
+            found["hung"] = [h.as_dict() for h in self.hangs]
         return found
 
     def _attribution(self) -> dict[str, Any]:
@@ -244,6 +249,7 @@ class Classification:
     skipped_at_head: tuple[str, ...] = ()
     # Each test failing at head: its report's message, text and outcome (for `clusters`).
     failures: Mapping[str, tuple[str | None, str | None, str]] = field(default_factory=dict)
+    hangs: tuple[Hang, ...] = ()  # tests ended at their file's time limit, confirmed alone
 
 
 def classify(state: RunState) -> Classification:
@@ -263,6 +269,7 @@ def classify(state: RunState) -> Classification:
     base: dict[str, str] = {}
     head_files: set[str] = set()  # files measured at head (their shard measured at both)
     failures: dict[str, tuple[str | None, str | None, str]] = {}
+    base_times: dict[str, float] = {}  # each test's own time at base (hangs name it)
     shard_skips: list[tuple[ShardView, tuple[str, ...]]] = []
     for shard in state.leaves():
         problem = shard_unmeasured(state, shard)
@@ -277,6 +284,7 @@ def classify(state: RunState) -> Classification:
         head_files.update(shard.files)
         if base_report:
             base.update(_outcomes(base_report.cases))
+            base_times.update({test_id(c): c.time or 0.0 for c in base_report.cases})
         skips = tuple(sorted(t for t, o in shard_head.items() if o == "skipped"))
         if skips:
             shard_skips.append((shard, skips))
@@ -301,6 +309,14 @@ def classify(state: RunState) -> Classification:
             flaky.append(test)
         else:
             introduced.append(test)
+    found_hangs = hangs(state, base_times)
+    for hang in found_hangs:  # a test ended at its file's limit never reached a report
+        listed = preexisting if hang.at_both else introduced
+        if hang.test not in listed:
+            listed.append(hang.test)
+        failures.setdefault(hang.test, ("Timeout: ended at its file's time limit", None, TIMEOUT))
+    introduced.sort()
+    preexisting.sort()
     lost = tuple(
         test
         for test, outcome in sorted(base.items())
@@ -313,6 +329,7 @@ def classify(state: RunState) -> Classification:
     result = Classification(
         tuple(unmeasured), tuple(shard_skips), head, base,
         tuple(introduced), tuple(preexisting), tuple(fixed), tuple(flaky), lost, failures,
+        found_hangs,
     )  # fmt: skip
     state.cache["classification"] = result
     return result
@@ -384,6 +401,7 @@ def combine(verdicts: Sequence[tuple[str, Verdict]], rule: str, version: int) ->
         removed_at_head=union("removed_at_head"),
         heavier=tuple(sorted({c for _, v in verdicts for c in v.heavier}, key=_by_file)),
         slower=tuple(sorted({c for _, v in verdicts for c in v.slower}, key=_by_file)),
+        hangs=tuple(h for _, v in verdicts for h in v.hangs),
     )
 
 
@@ -506,6 +524,7 @@ def _judge_one(state: RunState, policy: Policy, rule: str, version: int) -> Verd
         removed_at_head=removed,
         heavier=heavier,
         slower=slower,
+        hangs=basis.hangs,
     )
 
 

@@ -48,6 +48,7 @@ from domain.run_state import (
     attempt_assessment,
     lane,
 )
+from domain.timing import file_limits, known_seconds, parse_time_limit, shard_timeout
 from domain.verdict import Verdict
 from ledger.attribution import PinnedExecutor, record_attribution
 from ledger.hooks import GateSuspended, HookContext, Observer, QuietObserver, StepHook
@@ -519,22 +520,9 @@ class GateProcess:
         if not requests:
             return
         members = self._place(state, requests, step.round)
-        commit = {HEAD: self.started.head, BASE: self.started.base}
-        runs = [
-            ShardRun(
-                run_id=self.run_id,
-                shard_id=r.shard,
-                attempt=r.attempt,
-                revision=r.revision,  # type: ignore[arg-type]
-                commit=commit[r.revision],
-                files=r.files,
-                command=tuple(self.started.command),
-                timeout_s=self.options.timeout_s,
-                memory_limit_mb=self.memory_limit(state, r.shard),
-                member=members.get(r.shard),
-            )
-            for r in requests
-        ]
+        # Base first: a head attempt then has base's figures for its files' time limits.
+        ordered = sorted(requests, key=lambda r: r.revision != BASE)
+        runs = [self._shard_run(state, r, members.get(r.shard)) for r in ordered]
         if self.capabilities.places_on_pool:
             # A pool with no room for a shard this round: an unmeasured attempt, so the
             # retry rounds (and bisection) bound the wait instead of looping on placement.
@@ -549,9 +537,39 @@ class GateProcess:
         self.executor.prepare(sorted({run.commit for run in runs}))
         label = f"round {step.round}: shards" if step.round > 1 else "running shards"
         self.observer.begin(label, len(runs))
-        for run, observation in self._run_parallel(self.executor, runs, label):
-            self._record_attempt(run, observation)
+        for batch in (BASE, HEAD):
+            if batch == HEAD:  # the limits again, from base's figures just recorded
+                state = self._state()
+                runs = [r.model_copy(update=self._limits(state, r.files)) for r in runs]
+            chosen = [r for r in runs if r.revision == batch]
+            for run, observation in self._run_parallel(self.executor, chosen, label):
+                self._record_attempt(run, observation)
         self.observer.end(label)
+
+    def _shard_run(self, state: RunState, request: RunRequest, member: str | None) -> ShardRun:
+        commit = {HEAD: self.started.head, BASE: self.started.base}
+        return ShardRun(
+            run_id=self.run_id,
+            shard_id=request.shard,
+            attempt=request.attempt,
+            revision=request.revision,  # type: ignore[arg-type]
+            commit=commit[request.revision],
+            files=request.files,
+            command=tuple(self.started.command),
+            memory_limit_mb=self.memory_limit(state, request.shard),
+            member=member,
+            **self._limits(state, request.files),
+        )
+
+    def _limits(self, state: RunState, files: Sequence[str]) -> dict[str, Any]:
+        """A run's time limits: each file's from what it is known to take, the shard's from
+        them (`domain/timing.py`); `--timeout` where nothing is known."""
+        limits = file_limits(
+            files, known_seconds(state), timeout_s=self.options.timeout_s,
+            factor=self.options.time_factor, floor_s=self.options.time_floor_s,
+        )  # fmt: skip
+        return {"file_limits": limits,
+                "timeout_s": shard_timeout(files, limits, self.options.timeout_s)}  # fmt: skip
 
     def memory_limit(self, state: RunState, shard_id: str) -> int:
         """One figure for every executor's watchdog and a pool's request and limit."""
@@ -662,6 +680,7 @@ class GateProcess:
                     failure_kind=o.failure_kind,
                 )
             )
+        killed = parse_time_limit(o.log_tail.decode("utf-8", "replace"), run.files)
         attempt = self.ledger.make(
             ev.ShardAttemptRecorded,
             self.run_id,
@@ -672,7 +691,9 @@ class GateProcess:
             member=member,
             exit_code=o.exit_code,
             signal=o.signal,
-            timed_out=o.timed_out,
+            timed_out=o.timed_out or killed is not None,
+            killed_test=killed.test if killed else None,
+            time_limit_s=killed.limit_s if killed else None,
             oom=o.oom,
             report_hash=report_hash,
             log_tail_hash=log_hash,
@@ -808,7 +829,7 @@ class GateProcess:
 
     def _alone(self, shard_id: str, revision: str, commit: str, files: tuple[str, ...]) -> ShardRun:
         """A run outside the plan (an isolation, an attribution): one attempt, with the room a
-        file alone gets (`isolation_budget_mb`)."""
+        file alone gets (`isolation_budget_mb`) and the time its files are known to take."""
         return ShardRun(
             run_id=self.run_id,
             shard_id=shard_id,
@@ -817,8 +838,8 @@ class GateProcess:
             commit=commit,
             files=files,
             command=tuple(self.started.command),
-            timeout_s=self.options.timeout_s,
             memory_limit_mb=int(self.options.isolation_budget_mb),
+            **self._limits(self._state(), files),
         )
 
     def _isolate(self, state: RunState, step: Step) -> None:
@@ -836,6 +857,7 @@ class GateProcess:
             o, too_large = _bounded(o, self.options.max_report_mb)
             artifacts, report_hash, log_hash = _evidence(o)
             environment, env_artifacts = self._environment_events(run, o)
+            killed = parse_time_limit(o.log_tail.decode("utf-8", "replace"), run.files)
             isolation = self.ledger.make(
                 ev.IsolationRecorded,
                 self.run_id,
@@ -843,7 +865,9 @@ class GateProcess:
                 revision=run.revision,
                 exit_code=o.exit_code,
                 signal=o.signal,
-                timed_out=o.timed_out,
+                timed_out=o.timed_out or killed is not None,
+                killed_test=killed.test if killed else None,
+                time_limit_s=killed.limit_s if killed else None,
                 report_hash=report_hash,
                 log_tail_hash=log_hash,
                 seconds=o.seconds,

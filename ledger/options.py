@@ -19,6 +19,7 @@ from domain.execution import DEFAULT_PYTEST_COMMAND, EnvironmentRequest
 from domain.resources import DEFAULT_THRESHOLDS
 from domain.rules import get_rule
 from domain.settings import Setting, unique
+from domain.timing import DEFAULT_FILE_FLOOR_S, DEFAULT_TIME_FACTOR
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,10 @@ class GateOptions:
     # Run head's introduced failures again with base's package set when the package sets
     # differ, to name the change that introduced each (`ledger/attribution.py`).
     attribution: bool = True
+    # Each file's time limit: `time_factor` x what it is known to take, at least
+    # `time_floor_s`, at most `timeout_s` (`domain/timing.py`, which holds the defaults).
+    time_factor: float = DEFAULT_TIME_FACTOR
+    time_floor_s: float = DEFAULT_FILE_FLOOR_S
     # A file is `heavier` (`slower`) at head when over `factor` times base's figure and more
     # than the floor above it (`domain/resources.py`, which holds the defaults).
     heavier_factor: float = DEFAULT_THRESHOLDS["memory_factor"]
@@ -139,6 +144,8 @@ class GateOptions:
             "release_builds": self.release_builds,
             "attribution": self.attribution,
             "resources": self.resource_thresholds,
+            "time_factor": self.time_factor,
+            "time_floor_s": self.time_floor_s,
         } | ({"interpreters": [dict(i) for i in self.interpreters]} if self.interpreters else {})
 
     def lane_request(self, interpreter: dict[str, str]) -> EnvironmentRequest:
@@ -203,6 +210,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("timeout_s", "Seconds per shard before its group is killed "
             f"[default: {_shown('timeout_s')}].", kind="float", flag="--timeout",
             table="timeout", table_type=float, low=0, high=YEAR_S),
+    Setting("time_factor", "A file runs at most this many times what it is known to take "
+            "(its measurement, or base's run in this gate) before the run is ended, naming "
+            f"the test [default: {_shown('time_factor')}].", kind="float",
+            flag="--time-factor", table="time-factor", table_type=float, low=1, high=1000,
+            low_open=False),
+    Setting("time_floor_s", "A file's time limit is never under this many seconds "
+            f"[default: {_shown('time_floor_s')}].", kind="float", flag="--time-floor-s",
+            table="time-floor-s", table_type=float, low=0, high=YEAR_S),
     Setting("rule", f"Aggregation rule [default: {_shown('rule')}].", flag="--rule",
             table="rule", table_type=str),
     Setting("command", "Test command with {python}, {junit}, {files} (default: pytest).",
@@ -335,6 +350,8 @@ def options_from(started: ev.RunStarted) -> GateOptions:
         # Runs recorded before attribution existed are not attributed on resume.
         attribution=bool(recorded.get("attribution", False)),
         **_recorded_thresholds(recorded.get("resources")),
+        time_factor=float(recorded.get("time_factor", DEFAULTS["time_factor"])),
+        time_floor_s=float(recorded.get("time_floor_s", DEFAULTS["time_floor_s"])),
     )
 
 

@@ -329,11 +329,15 @@ def gate_options(flags: dict[str, Any]) -> GateOptions:
         max_report_mb=_number(pick("max_report_mb"), DEFAULTS["max_report_mb"]),
         release_builds=bool(pick("release_builds") if pick("release_builds") is not None else True),
         attribution=bool(pick("attribution") if pick("attribution") is not None else True),
-        **{
-            name: _number(pick(name), DEFAULTS[name])
-            for name in ("heavier_factor", "heavier_floor_mb", "slower_factor", "slower_floor_s")
-        },
+        **{name: _number(pick(name), DEFAULTS[name]) for name in _PLAIN_NUMBERS},
     )
+
+
+# Settings read as they are given (a number, its default otherwise).
+_PLAIN_NUMBERS = (
+    "heavier_factor", "heavier_floor_mb", "slower_factor", "slower_floor_s", "time_factor",
+    "time_floor_s",
+)  # fmt: skip
 
 
 def _executor_options(

@@ -426,7 +426,8 @@ def _telling_environment_skips(metric: Metric, state: RunState) -> Metric:
 def _leading_with_causes(metric: Metric, verdict: Verdict) -> Metric:
     """The gate metric's value led by the causes of the introduced failures, with removed
     test files and resource regressions (format 5)."""
-    told = verdict.clusters or verdict.removed_at_head or verdict.heavier or verdict.slower
+    told = (verdict.clusters or verdict.removed_at_head or verdict.heavier or verdict.slower
+            or verdict.hangs)  # fmt: skip
     if metric.name != GATE or metric.key or not told:
         return metric
     return dataclasses.replace(metric, value=gate_value(verdict, causes=True))

@@ -384,6 +384,9 @@ def _findings_html(verdict: Verdict) -> list[str]:
     if verdict.removed_at_head:
         out.append(_tests_table("removed at head", verdict.removed_at_head, "bad",
                                 "test files base has and head deleted (not renamed)"))  # fmt: skip
+    if verdict.hangs:
+        out.append(_tests_table("hung", tuple(h.line() for h in verdict.hangs), "bad",
+                                "ended at their file's time limit, confirmed alone"))  # fmt: skip
     for what, changes in (("heavier", verdict.heavier), ("slower", verdict.slower)):
         if not changes:
             continue

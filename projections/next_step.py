@@ -73,8 +73,8 @@ def pending_runs(state: RunState, rounds: int) -> list[RunRequest]:
             # Original shards get `rounds` retries; bisection children are run once. A fault
             # the report itself pins on a file is not transient: it is not retried.
             allowed = 1 + rounds if shard.depth == 0 else 1
-            if latest.assessment.culprits:
-                allowed = 1
+            if latest.assessment.culprits or latest.killed_test:
+                allowed = 1  # a file named, or a test ended at its known time: no blind retry
             if not latest.assessment.measured and len(attempts) < allowed:
                 requests.append(
                     RunRequest(shard.id, revision, files, len(attempts) + 1, retry=True)
@@ -139,10 +139,21 @@ def files_with_new_failures(state: RunState) -> list[str]:
     return sorted(files)
 
 
+def files_ended_at_their_limit(state: RunState) -> list[str]:
+    """Files that, run alone at head, were ended at their time limit with a test named: rerun
+    alone at both revisions to confirm a hang at head (`domain/timing.py`)."""
+    files = set()
+    for shard in state.leaves():
+        head = shard.latest(HEAD)
+        if len(shard.files) == 1 and head is not None and head.killed_test:
+            files.add(shard.files[0])
+    return sorted(files)
+
+
 def pending_isolations(state: RunState) -> list[tuple[str, str]]:
     needed = []
     base_files = state.base_files
-    for file in files_with_new_failures(state):
+    for file in sorted({*files_with_new_failures(state), *files_ended_at_their_limit(state)}):
         for revision in (HEAD, BASE):
             if revision == BASE and file not in base_files:
                 continue

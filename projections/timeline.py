@@ -40,7 +40,16 @@ def _files(files: Sequence[str], limit: int = 4) -> str:
     return shown + (f" (+{len(files) - limit} more)" if len(files) > limit else "")
 
 
-def _exit(code: int | None, signal: int | None, timed_out: bool = False, oom: bool = False) -> str:
+def _exit(
+    code: int | None,
+    signal: int | None,
+    timed_out: bool = False,
+    oom: bool = False,
+    killed: tuple[str | None, float | None] = (None, None),
+) -> str:
+    test, limit = killed
+    if test:
+        return f"ended at its file's time limit ({limit:g} s) in {test}"
     if timed_out:
         return "timed out"
     if oom:
@@ -150,7 +159,8 @@ def _attempt(e: ev.ShardAttemptRecorded, artifacts: Mapping[str, bytes]) -> str:
     where = "" if e.member == "local" else f" on {e.member}"
     text = (
         f"{e.shard} attempt {e.attempt} at {e.revision}{where}: "
-        f"{_exit(e.exit_code, e.signal, e.timed_out, e.oom)}, {e.seconds:.1f} s, {e.rss_mb:.0f} MB"
+        f"{_exit(e.exit_code, e.signal, e.timed_out, e.oom, (e.killed_test, e.time_limit_s))}, "
+        f"{e.seconds:.1f} s, {e.rss_mb:.0f} MB"
     )
     if e.infrastructure_failure:
         kind = failure_kind(e.failure_kind, e.infrastructure_failure)
@@ -198,7 +208,8 @@ def _split(e: ev.ShardSplit, _: Mapping[str, bytes]) -> str:
 
 def _isolation(e: ev.IsolationRecorded, artifacts: Mapping[str, bytes]) -> str:
     return (
-        f"{e.file} alone at {e.revision}: {_exit(e.exit_code, e.signal, e.timed_out)}"
+        f"{e.file} alone at {e.revision}: "
+        f"{_exit(e.exit_code, e.signal, e.timed_out, killed=(e.killed_test, e.time_limit_s))}"
         + _report_summary(e.report_hash, [e.file], artifacts)
     )
 

@@ -567,6 +567,11 @@ def env_name_matches(name: str, patterns: tuple[str, ...] | list[str]) -> bool:
     )
 
 
+# The gate's pytest plugin reads each file's time limit from this variable (its own copy of
+# the name: the plugin is self-contained).
+FILE_LIMITS_VARIABLE = "RELEASE_LEDGER_FILE_LIMITS"
+
+
 def shard_env(
     env: dict[str, str],
     extra: dict[str, list[str]],
@@ -574,11 +579,13 @@ def shard_env(
     pass_env: tuple[str, ...] | list[str] = (),
     home: str | None = None,
     tmp: str | None = None,
+    file_limits: dict[str, float] | None = None,
 ) -> dict[str, str]:
     """The environment a shard's command runs with, built from an allow-list: of `env` only
     `SHARD_ENV_ALLOWED` and `pass_env`, never `SHARD_ENV_NEVER`; the prepared folders in
     front; `home` and `tmp` (the attempt's own, so nothing the suite leaves in its home or
-    temporary folder reaches anything else) as HOME and TMPDIR; no bytecode written."""
+    temporary folder reaches anything else) as HOME and TMPDIR; no bytecode written; the
+    files' time limits for the gate's pytest plugin (`FILE_LIMITS_VARIABLE`)."""
     allowed = (*SHARD_ENV_ALLOWED, *pass_env)
     kept = {
         k: v
@@ -596,6 +603,8 @@ def shard_env(
         kept["TMPDIR"] = tmp
     merged = apply_runtime(kept, extra)
     merged["PYTHONDONTWRITEBYTECODE"] = "1"
+    if file_limits:
+        merged[FILE_LIMITS_VARIABLE] = json.dumps(file_limits, sort_keys=True)
     return merged
 
 

@@ -206,7 +206,7 @@ class LocalExecutor:
         env = with_plugin_path(
             environment.shard_env(
                 dict(os.environ), runtime, pass_env=self.environment_request.pass_env,
-                home=str(home), tmp=str(scratch),
+                home=str(home), tmp=str(scratch), file_limits=dict(shard.file_limits),
             )
         )  # fmt: skip
         if shutil.which(argv[0], path=env.get("PATH")) is None:  # checked before any sandbox

@@ -45,6 +45,12 @@ Independently of the report, the plugin prints `release-ledger: start FILE` befo
 first test and `release-ledger: end FILE` after its last teardown, flushed at once, so the log
 of a shard killed mid-file names the file that was running.
 
+Time limits: when the gate sets `RELEASE_LEDGER_FILE_LIMITS` (JSON, file -> seconds, from
+what each file is known to take), a watchdog thread ends the session as soon as the running
+file has run past its limit, after printing `release-ledger: time-limit FILE TEST after S s
+(limit L s)` with the test that was running, and exits with code 124; the gate reads that
+line in the log (`domain/timing.py`). Not under pytest-xdist (several files run at once there).
+
 Under pytest-xdist (`-n N`, e.g. from a project's own `addopts`) the report is written by the
 controller, which runs no test: each worker (the plugin is loaded there too, by the same `-p`)
 attaches to its reports the test's file (relative to the directory pytest was started in) and,
@@ -62,10 +68,12 @@ finished, as in xdist's own summary.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import sys
 import tempfile
+import threading
 import time
 import xml.etree.ElementTree as ET
 from typing import Any
@@ -75,6 +83,11 @@ import pytest
 FORMAT_VERSION = "2"  # 2: collect_kb, reset, baseline, empty
 PREFIX = "release-ledger"
 MARKER = "release-ledger:"
+LIMITS_VARIABLE = "RELEASE_LEDGER_FILE_LIMITS"
+TIME_LIMIT_EXIT = 124  # as timeout(1) exits
+# The session's own stdout, kept before pytest captures fd 1 (`-p` imports the plugin first):
+# a test that hangs runs with its output captured, and the time-limit line must reach the log.
+_STDOUT = os.dup(1) if os.environ.get(LIMITS_VARIABLE) else 1
 MAX_MESSAGE = 1024
 MAX_TEXT = 64 * 1024
 
@@ -283,6 +296,27 @@ class ReleaseLedgerReport:
         self.finishing: tuple[str | None, float, int] | None = None  # (stopped, seconds, kB)
         # xdist: the ids the workers collected, by the file part of the node id, not finished
         self.pending: dict[str, set[str]] | None = None
+        self.running_test = ""  # the node id of the test running now (time limits)
+        self.limits = _file_limits(config)
+        if self.limits:
+            threading.Thread(target=self._watch_time, name="release-ledger-limits",
+                             daemon=True).start()  # fmt: skip
+
+    def _watch_time(self) -> None:
+        """End the session once the running file has run past its limit, naming the test."""
+        while True:
+            time.sleep(0.1)
+            entry = self.current
+            limit = self.limits.get(entry.name) if entry is not None else None
+            if entry is None or limit is None or not entry.started:
+                continue
+            ran = time.perf_counter() - entry.started
+            if ran <= limit:
+                continue
+            line = (f"\n{MARKER} time-limit {entry.name} {self.running_test or '-'} after "
+                    f"{ran:.1f} s (limit {limit:g} s)\n")  # fmt: skip
+            os.write(_STDOUT, line.encode("utf-8", "replace"))
+            os._exit(TIME_LIMIT_EXIT)
 
     # -- paths and ids ---------------------------------------------------------------------
 
@@ -371,7 +405,8 @@ class ReleaseLedgerReport:
         if self.current is None or self.current.name != name:
             self.end_file()
             self.start_file(name)
-        self._case(item.nodeid, getattr(item, "path", None))  # the case exists, in run order
+        # The case exists, in run order; its id names the test if the file's time runs out.
+        self.running_test = self._case(item.nodeid, getattr(item, "path", None)).nodeid
         yield
         self.finished += 1
         following = None
@@ -685,6 +720,21 @@ def _take_over_junitxml(config: pytest.Config) -> str | None:
         config.pluginmanager.unregister(logxml)
         del config.stash[xml_key]
     return str(path)
+
+
+def _file_limits(config: pytest.Config) -> dict[str, float]:
+    """The gate's time limit per file, or none: without the variable, under xdist (a
+    worker, or a controller of several), or when it does not parse."""
+    raw = os.environ.get(LIMITS_VARIABLE)
+    if not raw or hasattr(config, "workerinput") or getattr(config.option, "numprocesses", None):
+        return {}
+    try:
+        given = json.loads(raw)
+    except ValueError:
+        return {}
+    if not isinstance(given, dict):
+        return {}
+    return {str(f): float(s) for f, s in given.items() if isinstance(s, int | float) and s > 0}
 
 
 @pytest.hookimpl(trylast=True)  # after junitxml's own pytest_configure made its writer

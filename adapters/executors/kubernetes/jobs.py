@@ -189,6 +189,7 @@ def job_manifest(
         "env_cache": ENV_CACHE,
         "plugin_module": PLUGIN_MODULE,
         "plugin_source": PLUGIN_SOURCE,
+        "file_limits": dict(shard.file_limits),
     }
     labels = job_labels(shard, name)
     volume_mount = [{"name": "work", "mountPath": WORK_MOUNT}]

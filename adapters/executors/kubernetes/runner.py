@@ -84,7 +84,8 @@ def main(argv: list[str]) -> int:
             spec["plugin_module"],
             spec["plugin_source"],
         )
-        env = shard_env(dict(os.environ), runtime, pass_env=spec.get("pass_env", []))
+        env = shard_env(dict(os.environ), runtime, pass_env=spec.get("pass_env", []),
+                        file_limits=spec.get("file_limits"))  # fmt: skip
         before = tracked_snapshot(src)
         kills_before = _oom_kills()
         process = ShardProcess(

@@ -122,6 +122,7 @@ class SshExecutor:
             "env_pinned": request.pinned,
             "plugin_module": PLUGIN_MODULE,
             "plugin_source": PLUGIN_SOURCE,
+            "file_limits": dict(shard.file_limits),
         }
         command = remote_command(
             RUN_SCRIPT,

@@ -121,7 +121,7 @@ def main(argv: list[str]) -> int:
     for folder in (home, scratch):
         os.makedirs(folder, exist_ok=True)
     env = shard_env(dict(os.environ), runtime, pass_env=spec.get("pass_env", []),
-                    home=home, tmp=scratch)  # fmt: skip
+                    home=home, tmp=scratch, file_limits=spec.get("file_limits"))  # fmt: skip
     before = tracked_snapshot(checkout)  # before the suite runs, and before any sandbox user
     # Sandboxed on the host as on the gate's machine: only this shard's folder writable, the
     # mirror, the other shards' folders and the home directory out of sight.
