@@ -9,7 +9,7 @@ import click
 
 from domain.attribution import CAUSE_WORDS
 from domain.clusters import Cluster, headline
-from domain.resources import change_line
+from domain.resources import OutOfMemory, change_line
 from domain.text import one_line
 from domain.timing import Hang
 
@@ -160,6 +160,7 @@ def finding_lines(document: dict[str, Any]) -> list[tuple[str, str]]:
     for what in ("heavier", "slower"):
         out += [(what, change_line(change)) for change in document.get(what) or []]
     out += [("hung", Hang(**hang).line()) for hang in document.get("hung") or []]
+    out += [("oom", OutOfMemory(**blown).line()) for blown in document.get("oom") or []]
     return out
 
 

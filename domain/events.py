@@ -363,6 +363,10 @@ class IsolationRecorded(OnInterpreter, Event):
     seconds: float = 0.0
     report_too_large: int | None = None  # as in ShardAttemptRecorded
     sandbox: str = Field(default="", exclude_if=lambda value: value == "")  # as there
+    # Killed over its memory limit (the isolation budget), and its peak: a file that needs
+    # more alone at head than it may have, where base ran within it, is a finding `oom`.
+    oom: bool = Field(default=False, exclude_if=lambda value: not value)
+    rss_mb: float = Field(default=0.0, exclude_if=lambda value: not value)
 
     def artifact_hashes(self) -> list[str]:
         return [h for h in (self.report_hash, self.log_tail_hash) if h]

@@ -116,3 +116,38 @@ def resource_changes(state: RunState) -> tuple[tuple[ResourceChange, ...], ...]:
 
 def _over(base: float, head: float, factor: float, floor: float) -> bool:
     return head > base * factor and head - base > floor
+
+
+@dataclass(frozen=True)
+class OutOfMemory:
+    """A file killed over its memory limit alone at head (confirmed by its isolation) that ran
+    within it alone at base: introduced, whatever its tests' outcomes were elsewhere."""
+
+    file: str
+    head_mb: float  # its peak when killed at head
+    base_mb: float  # its peak alone at base
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "head_mb": self.head_mb, "base_mb": self.base_mb}
+
+    def line(self) -> str:
+        return (
+            f"{self.file} ran out of memory at head (killed at {self.head_mb:g} MB alone; "
+            f"{self.base_mb:g} MB at base)"
+        )
+
+
+def out_of_memory(state: RunState) -> tuple[OutOfMemory, ...]:
+    """Files whose isolation at head was killed over its limit and whose isolation at base
+    was measured: the memory blow-up is head's."""
+    from domain.run_state import BASE, HEAD
+
+    found = []
+    for (file, revision), isolation in sorted(state.isolations.items()):
+        if revision != HEAD or not isolation.oom:
+            continue
+        at_base = state.isolations.get((file, BASE))
+        if at_base is None or at_base.oom or not at_base.assessment.measured:
+            continue
+        found.append(OutOfMemory(file, round(isolation.rss_mb), round(at_base.rss_mb)))
+    return tuple(found)

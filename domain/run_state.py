@@ -108,6 +108,8 @@ class IsolationView:
     killed_test: str | None = None  # ended at its file's time limit, this test running
     time_limit_s: float | None = None
     seconds: float = 0.0
+    oom: bool = False  # killed over its memory limit
+    rss_mb: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -445,14 +447,15 @@ def _isolation_view(
     memo: AssessmentMemo | None = None,
 ) -> IsolationView:
     assessment = _assess_stored(
-        exit_code=e.exit_code, signal=e.signal, timed_out=e.timed_out, oom=False,
+        exit_code=e.exit_code, signal=e.signal, timed_out=e.timed_out, oom=e.oom,
         infrastructure_failure=None, infrastructure_detail="",
         report_hash=e.report_hash, log_tail_hash=e.log_tail_hash, files=[e.file],
         artifacts=artifacts, report_too_large=e.report_too_large, memo=memo,
     )  # fmt: skip
     return IsolationView(
-        e.file, e.revision, assessment, position, e.killed_test, e.time_limit_s, e.seconds
-    )
+        e.file, e.revision, assessment, position, e.killed_test, e.time_limit_s, e.seconds,
+        e.oom, e.rss_mb,
+    )  # fmt: skip
 
 
 def _question_decided(

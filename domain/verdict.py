@@ -18,7 +18,7 @@ from domain.attribution import DEPENDENCIES, causes, moves_text
 from domain.clusters import Cluster, cluster, merged
 from domain.failures import blames_executor
 from domain.junit import FAILING, Report, TestCase, test_id
-from domain.resources import ResourceChange, resource_changes
+from domain.resources import OutOfMemory, ResourceChange, out_of_memory, resource_changes
 from domain.run_state import BASE, HEAD, RunState, ShardView
 from domain.timing import TIMEOUT, Hang, hangs
 
@@ -110,6 +110,8 @@ class Verdict:
     slower: tuple[ResourceChange, ...] = ()
     # Tests that hung (ended at their file's time limit at head, confirmed alone).
     hangs: tuple[Hang, ...] = ()
+    # Files that ran out of memory alone at head only (confirmed alone).
+    out_of_memory: tuple[OutOfMemory, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         document = self._fields()
@@ -151,6 +153,8 @@ class Verdict:
             found["slower"] = [c.as_dict() for c in self.slower]
         if self.hangs:
             found["hung"] = [h.as_dict() for h in self.hangs]
+        if self.out_of_memory:
+            found["oom"] = [o.as_dict() for o in self.out_of_memory]
         return found
 
     def _attribution(self) -> dict[str, Any]:
@@ -402,6 +406,7 @@ def combine(verdicts: Sequence[tuple[str, Verdict]], rule: str, version: int) ->
         heavier=tuple(sorted({c for _, v in verdicts for c in v.heavier}, key=_by_file)),
         slower=tuple(sorted({c for _, v in verdicts for c in v.slower}, key=_by_file)),
         hangs=tuple(h for _, v in verdicts for h in v.hangs),
+        out_of_memory=tuple(o for _, v in verdicts for o in v.out_of_memory),
     )
 
 
@@ -461,6 +466,12 @@ def _judge_one(state: RunState, policy: Policy, rule: str, version: int) -> Verd
     heavier, slower = resource_changes(state)
     if policy.resource_regressions_fail and (heavier or slower):
         reasons.append(_resources_reason(heavier, slower))
+    blown = out_of_memory(state)
+    if blown:  # introduced: every rule fails on it
+        reasons.append(
+            f"{len(blown)} files ran out of memory alone at head only (oom: "
+            + ", ".join(b.file for b in blown[:3]) + ")"
+        )
     if not head and not kept:
         # Nothing measured at head (no test file, or files that collect nothing): never a pass.
         kept.append(
@@ -525,6 +536,7 @@ def _judge_one(state: RunState, policy: Policy, rule: str, version: int) -> Verd
         heavier=heavier,
         slower=slower,
         hangs=basis.hangs,
+        out_of_memory=blown,
     )
 
 

@@ -8,6 +8,7 @@ question of the same ledger and does only what is missing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import sys
@@ -873,6 +874,8 @@ class GateProcess:
                 seconds=o.seconds,
                 report_too_large=too_large,
                 sandbox=o.sandbox,
+                oom=o.oom,
+                rss_mb=o.rss_mb,
             )
             self.ledger.append(
                 self.run_id, [*environment, isolation], artifacts=artifacts | env_artifacts
@@ -923,13 +926,15 @@ class GateProcess:
         pool = ThreadPoolExecutor(max_workers=max(1, self.options.jobs), thread_name_prefix="shard")
         futures: dict[Future[Observation], ShardRun] = {}
         tries = 1 + (self.options.rounds if retry_infrastructure else 0)
+        room = MemoryRoom(self.options.machine_mb)
 
         def run_once_or_again(run: ShardRun) -> Observation:
-            observation = executor.run(run)
-            for _ in range(tries - 1):
-                if not observation.infrastructure:
-                    break
+            with room.held(run.memory_limit_mb):
                 observation = executor.run(run)
+                for _ in range(tries - 1):
+                    if not observation.infrastructure:
+                        break
+                    observation = executor.run(run)
             return observation
 
         try:
@@ -956,6 +961,35 @@ class GateProcess:
             for future in futures:
                 future.cancel()
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+class MemoryRoom:
+    """The machine's memory shared by the runs going at once: a run starts only when its
+    limit fits beside the limits of those running (one bigger than the machine waits for
+    the machine to itself), so their sum never exceeds what the machine has. Without a
+    figure (a pool: placement reserves there) every run starts at once."""
+
+    def __init__(self, machine_mb: float | None) -> None:
+        self.machine_mb = machine_mb
+        self.held_mb = 0.0
+        self.changed = threading.Condition()
+
+    @contextlib.contextmanager
+    def held(self, limit_mb: float | None) -> Iterator[None]:
+        if not self.machine_mb or not limit_mb:
+            yield
+            return
+        machine = self.machine_mb
+        wanted = min(float(limit_mb), machine)
+        with self.changed:
+            self.changed.wait_for(lambda: self.held_mb + wanted <= machine + 1e-6)
+            self.held_mb += wanted
+        try:
+            yield
+        finally:
+            with self.changed:
+                self.held_mb -= wanted
+                self.changed.notify_all()
 
 
 REPORT_HEAD_BYTES = 64 * 1024  # what is kept of a report over the limit

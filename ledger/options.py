@@ -83,6 +83,9 @@ class GateOptions:
     # Run head's introduced failures again with base's package set when the package sets
     # differ, to name the change that introduced each (`ledger/attribution.py`).
     attribution: bool = True
+    # The memory this machine had for the shards at the gate's start (`adapters/machine.py`;
+    # None: not read, as for a pool): no budget, and no sum of running reservations, exceeds it.
+    machine_mb: float | None = None
     # Each file's time limit: `time_factor` x what it is known to take, at least
     # `time_floor_s`, at most `timeout_s` (`domain/timing.py`, which holds the defaults).
     time_factor: float = DEFAULT_TIME_FACTOR
@@ -109,16 +112,38 @@ class GateOptions:
 
     @property
     def budget_mb(self) -> float:
-        return self.budget_gib * 1024
+        """Memory per shard: `--budget-gib`, never more than the machine has (`machine_mb`)."""
+        return self._on_machine(self.budget_gib * 1024)
 
     @property
     def isolation_budget_mb(self) -> float:
         """A file run alone gets more room than a shard, so a heavy file is measured rather
         than killed again: 4x the shard budget or 32 GiB, whichever is smaller (never less
-        than the shard budget)."""
+        than the shard budget), and never more than the machine has."""
         if self.isolation_budget_gib is not None:
-            return max(self.isolation_budget_gib, self.budget_gib) * 1024
-        return max(min(4 * self.budget_gib, 32.0), self.budget_gib) * 1024
+            wanted = max(self.isolation_budget_gib, self.budget_gib) * 1024
+        else:
+            wanted = max(min(4 * self.budget_gib, 32.0), self.budget_gib) * 1024
+        return self._on_machine(wanted)
+
+    def _on_machine(self, wanted_mb: float) -> float:
+        return min(wanted_mb, self.machine_mb) if self.machine_mb else wanted_mb
+
+    def lowered(self) -> list[str]:
+        """What the machine's memory lowered, in words (the gate says so at its start)."""
+        said = []
+        for name, flag, asked, got in (
+            ("shard budget", "--budget-gib", self.budget_gib * 1024, self.budget_mb),
+            ("isolation budget", "--isolation-budget-gib",
+             self._with_machine(None).isolation_budget_mb, self.isolation_budget_mb),
+        ):  # fmt: skip
+            if got < asked:
+                said.append(f"the {name} ({flag}) is lowered from {asked:.0f} MB to {got:.0f} MB: "
+                            "what this machine has available")  # fmt: skip
+        return said
+
+    def _with_machine(self, machine_mb: float | None) -> GateOptions:
+        return dataclasses.replace(self, machine_mb=machine_mb)
 
     def recorded(self) -> dict[str, Any]:
         """The options as recorded in `RunStarted`, enough to resume the run elsewhere."""
@@ -144,6 +169,7 @@ class GateOptions:
             "release_builds": self.release_builds,
             "attribution": self.attribution,
             "resources": self.resource_thresholds,
+            "machine_mb": self.machine_mb,
             "time_factor": self.time_factor,
             "time_floor_s": self.time_floor_s,
         } | ({"interpreters": [dict(i) for i in self.interpreters]} if self.interpreters else {})
@@ -350,6 +376,7 @@ def options_from(started: ev.RunStarted) -> GateOptions:
         # Runs recorded before attribution existed are not attributed on resume.
         attribution=bool(recorded.get("attribution", False)),
         **_recorded_thresholds(recorded.get("resources")),
+        machine_mb=_recorded_number(recorded.get("machine_mb")),
         time_factor=float(recorded.get("time_factor", DEFAULTS["time_factor"])),
         time_floor_s=float(recorded.get("time_floor_s", DEFAULTS["time_floor_s"])),
     )

@@ -13,6 +13,7 @@ from adapters.executors import Executor, build_executor, spec_for, validate_opti
 from adapters.executors.environment import find_uv
 from adapters.executors.local import LocalExecutor
 from adapters.interpreters import available
+from adapters.machine import memory_mb
 from domain import events as ev
 from domain.errors import BadInput
 from domain.execution import EnvironmentRequest
@@ -33,7 +34,13 @@ def run_gate(ledger: Ledger, options: GateOptions, observer: Observer) -> dict[s
     validate(options)
     repo = git.repo_root(options.repo)
     recorded = validate_options(options.executor, options.executor_options)
-    options = dataclasses.replace(options, repo=repo, executor_options=recorded)
+    # Shards and files alone that run here never plan for more memory than this machine has.
+    machine = memory_mb() if runs_locally(options.executor) else None
+    options = dataclasses.replace(
+        options, repo=repo, executor_options=recorded, machine_mb=machine
+    )
+    for said in options.lowered():
+        observer.notice(said)
     lanes = _lanes(options, ledger)  # every executor built and checked before any append
     try:
         run_id = start(ledger, options)

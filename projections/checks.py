@@ -324,6 +324,9 @@ def gate_value(verdict: Verdict, *, causes: bool = False) -> str:
     if causes and verdict.removed_at_head:
         parts.append(f"{len(verdict.removed_at_head)} test files removed at head: "
                      f"{_some(verdict.removed_at_head)}")  # fmt: skip
+    if causes and verdict.out_of_memory:
+        lines = [o.line() for o in verdict.out_of_memory]
+        parts.append(f"{len(lines)} out of memory: {_some(lines, 2)}")
     if causes and verdict.hangs:
         parts.append(f"{len(verdict.hangs)} hung: {_some([h.line() for h in verdict.hangs], 2)}")
     for what, changes in (("heavier", verdict.heavier), ("slower", verdict.slower)):

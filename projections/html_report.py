@@ -384,6 +384,10 @@ def _findings_html(verdict: Verdict) -> list[str]:
     if verdict.removed_at_head:
         out.append(_tests_table("removed at head", verdict.removed_at_head, "bad",
                                 "test files base has and head deleted (not renamed)"))  # fmt: skip
+    if verdict.out_of_memory:
+        blown = tuple(o.line() for o in verdict.out_of_memory)
+        out.append(_tests_table("out of memory at head", blown, "bad",
+                                "killed over their limit alone at head, not at base"))  # fmt: skip
     if verdict.hangs:
         out.append(_tests_table("hung", tuple(h.line() for h in verdict.hangs), "bad",
                                 "ended at their file's time limit, confirmed alone"))  # fmt: skip

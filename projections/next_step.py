@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from domain.assessment import ENV_SETUP, UNPLACED
+from domain.assessment import ENV_SETUP, OOM, UNPLACED
 from domain.failures import blames_executor
 from domain.junit import FAILING, test_id
 from domain.planning import child_shard_ids, split_in_halves
@@ -140,12 +140,15 @@ def files_with_new_failures(state: RunState) -> list[str]:
 
 
 def files_ended_at_their_limit(state: RunState) -> list[str]:
-    """Files that, run alone at head, were ended at their time limit with a test named: rerun
-    alone at both revisions to confirm a hang at head (`domain/timing.py`)."""
+    """Files that, run alone at head, were ended at their time limit with a test named, or
+    killed over their memory limit: rerun alone at both revisions to confirm a hang or a
+    memory blow-up at head (`domain/timing.py`, `domain/resources.py`)."""
     files = set()
     for shard in state.leaves():
         head = shard.latest(HEAD)
-        if len(shard.files) == 1 and head is not None and head.killed_test:
+        if len(shard.files) != 1 or head is None or head.assessment.measured:
+            continue
+        if head.killed_test or head.assessment.reason == OOM:
             files.add(shard.files[0])
     return sorted(files)
 
