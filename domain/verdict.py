@@ -42,6 +42,9 @@ class Policy:
     # A failure that passes at head with base's package set (`domain/attribution.py`) fails
     # the gate as any introduced failure does; a rule may report it instead.
     dependency_introduced_fails: bool = True
+    # A failure exonerated with a reason (`FailureExonerated`: flaky at base in earlier gates,
+    # flaky at this head, quarantined) is still introduced; a rule may list it instead.
+    exonerated_fails: bool = True
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,9 @@ class Verdict:
     causes: dict[str, str] = field(default_factory=dict)
     moved: tuple[str, ...] = ()
     introduced_by_dependencies: tuple[str, ...] = ()
+    # Failures the gate would call introduced, exonerated with a reason (test -> {reason,
+    # proof}), whether or not this rule still counts them as introduced.
+    exonerated: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         document = self._fields()
@@ -121,7 +127,10 @@ class Verdict:
             "open_questions": list(self.open_questions),
             "reasons": list(self.reasons),
             "tests": dict(sorted(self.tests.items())),
-        } | (self._attribution() if self.causes else {})
+        } | (self._attribution() if self.causes else {}) | (
+            # Only for runs with exonerations: other documents stay byte-identical.
+            {"exonerated": dict(sorted(self.exonerated.items()))} if self.exonerated else {}
+        )
 
     def _attribution(self) -> dict[str, Any]:
         """Only for runs that attributed failures: other documents stay as they were."""
@@ -349,6 +358,7 @@ def combine(verdicts: Sequence[tuple[str, Verdict]], rule: str, version: int) ->
         causes={t: c for _, v in verdicts for t, c in v.causes.items()},
         moved=tuple(sorted({m for _, v in verdicts for m in v.moved})),
         introduced_by_dependencies=union("introduced_by_dependencies"),
+        exonerated={t: x for _, v in verdicts for t, x in v.exonerated.items()},
     )
 
 
@@ -373,6 +383,9 @@ def _judge_one(state: RunState, policy: Policy, rule: str, version: int) -> Verd
     fixed, flaky = list(basis.fixed), list(basis.flaky)
     attributed, moved, reported_only = _attribution(state, policy, introduced)
     introduced = [t for t in introduced if t not in set(reported_only)]
+    exonerated = exonerations(state, introduced)
+    if not policy.exonerated_fails:
+        introduced = [t for t in introduced if t not in exonerated]
 
     waived, waivers = waived_files(state)
     kept: list[Unmeasured] = []
@@ -458,7 +471,22 @@ def _judge_one(state: RunState, policy: Policy, rule: str, version: int) -> Verd
         causes=attributed,
         moved=moved if attributed else (),
         introduced_by_dependencies=tuple(reported_only),
+        exonerated=exonerated,
     )
+
+
+def exonerations(state: RunState, introduced: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Each introduced failure's exoneration (reason and the events that prove it)."""
+    wanted = set(introduced)
+    return {
+        test: {
+            "reason": x.reason,
+            "position": x.position,
+            "proof": [p.model_dump(mode="json") for p in x.proof],
+        }
+        for test, x in sorted(state.exonerations.items())
+        if test in wanted
+    }
 
 
 def _attribution(

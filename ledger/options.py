@@ -81,6 +81,9 @@ class GateOptions:
     # Run head's introduced failures again with base's package set when the package sets
     # differ, to name the change that introduced each (`ledger/attribution.py`).
     attribution: bool = True
+    # Tests (node ids) whose failures are never blamed on head: each is exonerated as
+    # `quarantined` (`ledger/exoneration.py`); the rule says what that means.
+    quarantine: tuple[str, ...] = ()
 
     @property
     def shard_count(self) -> int:
@@ -122,6 +125,7 @@ class GateOptions:
             "max_report_mb": self.max_report_mb,
             "release_builds": self.release_builds,
             "attribution": self.attribution,
+            "quarantine": list(self.quarantine),
         } | ({"interpreters": [dict(i) for i in self.interpreters]} if self.interpreters else {})
 
     def lane_request(self, interpreter: dict[str, str]) -> EnvironmentRequest:
@@ -233,6 +237,10 @@ SETTINGS: tuple[Setting, ...] = (
             table_type=list[str]),
     Setting("outputs", "Tracked files the suite rewrites (fnmatch patterns).", table="outputs",
             table_type=list[str]),
+    Setting("quarantine", "A test (node id, tests/x.py::test_y) whose failure is never "
+            "blamed on head: exonerated as quarantined, reported, and failing only under "
+            "strict (repeatable).", flag="--quarantine", table="quarantine",
+            table_type=list[str], metavar="NODEID", multiple=True),
 )  # fmt: skip
 
 
@@ -302,6 +310,8 @@ def options_from(started: ev.RunStarted) -> GateOptions:
         release_builds=bool(recorded.get("release_builds", False)),
         # Runs recorded before attribution existed are not attributed on resume.
         attribution=bool(recorded.get("attribution", False)),
+        # Runs recorded before exoneration existed have no key and never look failures up.
+        quarantine=tuple(str(t) for t in recorded.get("quarantine", ())),
     )
 
 

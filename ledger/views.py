@@ -89,6 +89,11 @@ def _open(ledger: Ledger, target: Path | str) -> Views:
     return PostgresReadModelStore(ledger.store.url, target, TABLES)
 
 
+def open_target(ledger: Ledger, target: Path | str) -> Views:
+    """The views at `target` (`views_path`): a file, or a schema of a PostgreSQL ledger."""
+    return _open(ledger, target)
+
+
 def open_views(path: Path) -> ReadModelStore:
     # Imported here: sqlite-utils costs start-up time that `ledger verdict` should not pay.
     from adapters.read_model_store import ReadModelStore

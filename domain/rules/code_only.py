@@ -1,6 +1,7 @@
 """`code-only`: as `default`, but a failure introduced by the dependency change alone (it
 passes at head with base's package set: `domain/attribution.py`) is reported, not failed on.
-For an owner who releases the code and lets users' resolvers pick the dependencies."""
+For an owner who releases the code and lets users' resolvers pick the dependencies. v2:
+exonerated failures are listed, not introduced, as under `default`."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ if TYPE_CHECKING:  # the fold and the judge load when a rule decides, not when i
     from domain.verdict import Verdict
 
 NAME = "code-only"
-VERSION = 1
+VERSION = 2
 DESCRIPTION = (
     "as default, but failures that pass with base's package set (introduced by the "
     "dependency change alone) are reported without failing the gate"
@@ -21,5 +22,10 @@ DESCRIPTION = (
 def decide(state: RunState) -> Verdict:
     from domain.verdict import Policy, judge
 
-    policy = Policy(skips_allowed=True, flaky_fails=False, dependency_introduced_fails=False)
+    policy = Policy(
+        skips_allowed=True,
+        flaky_fails=False,
+        dependency_introduced_fails=False,
+        exonerated_fails=False,
+    )
     return judge(state, policy, NAME, VERSION)

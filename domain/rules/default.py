@@ -1,5 +1,7 @@
 """`default`: as `strict`, but skips are allowed and flaky failures and lost coverage
-(`skipped-at-head`) are only reported. v2: no test measured at head is `unmeasured`."""
+(`skipped-at-head`) are only reported. v2: no test measured at head is `unmeasured`. v3: a
+failure exonerated with a reason (flaky at base or at this head, quarantined) is listed, not
+introduced."""
 
 from __future__ import annotations
 
@@ -10,14 +12,16 @@ if TYPE_CHECKING:  # the fold and the judge load when a rule decides, not when i
     from domain.verdict import Verdict
 
 NAME = "default"
-VERSION = 2
+VERSION = 3
 DESCRIPTION = (
     "as strict, but skipped tests are allowed and flaky failures (not reproduced alone) "
-    "are reported without failing the gate"
+    "are reported without failing the gate, as are failures exonerated with a reason "
+    "(flaky at base in earlier gates or at this head, quarantined)"
 )
 
 
 def decide(state: RunState) -> Verdict:
     from domain.verdict import Policy, judge
 
-    return judge(state, Policy(skips_allowed=True, flaky_fails=False), NAME, VERSION)
+    policy = Policy(skips_allowed=True, flaky_fails=False, exonerated_fails=False)
+    return judge(state, policy, NAME, VERSION)

@@ -1,4 +1,5 @@
-"""`strict`: the reference rule. Skips make a shard unmeasured; flaky failures fail."""
+"""`strict`: the reference rule. Skips make a shard unmeasured; flaky failures fail; a
+failure exonerated with a reason (`FailureExonerated`) is still introduced."""
 
 from __future__ import annotations
 

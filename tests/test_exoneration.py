@@ -1,0 +1,132 @@
+"""Exoneration with reasons (issue 29): before the gate calls a failure introduced it looks the
+test up in the ledger's history and the run's quarantine, and appends `FailureExonerated`
+naming the reason and the events that prove it; the rule decides what that means. Driven
+with the scripted executor (`tests/fake_executor.py`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from domain import events as ev
+from ledger.bootstrap import open_ledger
+from ledger.gate import GateProcess, start
+from ledger.options import GateOptions
+from ledger.read_side import project, verdict_of
+from ledger.service import Ledger
+from tests.fake_executor import FakeExecutor, Suite
+from tests.gitrepo import commit, make_repo, tag
+
+FILES = [f"tests/test_{name}.py" for name in "ab"]
+B = "tests/test_b.py::test_one"
+
+
+def _suite(base_b: str = "passed", head_b: str = "passed") -> Suite:
+    files: dict[tuple[str, str], Any] = {}
+    for file in FILES:
+        files[("base", file)] = {f"{file}::test_one": "passed"}
+        files[("head", file)] = {f"{file}::test_one": "passed"}
+    files[("base", "tests/test_b.py")] = {B: base_b}
+    files[("head", "tests/test_b.py")] = {B: head_b}
+    return Suite(files)
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("LEDGER_WORKTREES_DIR", str(tmp_path / "worktrees"))
+    repo = make_repo(tmp_path, {f: "def test_one():\n    pass\n" for f in FILES})
+    tag(repo, "v1")
+    commit(repo, {"README": "head\n"})
+    return repo
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[Ledger]:
+    opened = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    yield opened
+    opened.close()
+
+
+def _gate(ledger: Ledger, repo: Path, suite: Suite, **options: Any) -> str:
+    settings: dict[str, Any] = {
+        "repo": repo, "base": "v1", "jobs": 1, "rounds": 1, "shards": 1,
+        "release_builds": False, "environment": "none", "question_budget": 0,
+    } | options  # fmt: skip
+    run_id = start(ledger, GateOptions(**settings))
+    GateProcess(ledger, run_id, FakeExecutor(suite)).drive()
+    return run_id
+
+
+def _exonerations(ledger: Ledger, run_id: str) -> list[tuple[int, ev.FailureExonerated]]:
+    return [
+        (p, e) for p, e in ledger.store.read_events(run_id) if isinstance(e, ev.FailureExonerated)
+    ]
+
+
+def test_a_test_that_failed_at_base_in_an_earlier_gate_is_exonerated_naming_that_gate(
+    ledger: Ledger, repo: Path
+) -> None:
+    # It failed at v1 in an earlier gate run with another command (so base's results are not
+    # reused from it: they are run again, and pass).
+    from domain.execution import DEFAULT_PYTEST_COMMAND
+
+    other = (*DEFAULT_PYTEST_COMMAND, "-p", "no:randomly")
+    earlier = _gate(ledger, repo, _suite(base_b="failed"), command=other)
+    failing_at_base = next(
+        p for p, e in ledger.store.read_events(earlier)
+        if isinstance(e, ev.ShardAttemptRecorded) and e.revision == "base"
+    )  # fmt: skip
+
+    run_id = _gate(ledger, repo, _suite(head_b="failed"))
+
+    [(_, event)] = _exonerations(ledger, run_id)
+    assert (event.test, event.reason) == (B, "flaky-at-base")
+    assert ev.Proof(run_id=earlier, position=failing_at_base, revision="base",
+                    outcome="failed") in event.proof  # fmt: skip
+    assert any(p.run_id == run_id and p.outcome == "passed" for p in event.proof)
+    state = project(ledger, run_id)
+    default = verdict_of(state, "default")
+    assert default.status == "passed" and default.introduced == ()
+    assert default.as_dict()["exonerated"][B]["reason"] == "flaky-at-base"
+    strict = verdict_of(state, "strict")
+    assert strict.status == "failed" and strict.introduced == (B,)
+
+
+def test_a_test_that_passed_at_this_head_in_an_earlier_gate_is_flaky_at_head(
+    ledger: Ledger, repo: Path
+) -> None:
+    earlier = _gate(ledger, repo, _suite())
+    run_id = _gate(ledger, repo, _suite(head_b="failed"))
+
+    [(_, event)] = _exonerations(ledger, run_id)
+    assert event.reason == "flaky-at-head"
+    assert {(p.run_id, p.revision, p.outcome) for p in event.proof} == {
+        (earlier, "head", "passed"), (run_id, "head", "failed"),
+    }  # fmt: skip
+
+
+def test_a_quarantined_test_is_exonerated_and_the_quarantine_is_recorded_in_run_started(
+    ledger: Ledger, repo: Path
+) -> None:
+    run_id = _gate(ledger, repo, _suite(head_b="failed"), quarantine=(B,))
+
+    started = project(ledger, run_id).started
+    assert started is not None and started.options["quarantine"] == [B]
+    [(_, event)] = _exonerations(ledger, run_id)
+    assert (event.reason, event.proof) == ("quarantined", [ev.Proof(run_id=run_id, position=1)])
+    assert verdict_of(project(ledger, run_id)).status == "passed"
+    assert verdict_of(project(ledger, run_id), "strict").status == "failed"
+
+
+def test_a_new_failure_with_no_history_stays_introduced_and_is_looked_up_once(
+    ledger: Ledger, repo: Path
+) -> None:
+    run_id = _gate(ledger, repo, _suite(head_b="failed"))
+    events = [e for _, e in ledger.store.read_events(run_id)]
+    assert [e.tests for e in events if isinstance(e, ev.ExonerationsLookedUp)] == [[B]]
+    assert not _exonerations(ledger, run_id)
+    verdict = verdict_of(project(ledger, run_id))
+    assert verdict.status == "failed" and "exonerated" not in verdict.as_dict()
