@@ -8,7 +8,13 @@ from typing import Any
 import click
 
 from cli.options import EXIT_FAILED, PAGE, common, emit_json
-from cli.render import attribution_lines, base_reuse_line, cell, interpreter_lines
+from cli.render import (
+    attribution_lines,
+    base_reuse_line,
+    cell,
+    exoneration_lines,
+    interpreter_lines,
+)
 from domain.text import one_line
 from ledger import queries
 from ledger.bootstrap import opened
@@ -117,6 +123,7 @@ def show_lines(
         for key in ("introduced", "preexisting", "fixed", "flaky"):
             out.extend(f"  {key:<12} {one_line(test)}" for test in conclusion[key])
         out.extend(f"  introduced by {one_line(line)}" for line in attribution_lines(conclusion))
+        out.extend(f"  exonerated   {one_line(line)}" for line in exoneration_lines(conclusion))
         for entry in conclusion["unmeasured"]:
             culprits = ", ".join(entry["culprits"]) or "no culprit named"
             out.append(

@@ -45,7 +45,9 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def ledger(tmp_path: Path) -> Iterator[Ledger]:
-    opened = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    from tests.gatekit import ledger_url
+
+    opened = open_ledger(ledger_url(tmp_path))  # the one `run_ledger` reads
     yield opened
     opened.close()
 
@@ -121,6 +123,26 @@ def test_a_quarantined_test_is_exonerated_and_the_quarantine_is_recorded_in_run_
     assert verdict_of(project(ledger, run_id), "strict").status == "failed"
 
 
+def test_show_verdict_and_the_approval_report_name_the_exoneration_and_its_proof(
+    tmp_path: Path, ledger: Ledger, repo: Path
+) -> None:
+    from tests.gatekit import run_ledger
+
+    run_id = _gate(ledger, repo, _suite(head_b="failed"), quarantine=(B,))
+    shown = run_ledger(tmp_path, "show", run_id)
+    assert f"{B} exonerated (quarantined): run {run_id[:8]} position 1" in shown.stdout
+    assert f"exonerated   {B}: quarantined" in shown.stdout
+    replayed = run_ledger(tmp_path, "verdict", run_id, "--rule", "strict", "--json")
+    assert replayed.code == 1
+    document = replayed.document
+    assert document["introduced"] == [B]
+    assert document["exonerated"][B]["proof"] == [
+        {"run_id": run_id, "position": 1, "revision": "", "outcome": ""}
+    ]
+    approval = run_ledger(tmp_path, "approve", run_id, "--json")
+    assert f"{B} exonerated (quarantined" in approval.document["markdown"]
+
+
 def test_a_new_failure_with_no_history_stays_introduced_and_is_looked_up_once(
     ledger: Ledger, repo: Path
 ) -> None:
@@ -130,3 +152,29 @@ def test_a_new_failure_with_no_history_stays_introduced_and_is_looked_up_once(
     assert not _exonerations(ledger, run_id)
     verdict = verdict_of(project(ledger, run_id))
     assert verdict.status == "failed" and "exonerated" not in verdict.as_dict()
+
+
+@pytest.mark.parametrize(
+    "entry", ["tests/test_b.py", "tests/*.py::test_one", "::test_one", "tests/test_b.py::"]
+)
+def test_a_quarantine_entry_that_is_not_a_node_id_is_exit_2_and_nothing_is_appended(
+    tmp_path: Path, repo: Path, entry: str
+) -> None:
+    from tests.gatekit import gate, run_ledger
+
+    result = gate(tmp_path, repo, "--quarantine", entry)
+    assert result.code == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "not a test node id" in lines[0], result.stderr
+    listed = run_ledger(tmp_path, "runs", "--json")
+    assert listed.code != 0 or listed.stdout.strip() in ("[]", "")
+
+
+def test_a_quarantine_in_the_table_that_is_not_a_node_id_is_exit_2(
+    tmp_path: Path, repo: Path
+) -> None:
+    from tests.gatekit import gate
+
+    commit(repo, {"pyproject.toml": '[tool.release-ledger]\nquarantine = ["tests/test_b.py"]\n'})
+    result = gate(tmp_path, repo)
+    assert result.code == 2 and "not a test node id" in result.stderr, result.stderr
