@@ -118,7 +118,7 @@ TABLES: tuple[Table, ...] = (
             ("first_passed", int), ("seconds", float),
         ),
         ("run_id", "interpreter", "revision", "test"),
-        (("test", "interpreter", "commit_sha"), ("differed", "test"), ("commit_sha",)),
+        (("test", "interpreter", "commit_sha"), ("failed", "test", "interpreter")),
     ),
     Table(
         "classifications",  # per rule: "every run where this test was introduced", "flakiest"
