@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from cli.options import PAGE, common, emit_json
-from cli.render import cell
+from domain.junit import FAILING
 from domain.text import one_line
 from ledger import history
 from ledger.bootstrap import opened
@@ -64,20 +64,17 @@ def tests(
         where = f" matches {pattern!r}" if pattern else " is in the history"
         click.echo(f"no {what}{where}" + (f" (from --offset {offset})" if offset else ""))
         return
-    from rich.console import Console
-    from rich.table import Column, Table
-
-    table = Table(Column("test", overflow="fold"), "py", "runs", "head", "base", "flaky at",
-                  "last failure", "file s (median)", "file MB (peak)")  # fmt: skip
+    # One line per test: node ids are long, and a line is what people grep and copy.
     for row in rows:
-        table.add_row(
-            cell(row["test"]), cell(row["interpreter"] or "-"), cell(str(row["runs"])),
-            cell(_counts(row["outcomes"].get("head"))), cell(_counts(row["outcomes"].get("base"))),
-            cell(f"{len(row['flaky'])} commits" if row["flaky"] else "-"),
-            cell(_when(row["last_failure"])), cell(_number(row["file_median_seconds"])),
-            cell(_number(row["file_peak_rss_mb"])),
-        )  # fmt: skip
-    Console().print(table)
+        on = f" [{row['interpreter']}]" if row["interpreter"] else ""
+        failures = sum(n for c in row["outcomes"].values() for o, n in c.items() if o in FAILING)
+        flaky_at = f"flaky at {len(row['flaky'])} commits, " if row["flaky"] else ""
+        click.echo(
+            f"{one_line(row['test'])}{on}  {row['runs']} runs, {failures} failures, {flaky_at}"
+            f"last failure {_when(row['last_failure'])}; file "
+            f"{_number(row['file_median_seconds'])} s median, "
+            f"{_number(row['file_peak_rss_mb'])} MB peak"
+        )
     if more:
         click.echo(f"more tests not shown (--offset {offset + len(rows)}, --limit 0: all)")
 
