@@ -7,7 +7,6 @@ from typing import Any
 import click
 
 from cli.options import PAGE, common, emit_json
-from domain.junit import FAILING
 from domain.text import one_line
 from ledger import history
 from ledger.bootstrap import opened
@@ -67,8 +66,9 @@ def tests(
     # One line per test: node ids are long, and a line is what people grep and copy.
     for row in rows:
         on = f" [{row['interpreter']}]" if row["interpreter"] else ""
-        failures = sum(n for c in row["outcomes"].values() for o, n in c.items() if o in FAILING)
-        flaky_at = f"flaky at {len(row['flaky'])} commits, " if row["flaky"] else ""
+        failures = sum(c["failed"] for c in row["outcomes"].values())
+        flaky = row["flaky_commits"]
+        flaky_at = f"flaky at {len(flaky)} commits, " if flaky else ""
         click.echo(
             f"{one_line(row['test'])}{on}  {row['runs']} runs, {failures} failures, {flaky_at}"
             f"last failure {_when(row['last_failure'])}; file "

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Sequence
 from typing import Any
 
 from domain.errors import BadInput
@@ -68,72 +67,95 @@ def _is_sqlite(store: Any) -> bool:
     return not hasattr(store, "schema")
 
 
-def history_rows(store: Any, test: str, interpreter: str | None = None) -> list[tuple[Any, ...]]:
-    sql = (
-        "SELECT run_id, interpreter, revision, commit_sha, at, outcomes, failed, passed, "
-        "differed, seconds, file FROM {test_history} WHERE test = ?"
+def history_rows(store: Any, test: str) -> list[tuple[Any, ...]]:
+    """Every row of one test, by interpreter, then time."""
+    rows = store.select(
+        "SELECT run_id, interpreter, revision, commit_sha, at, outcomes, seconds "
+        "FROM {test_history} WHERE test = ?",
+        (test,),
     )
-    params: list[Any] = [test]
-    if interpreter is not None:
-        sql += " AND interpreter = ?"
-        params.append(interpreter)
-    rows = store.select(sql, params)
-    return sorted(rows, key=lambda r: (str(r[1]), str(r[4] or ""), str(r[0]), str(r[2])))
+    return sorted(rows, key=lambda r: (str(r[1] or ""), str(r[4] or ""), str(r[0]), str(r[2])))
 
 
 def summary(store: Any, test: str, interpreter: str) -> dict[str, Any]:
-    """One test on one interpreter across every run: runs seen, outcomes per revision, the
-    commits where its outcome differed (with the runs that saw it), first and last failure,
-    and its file's median duration and peak memory."""
-    rows = history_rows(store, test, interpreter)
-    return _summarise(store, test, interpreter, rows)
-
-
-def _summarise(
-    store: Any, test: str, interpreter: str, rows: Sequence[tuple[Any, ...]]
-) -> dict[str, Any]:
-    per_revision: dict[str, dict[str, int]] = {}
-    per_commit: dict[str, dict[str, set[str]]] = {}
-    failures: list[tuple[str, str]] = []
-    file = rows[0][10] if rows else test.split("::", 1)[0]
-    for run_id, _, revision, commit, at, outcomes, failed, passed, _, _, _ in rows:
-        counts = per_revision.setdefault(str(revision), {})
-        for _, outcome in json.loads(outcomes):
-            counts[outcome] = counts.get(outcome, 0) + 1
-        seen = per_commit.setdefault(str(commit), {"failed": set(), "passed": set()})
-        if failed:
-            seen["failed"].add(str(run_id))
-            failures.append((str(at or ""), str(run_id)))
-        if passed:
-            seen["passed"].add(str(run_id))
-    flaky = [
-        {"commit": commit, "failed_in": sorted(s["failed"]), "passed_in": sorted(s["passed"])}
-        for commit, s in sorted(per_commit.items())
-        if s["failed"] and s["passed"]
-    ]
-    failures.sort()
-    files = store.select(
-        "SELECT seconds, rss_mb FROM {files} WHERE file = ? AND coalesce(interpreter, '') = ?",
-        (file, interpreter),
+    """One test on one interpreter across every run: runs seen, outcomes per revision (tests
+    seen failing, passing, other: skipped or not run), the commits where its outcome differed
+    (flaky evidence), first and last failure, and its file's median duration and peak memory.
+    Summed in SQL from the covering index: a page of tests never reads their outcome lists."""
+    groups = store.select(
+        "SELECT commit_sha, revision, sum(failed), sum(passed), sum(other), "
+        "min(CASE WHEN failed > 0 THEN at END), max(CASE WHEN failed > 0 THEN at END), "
+        "min(file) FROM {test_history} WHERE test = ? AND interpreter = ? "
+        "GROUP BY commit_sha, revision",
+        (test, interpreter),
     )
-    seconds = [float(s) for s, _ in files if s is not None]
-    memory = [float(m) for _, m in files if m is not None]
+    runs = store.select(
+        "SELECT count(DISTINCT run_id) FROM {test_history} WHERE test = ? AND interpreter = ?",
+        (test, interpreter),
+    )[0][0]
+    per_revision: dict[str, dict[str, int]] = {}
+    per_commit: dict[str, list[int]] = {}
+    firsts, lasts, file = [], [], test.split("::", 1)[0]
+    for commit, revision, failed, passed, other, first, last, in_file in groups:
+        counts = per_revision.setdefault(str(revision), {"failed": 0, "passed": 0, "other": 0})
+        counts["failed"] += int(failed or 0)
+        counts["passed"] += int(passed or 0)
+        counts["other"] += int(other or 0)
+        seen = per_commit.setdefault(str(commit), [0, 0])
+        seen[0] += int(failed or 0)
+        seen[1] += int(passed or 0)
+        firsts += [first] if first else []
+        lasts += [last] if last else []
+        file = str(in_file or file)
+    flaky = sorted(c for c, (failed, passed) in per_commit.items() if failed and passed)
     return {
         "test": test,
         "interpreter": interpreter,
         "file": file,
-        "runs": len({r[0] for r in rows}),
-        "outcomes": {rev: dict(sorted(c.items())) for rev, c in sorted(per_revision.items())},
-        "flaky": flaky,
-        "first_failure": _failure(failures[0]) if failures else None,
-        "last_failure": _failure(failures[-1]) if failures else None,
+        "runs": int(runs),
+        "outcomes": dict(sorted(per_revision.items())),
+        "flaky_commits": flaky,
+        "first_failure": _failure(store, test, interpreter, min(firsts)) if firsts else None,
+        "last_failure": _failure(store, test, interpreter, max(lasts)) if lasts else None,
+        **_file_figures(store, file, interpreter),
+    }
+
+
+def _failure(store: Any, test: str, interpreter: str, at: str) -> dict[str, Any]:
+    """The run that failed the test at `at` (the first by run id when several started then)."""
+    rows = store.select(
+        "SELECT run_id FROM {test_history} WHERE test = ? AND interpreter = ? AND at = ? "
+        "AND failed > 0 ORDER BY run_id LIMIT 1",
+        (test, interpreter, at),
+    )
+    return {"at": str(at), "run_id": str(rows[0][0]) if rows else None}
+
+
+def _file_figures(store: Any, file: str, interpreter: str) -> dict[str, float | None]:
+    rows = store.select(
+        "SELECT seconds, rss_mb FROM {files} WHERE file = ? AND coalesce(interpreter, '') = ?",
+        (file, interpreter),
+    )
+    seconds = [float(s) for s, _ in rows if s is not None]
+    memory = [float(m) for _, m in rows if m is not None]
+    return {
         "file_median_seconds": statistics.median(seconds) if seconds else None,
         "file_peak_rss_mb": max(memory) if memory else None,
     }
 
 
-def _failure(entry: tuple[str, str]) -> dict[str, str]:
-    return {"at": entry[0], "run_id": entry[1]}
+def flaky_evidence(store: Any, test: str, interpreter: str, commit: str) -> dict[str, Any]:
+    """At one commit: the runs that saw the test fail and those that saw it pass."""
+    rows = store.select(
+        "SELECT run_id, failed, passed FROM {test_history} "
+        "WHERE test = ? AND interpreter = ? AND commit_sha = ?",
+        (test, interpreter, commit),
+    )
+    return {
+        "commit": commit,
+        "failed_in": sorted({str(r) for r, f, _ in rows if f}),
+        "passed_in": sorted({str(r) for r, _, p in rows if p}),
+    }
 
 
 def one_test(store: Any, test: str) -> dict[str, Any]:
@@ -141,15 +163,12 @@ def one_test(store: Any, test: str) -> dict[str, Any]:
     rows = history_rows(store, test)
     if not rows:
         raise BadInput(f"no test {test} in the history (`ledger tests` lists them)")
-    interpreters = sorted({str(r[1] or "") for r in rows})
-    return {
-        "test": test,
-        "interpreters": [
-            _summarise(store, test, i, [r for r in rows if str(r[1] or "") == i])
-            for i in interpreters
-        ],
-        "history": [_history_entry(r) for r in rows],
-    }
+    summaries = []
+    for interpreter in sorted({str(r[1] or "") for r in rows}):
+        one = summary(store, test, interpreter)
+        one["flaky"] = [flaky_evidence(store, test, interpreter, c) for c in one["flaky_commits"]]
+        summaries.append(one)
+    return {"test": test, "interpreters": summaries, "history": [_history_entry(r) for r in rows]}
 
 
 def _history_entry(r: tuple[Any, ...]) -> dict[str, Any]:
@@ -162,5 +181,5 @@ def _history_entry(r: tuple[Any, ...]) -> dict[str, Any]:
         "at": r[4],
         "outcomes": [o for _, o in seen],
         "positions": [p for p, _ in seen],
-        "seconds": r[9],
+        "seconds": r[6],
     }

@@ -114,11 +114,14 @@ TABLES: tuple[Table, ...] = (
         (
             ("run_id", str), ("interpreter", str), ("revision", str), ("test", str),
             ("file", str), ("commit_sha", str), ("at", str), ("outcomes", str),
-            ("failed", int), ("passed", int), ("differed", int), ("first_failed", int),
-            ("first_passed", int), ("seconds", float),
+            ("failed", int), ("passed", int), ("other", int), ("differed", int),
+            ("first_failed", int), ("first_passed", int), ("seconds", float),
         ),
         ("run_id", "interpreter", "revision", "test"),
-        (("test", "interpreter", "commit_sha"), ("failed", "test", "interpreter")),
+        # Covering: a test's history is summed from the index alone (10,000 runs of one
+        # suite are 20,000 rows per test), and flaky tests are found from their failures.
+        (("test", "interpreter", "commit_sha", "revision", "failed", "passed", "other", "at",
+          "run_id"), ("failed", "test", "interpreter", "commit_sha")),
     ),
     Table(
         "classifications",  # per rule: "every run where this test was introduced", "flakiest"
@@ -325,8 +328,9 @@ def _history_rows(run_id: str, state: RunState, observed: Sequence[Observed]) ->
         rows.append(
             (run_id, interpreter, revision, test, seen[0][4], commits.get(revision), at,
              canonical_json([[o[3], o[5]] for o in seen]), len(failed), len(passed),
-             int(bool(failed) and bool(passed)), failed[0] if failed else None,
-             passed[0] if passed else None, max(o[6] for o in seen))
+             len(seen) - len(failed) - len(passed), int(bool(failed) and bool(passed)),
+             failed[0] if failed else None, passed[0] if passed else None,
+             max(o[6] for o in seen))
         )  # fmt: skip
     return rows
 
