@@ -67,8 +67,8 @@ def tests(
     for row in rows:
         on = f" [{row['interpreter']}]" if row["interpreter"] else ""
         failures = sum(c["failed"] for c in row["outcomes"].values())
-        flaky = row["flaky_commits"]
-        flaky_at = f"flaky at {len(flaky)} commits, " if flaky else ""
+        commits = row["flaky_commits"]
+        flaky_at = f"flaky at {len(commits)} commits, " if commits else ""
         click.echo(
             f"{one_line(row['test'])}{on}  {row['runs']} runs, {failures} failures, {flaky_at}"
             f"last failure {_when(row['last_failure'])}; file "
