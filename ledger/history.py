@@ -16,10 +16,15 @@ from domain.errors import BadInput
 from ledger import views as views_use_cases
 from ledger.service import Ledger
 
-_FLAKY = (
-    "f.failed > 0 AND (f.passed > 0 OR EXISTS (SELECT 1 FROM {test_history} p "
+# Tests (with an interpreter) whose outcome differed at one commit: each commit a test failed
+# at (few, from the failures' own index: grouped in its order, so no statistics are needed
+# for the planner to pick it), with a passing row at that commit.
+_FLAKY_KEYS = (
+    "SELECT DISTINCT f.test, f.interpreter FROM (SELECT failed, test, interpreter, commit_sha "
+    "FROM {test_history} WHERE failed > 0 GROUP BY failed, test, interpreter, commit_sha) f "
+    "WHERE EXISTS (SELECT 1 FROM {test_history} p "
     "WHERE p.test = f.test AND p.interpreter = f.interpreter AND p.commit_sha = f.commit_sha "
-    "AND p.passed > 0))"
+    "AND p.passed > 0)"
 )
 
 
@@ -43,15 +48,17 @@ def list_tests(
 ) -> tuple[list[dict[str, Any]], bool]:
     """A page of tests (by node id, then interpreter) with their history, and whether more
     follow. `flaky`: only tests whose outcome differed at one commit."""
-    where, params = [], []
-    if pattern:
-        where.append("f.test LIKE ? ESCAPE '\\'")
-        params.append(like_pattern(pattern))
+    params: list[Any] = []
     if flaky:
-        where.append(_FLAKY)
-    sql = "SELECT DISTINCT f.test, f.interpreter FROM {test_history} f"
-    if where:
-        sql += " WHERE " + " AND ".join(where)
+        sql = _FLAKY_KEYS
+        if pattern:
+            sql += " AND f.test LIKE ? ESCAPE '\\'"
+            params.append(like_pattern(pattern))
+    else:
+        sql = "SELECT DISTINCT f.test, f.interpreter FROM {test_history} f"
+        if pattern:
+            sql += " WHERE f.test LIKE ? ESCAPE '\\'"
+            params.append(like_pattern(pattern))
     sql += " ORDER BY f.test, f.interpreter"
     if limit:
         sql += f" LIMIT {int(limit) + 1} OFFSET {int(offset)}"
@@ -82,65 +89,65 @@ def summary(store: Any, test: str, interpreter: str) -> dict[str, Any]:
     seen failing, passing, other: skipped or not run), the commits where its outcome differed
     (flaky evidence), first and last failure, and its file's median duration and peak memory.
     Summed in SQL from the covering index: a page of tests never reads their outcome lists."""
-    groups = store.select(
-        "SELECT commit_sha, revision, sum(failed), sum(passed), sum(other), "
-        "min(CASE WHEN failed > 0 THEN at END), max(CASE WHEN failed > 0 THEN at END), "
-        "min(file) FROM {test_history} WHERE test = ? AND interpreter = ? "
-        "GROUP BY commit_sha, revision",
-        (test, interpreter),
-    )
-    runs = store.select(
-        "SELECT count(DISTINCT run_id) FROM {test_history} WHERE test = ? AND interpreter = ?",
-        (test, interpreter),
-    )[0][0]
+    where = "WHERE test = ? AND interpreter = ?"
+    key = (test, interpreter)
     per_revision: dict[str, dict[str, int]] = {}
-    per_commit: dict[str, list[int]] = {}
-    firsts, lasts, file = [], [], test.split("::", 1)[0]
-    for commit, revision, failed, passed, other, first, last, in_file in groups:
-        counts = per_revision.setdefault(str(revision), {"failed": 0, "passed": 0, "other": 0})
-        counts["failed"] += int(failed or 0)
-        counts["passed"] += int(passed or 0)
-        counts["other"] += int(other or 0)
-        seen = per_commit.setdefault(str(commit), [0, 0])
-        seen[0] += int(failed or 0)
-        seen[1] += int(passed or 0)
-        firsts += [first] if first else []
-        lasts += [last] if last else []
-        file = str(in_file or file)
-    flaky = sorted(c for c, (failed, passed) in per_commit.items() if failed and passed)
+    runs = 0
+    for revision, failed, passed, other, first in store.select(
+        "SELECT revision, sum(failed), sum(passed), sum(other), sum(run_first) "
+        f"FROM {{test_history}} {where} GROUP BY revision",
+        key,
+    ):
+        per_revision[str(revision)] = {
+            "failed": int(failed or 0), "passed": int(passed or 0), "other": int(other or 0)
+        }  # fmt: skip
+        runs += int(first or 0)
+    failures = sorted(
+        (str(at or ""), str(run_id), str(commit))
+        for at, run_id, commit in store.select(
+            f"SELECT at, run_id, commit_sha FROM {{test_history}} {where} AND failed > 0", key
+        )
+    )
+    flaky = [
+        commit
+        for commit in sorted({c for _, _, c in failures})
+        if store.select(
+            f"SELECT 1 FROM {{test_history}} {where} AND commit_sha = ? AND passed > 0 LIMIT 1",
+            (*key, commit),
+        )
+    ]
+    file = test.split("::", 1)[0]
     return {
         "test": test,
         "interpreter": interpreter,
         "file": file,
-        "runs": int(runs),
+        "runs": runs,
         "outcomes": dict(sorted(per_revision.items())),
         "flaky_commits": flaky,
-        "first_failure": _failure(store, test, interpreter, min(firsts)) if firsts else None,
-        "last_failure": _failure(store, test, interpreter, max(lasts)) if lasts else None,
+        "first_failure": _failure(failures[0]) if failures else None,
+        "last_failure": _failure(failures[-1]) if failures else None,
         **_file_figures(store, file, interpreter),
     }
 
 
-def _failure(store: Any, test: str, interpreter: str, at: str) -> dict[str, Any]:
-    """The run that failed the test at `at` (the first by run id when several started then)."""
-    rows = store.select(
-        "SELECT run_id FROM {test_history} WHERE test = ? AND interpreter = ? AND at = ? "
-        "AND failed > 0 ORDER BY run_id LIMIT 1",
-        (test, interpreter, at),
-    )
-    return {"at": str(at), "run_id": str(rows[0][0]) if rows else None}
+def _failure(entry: tuple[str, str, str]) -> dict[str, str]:
+    return {"at": entry[0], "run_id": entry[1], "commit": entry[2]}
 
 
 def _file_figures(store: Any, file: str, interpreter: str) -> dict[str, float | None]:
-    rows = store.select(
-        "SELECT seconds, rss_mb FROM {files} WHERE file = ? AND coalesce(interpreter, '') = ?",
+    """The median seconds and the peak memory of the test's file over every run that
+    measured it, from the index (the median by offset: no run's row is fetched but it)."""
+    where = "FROM {files} WHERE file = ? AND interpreter = ? AND seconds IS NOT NULL"
+    count, peak = store.select(f"SELECT count(*), max(rss_mb) {where}", (file, interpreter))[0]
+    if not count:
+        return {"file_median_seconds": None, "file_peak_rss_mb": None}
+    middle = store.select(
+        f"SELECT seconds {where} ORDER BY seconds LIMIT {2 - count % 2} OFFSET {(count - 1) // 2}",
         (file, interpreter),
     )
-    seconds = [float(s) for s, _ in rows if s is not None]
-    memory = [float(m) for _, m in rows if m is not None]
     return {
-        "file_median_seconds": statistics.median(seconds) if seconds else None,
-        "file_peak_rss_mb": max(memory) if memory else None,
+        "file_median_seconds": statistics.median(float(s) for (s,) in middle),
+        "file_peak_rss_mb": float(peak) if peak is not None else None,
     }
 
 

@@ -70,7 +70,8 @@ TABLES: tuple[Table, ...] = (
             ("seconds", float), ("from_run", str), ("reason", str), ("interpreter", str),
         ),
         ("run_id", "interpreter", "file"),
-        (("seconds",), ("file", "seconds"), ("rss_mb",)),
+        (("seconds",), ("file", "seconds"), ("rss_mb",),
+         ("file", "interpreter", "seconds", "rss_mb")),  # a test's file in `ledger tests`
     ),
     Table(
         "shards",
@@ -116,12 +117,16 @@ TABLES: tuple[Table, ...] = (
             ("file", str), ("commit_sha", str), ("at", str), ("outcomes", str),
             ("failed", int), ("passed", int), ("other", int), ("differed", int),
             ("first_failed", int), ("first_passed", int), ("seconds", float),
+            ("run_first", int),  # 1 on the run's first row of the test: `runs seen` is a sum
         ),
         ("run_id", "interpreter", "revision", "test"),
-        # Covering: a test's history is summed from the index alone (10,000 runs of one
-        # suite are 20,000 rows per test), and flaky tests are found from their failures.
-        (("test", "interpreter", "commit_sha", "revision", "failed", "passed", "other", "at",
-          "run_id"), ("failed", "test", "interpreter", "commit_sha")),
+        # Covering: a test's history is summed from the indexes alone (10,000 runs of one
+        # suite are 20,000 rows per test), its failures read from their own range, and flaky
+        # tests found from their failures.
+        (("test", "interpreter", "revision", "failed", "passed", "other", "run_first"),
+         ("test", "interpreter", "failed", "at", "run_id", "commit_sha"),
+         ("test", "interpreter", "commit_sha", "passed"),
+         ("failed", "test", "interpreter", "commit_sha")),
     ),
     Table(
         "classifications",  # per rule: "every run where this test was introduced", "flakiest"
@@ -321,7 +326,8 @@ def _history_rows(run_id: str, state: RunState, observed: Sequence[Observed]) ->
     for o in observed:
         grouped.setdefault((o[0], o[1], o[2]), []).append(o)
     rows: list[Row] = []
-    for (interpreter, revision, test), seen in sorted(grouped.items()):
+    counted: set[tuple[str, str]] = set()
+    for (interpreter, revision, test), seen in sorted(grouped.items()):  # base before head
         seen.sort(key=lambda o: o[3])
         failed = [o[3] for o in seen if o[5] in FAILING]
         passed = [o[3] for o in seen if o[5] == "passed"]
@@ -330,8 +336,9 @@ def _history_rows(run_id: str, state: RunState, observed: Sequence[Observed]) ->
              canonical_json([[o[3], o[5]] for o in seen]), len(failed), len(passed),
              len(seen) - len(failed) - len(passed), int(bool(failed) and bool(passed)),
              failed[0] if failed else None, passed[0] if passed else None,
-             max(o[6] for o in seen))
+             max(o[6] for o in seen), int((interpreter, test) not in counted))
         )  # fmt: skip
+        counted.add((interpreter, test))
     return rows
 
 
