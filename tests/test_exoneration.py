@@ -178,3 +178,29 @@ def test_a_quarantine_in_the_table_that_is_not_a_node_id_is_exit_2(
     commit(repo, {"pyproject.toml": '[tool.release-ledger]\nquarantine = ["tests/test_b.py"]\n'})
     result = gate(tmp_path, repo)
     assert result.code == 2 and "not a test node id" in result.stderr, result.stderr
+
+
+@pytest.mark.slow
+def test_a_real_gate_exonerates_a_quarantined_failure_and_strict_replays_it_as_failed(
+    tmp_path: Path,
+) -> None:
+    from tests.gatekit import events, gate, run_ledger
+
+    work = tmp_path / "real"
+    work.mkdir()
+    ok = "def test_one():\n    assert True\n"
+    repo = make_repo(work, {"tests/test_a.py": ok, "tests/test_b.py": ok})
+    tag(repo, "v1")
+    commit(repo, {
+        "tests/test_b.py": "def test_one():\n    assert 1 == 2\n",
+        "pyproject.toml": f'[tool.release-ledger]\nquarantine = ["{B}"]\n',
+    }, "candidate")  # fmt: skip
+    result = gate(work, repo, "--shards", "2", "--timeout", "60")
+    assert result.code == 0, result.stderr
+    document = result.document
+    assert document["introduced"] == [] and document["exonerated"][B]["reason"] == "quarantined"
+    recorded = events(work, document["run_id"])
+    assert recorded[0]["options"]["quarantine"] == [B]
+    assert [e["test"] for e in recorded if e["kind"] == "FailureExonerated"] == [B]
+    strict = run_ledger(work, "verdict", document["run_id"], "--rule", "strict", "--json")
+    assert strict.code == 1 and strict.document["introduced"] == [B]
