@@ -113,3 +113,38 @@ def test_the_history_view_rebuilds_to_the_same_digest(
     again = run_ledger(tmp_path, "rebuild", "--json").document
     assert rebuilt["digest"] == again["digest"]
     assert rebuilt.get("counts", {}).get("test_history", 4) >= 4
+
+
+@pytest.mark.postgres
+def test_the_history_reads_the_same_from_postgresql_as_from_sqlite(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """One query text for both stores: the same events give the same pages."""
+    import random
+
+    from ledger import history, views
+    from tests.ledgerkit import open_ledger as open_test_ledger
+    from tests.synthetic_runs import synthetic_run
+
+    rng = random.Random(29)
+    # run ids sharing their first four characters share their test files: one suite
+    runs = [synthetic_run(rng, f"beef{i:04x}" + "0" * 24, files=3, p_fail=0.3) for i in range(6)]
+    pages = []
+    for url in (f"sqlite:///{tmp_path / 'l.db'}", postgres_url):
+        ledger = open_test_ledger(url)
+        try:
+            for run in runs:
+                ledger.append(run.run_id, run.events, artifacts=run.artifacts)
+            store = history.open_history(ledger)
+            try:
+                pages.append(
+                    [history.list_tests(store, p, flaky=f, limit=4, offset=1)
+                     for p in (None, "test_beef*") for f in (False, True)]
+                )  # fmt: skip
+            finally:
+                store.close()
+            assert views.check(ledger, views.views_path(ledger, None))["identical"]
+        finally:
+            ledger.close()
+    assert pages[0] == pages[1]
+    assert any(rows for rows, _ in pages[0])
