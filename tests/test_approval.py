@@ -406,13 +406,13 @@ def test_audit_catches_a_report_issued_under_a_rule_whose_result_changed(
     assert run_ledger(tmp_path, "audit", run_id).code == 0
 
     def stricter(state):  # type: ignore[no-untyped-def]
-        return judge(state, Policy(skips_allowed=True, flaky_fails=True), "default", 3)
+        return judge(state, Policy(skips_allowed=True, flaky_fails=True), "default", 4)
 
-    monkeypatch.setitem(REGISTRY, "default", Rule("default", 3, "flaky fails now", stricter))
+    monkeypatch.setitem(REGISTRY, "default", Rule("default", 4, "flaky fails now", stricter))
     result = run_ledger(tmp_path, "audit", run_id, "--json")
     assert result.code == 1
     (entry,) = result.document["approvals"]
-    assert entry["derives"] is False and "now v3" in entry["problem"]
+    assert entry["derives"] is False and "now v4" in entry["problem"]
     assert any(line.startswith("-| 1 | gate | passed") for line in entry["diff"])
     assert any(line.startswith("+| 1 | gate | failed") for line in entry["diff"])
     text = run_ledger(tmp_path, "audit", run_id)
