@@ -123,7 +123,11 @@ def test(nodeid: str, views: str | None, ledger_url: str | None, as_json: bool) 
 
 
 def _counts(counts: dict[str, int] | None) -> str:
-    return ", ".join(f"{n} {o}" for o, n in sorted((counts or {}).items())) or "-"
+    """`3 runs: 1 failed, 2 passed` (and those where it did both, or neither, if any)."""
+    if not counts:
+        return "-"
+    parts = [f"{counts[k]} {k}" for k in ("failed", "passed", "differed", "other") if counts[k]]
+    return f"{counts['runs']} runs: " + ", ".join(parts)
 
 
 def _when(failure: dict[str, Any] | None) -> str:

@@ -9,11 +9,12 @@ pass at). Pure queries over the views: the same events always give the same answ
 from __future__ import annotations
 
 import json
+import sqlite3
 import statistics
+from pathlib import Path
 from typing import Any
 
 from domain.errors import BadInput
-from ledger import views as views_use_cases
 from ledger.service import Ledger
 
 # Tests (with an interpreter) whose outcome differed at one commit: each commit a test failed
@@ -37,10 +38,37 @@ def like_pattern(pattern: str) -> str:
 
 
 def open_history(ledger: Ledger, views: str | None = None) -> Any:
-    """The read models, caught up with the ledger."""
-    path = views_use_cases.views_path(ledger, views)
+    """The read models, caught up with the ledger. Views already current (the usual case:
+    every gate catches them up) are read as they are, without loading what catching up
+    needs; anything else (behind, another ledger's, an older layout) is caught up first."""
+    from ledger.views_location import views_path
+
+    path = views_path(ledger, views)
+    if isinstance(path, Path) and path.is_file():
+        from adapters.views_reader import ViewsReader
+
+        try:
+            reader = ViewsReader(path)
+        except sqlite3.DatabaseError:
+            reader = None
+        if reader is not None:
+            current = reader.position() == ledger.store.max_notification_id()
+            if current and reader.ledger_id() == ledger.store.ledger_id() and _has_history(reader):
+                return reader
+            reader.close()
+    from ledger import views as views_use_cases
+
     views_use_cases.catch_up_file(ledger, path)
     return views_use_cases.open_target(ledger, path)
+
+
+def _has_history(reader: Any) -> bool:
+    """The file has this layout's history table (an older one is caught up, i.e. rebuilt)."""
+    try:
+        reader.select("SELECT run_first FROM {test_history} LIMIT 1")
+    except sqlite3.DatabaseError:
+        return False
+    return True
 
 
 def list_tests(
@@ -85,22 +113,29 @@ def history_rows(store: Any, test: str) -> list[tuple[Any, ...]]:
 
 
 def summary(store: Any, test: str, interpreter: str) -> dict[str, Any]:
-    """One test on one interpreter across every run: runs seen, outcomes per revision (tests
-    seen failing, passing, other: skipped or not run), the commits where its outcome differed
-    (flaky evidence), first and last failure, and its file's median duration and peak memory.
-    Summed in SQL from the covering index: a page of tests never reads their outcome lists."""
+    """One test on one interpreter across every run: runs seen, outcomes per revision (runs
+    where it failed, passed, both: `differed`, neither: `other`, e.g. skipped), the commits
+    where its outcome differed (flaky evidence), first and last failure, and its file's median
+    duration and peak memory. Counted in SQL from the covering index: a page of tests never
+    reads their outcome lists."""
     where = "WHERE test = ? AND interpreter = ?"
     key = (test, interpreter)
     per_revision: dict[str, dict[str, int]] = {}
     runs = 0
-    for revision, failed, passed, other, first in store.select(
-        "SELECT revision, sum(failed), sum(passed), sum(other), sum(run_first) "
-        f"FROM {{test_history}} {where} GROUP BY revision",
+    for revision, state, count, first in store.select(
+        "SELECT revision, state, count(*), sum(run_first) "
+        f"FROM {{test_history}} {where} GROUP BY revision, state",
         key,
     ):
-        per_revision[str(revision)] = {
-            "failed": int(failed or 0), "passed": int(passed or 0), "other": int(other or 0)
-        }  # fmt: skip
+        counts = per_revision.setdefault(
+            str(revision), {"runs": 0, "failed": 0, "passed": 0, "differed": 0, "other": 0}
+        )
+        n, state = int(count), int(state)
+        counts["runs"] += n
+        counts["failed"] += n if state & 2 else 0
+        counts["passed"] += n if state & 1 else 0
+        counts["differed"] += n if state == 3 else 0
+        counts["other"] += n if state == 0 else 0
         runs += int(first or 0)
     failures = sorted(
         (str(at or ""), str(run_id), str(commit))

@@ -115,15 +115,16 @@ TABLES: tuple[Table, ...] = (
         (
             ("run_id", str), ("interpreter", str), ("revision", str), ("test", str),
             ("file", str), ("commit_sha", str), ("at", str), ("outcomes", str),
-            ("failed", int), ("passed", int), ("other", int), ("differed", int),
+            ("failed", int), ("passed", int),
+            ("state", int),  # 0 neither failed nor passed (skipped), 1 passed, 2 failed, 3 both
             ("first_failed", int), ("first_passed", int), ("seconds", float),
             ("run_first", int),  # 1 on the run's first row of the test: `runs seen` is a sum
         ),
         ("run_id", "interpreter", "revision", "test"),
-        # Covering: a test's history is summed from the indexes alone (10,000 runs of one
+        # Covering: a test's history is counted from the indexes alone (10,000 runs of one
         # suite are 20,000 rows per test), its failures read from their own range, and flaky
         # tests found from their failures.
-        (("test", "interpreter", "revision", "failed", "passed", "other", "run_first"),
+        (("test", "interpreter", "revision", "state", "run_first"),
          ("test", "interpreter", "failed", "at", "run_id", "commit_sha"),
          ("test", "interpreter", "commit_sha", "passed"),
          ("failed", "test", "interpreter", "commit_sha")),
@@ -334,7 +335,7 @@ def _history_rows(run_id: str, state: RunState, observed: Sequence[Observed]) ->
         rows.append(
             (run_id, interpreter, revision, test, seen[0][4], commits.get(revision), at,
              canonical_json([[o[3], o[5]] for o in seen]), len(failed), len(passed),
-             len(seen) - len(failed) - len(passed), int(bool(failed) and bool(passed)),
+             2 * bool(failed) + bool(passed),
              failed[0] if failed else None, passed[0] if passed else None,
              max(o[6] for o in seen), int((interpreter, test) not in counted))
         )  # fmt: skip
