@@ -5,6 +5,7 @@ with the scripted executor (`tests/fake_executor.py`)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -139,6 +140,8 @@ def test_show_verdict_and_the_approval_report_name_the_exoneration_and_its_proof
     assert document["exonerated"][B]["proof"] == [
         {"run_id": run_id, "position": 1, "revision": "", "outcome": ""}
     ]
+    compared = run_ledger(tmp_path, "verdict", run_id, "--compare", "strict", "--json")
+    assert B in json.dumps(compared.document)
     approval = run_ledger(tmp_path, "approve", run_id, "--json")
     assert f"{B} exonerated (quarantined" in approval.document["markdown"]
 
