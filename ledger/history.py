@@ -63,9 +63,11 @@ def open_history(ledger: Ledger, views: str | None = None) -> Any:
 
 
 def _has_history(reader: Any) -> bool:
-    """The file has this layout's history table (an older one is caught up, i.e. rebuilt)."""
+    """The file has the columns these queries read (an older layout is caught up, which
+    rebuilds it; the layout's fingerprint would need the projections loaded)."""
     try:
-        reader.select("SELECT run_first FROM {test_history} LIMIT 1")
+        reader.select("SELECT state, run_first, commit_sha, at FROM {test_history} LIMIT 1")
+        reader.select("SELECT seconds, rss_mb, interpreter FROM {files} LIMIT 1")
     except sqlite3.DatabaseError:
         return False
     return True
