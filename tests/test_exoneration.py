@@ -142,6 +142,9 @@ def test_show_verdict_and_the_approval_report_name_the_exoneration_and_its_proof
     ]
     compared = run_ledger(tmp_path, "verdict", run_id, "--compare", "strict", "--json")
     assert B in json.dumps(compared.document)
+    page = tmp_path / "run.html"
+    assert run_ledger(tmp_path, "report", run_id, "--html", str(page)).code in (0, 1)
+    assert "exonerated" in page.read_text() and "quarantined" in page.read_text()
     approval = run_ledger(tmp_path, "approve", run_id, "--json")
     assert f"{B} exonerated (quarantined" in approval.document["markdown"]
 
