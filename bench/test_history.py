@@ -7,6 +7,12 @@ Synthesises valid runs (bench/projection.make_run, as bench/scale.py does: every
 one suite, at one head and one base, 2% of tests failing at random: nearly every test
 flaky), builds the views once (`ledger rebuild`), then times `ledger tests --flaky` as a real
 process (start-up and the views' catch-up included; median of 3) and its query alone.
+
+Measured (2 shared cores, 2026-12-04): 10,000 runs x 100 events (50 tests, each in every run:
+950,202 history rows): 0.214 s, query 132 ms -- ok. 10,000 runs x 160 events (110 tests: a
+full first page of 100): 0.560 s, query 285 ms -- missed: a test's figures are counted from
+its 20,000 index entries (about 2.8 ms a test); under 0.3 s for a full page needs per-test
+totals kept up to date at catch-up, not done.
 """
 
 from __future__ import annotations
