@@ -223,6 +223,12 @@ class PostgresReadModelStore:
         select = ", ".join(map(_q, columns))
         yield from self._exec(f"SELECT {select} FROM {self._t(name)} ORDER BY {order}")
 
+    def select(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """A read-only query written once for both stores: tables as `{name}` (qualified
+        with the schema here), parameters as `?`."""
+        names = {t.name: self._t(t.name) for t in self.tables}
+        return self._exec(sql.format(**names).replace("?", "%s"), params)
+
     def digest(self) -> str:
         return digest(self)
 

@@ -283,6 +283,12 @@ class ReadModelStore:
         select = ", ".join(map(_quote, columns))
         yield from self.conn.execute(f"SELECT {select} FROM {_quote(name)} ORDER BY {order}")
 
+    def select(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """A read-only query written once for both stores: tables as `{name}`, parameters
+        as `?` (the PostgreSQL store's `select` takes the same text)."""
+        names = {t.name: _quote(t.name) for t in self.tables}
+        return list(self.conn.execute(sql.format(**names), tuple(params)))
+
     def digest(self) -> str:
         """sha256 over every table's name, columns and rows in key order."""
         return digest(self)

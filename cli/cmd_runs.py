@@ -13,6 +13,7 @@ from cli.render import (
     base_reuse_line,
     cause_lines,
     cell,
+    exoneration_lines,
     finding_lines,
     interpreter_lines,
 )
@@ -126,6 +127,7 @@ def show_lines(
             out.extend(f"  {key:<12} {one_line(test)}" for test in conclusion[key])
         out.extend(f"  introduced by {one_line(line)}" for line in attribution_lines(conclusion))
         out.extend(f"  {label:<12} {one_line(line)}" for label, line in finding_lines(conclusion))
+        out.extend(f"  exonerated   {one_line(line)}" for line in exoneration_lines(conclusion))
         for entry in conclusion["unmeasured"]:
             culprits = ", ".join(entry["culprits"]) or "no culprit named"
             out.append(

@@ -18,6 +18,8 @@ COMMANDS: dict[str, str] = {
     "rules": "cli.cmd_replay",
     "junit": "cli.cmd_junit",
     "rebuild": "cli.cmd_views",
+    "tests": "cli.cmd_history",
+    "test": "cli.cmd_history",
     "questions": "cli.cmd_questions",
     "answer": "cli.cmd_owner",
     "expire": "cli.cmd_owner",

@@ -70,6 +70,8 @@ def print_verdict(
         table.add_row("introduced by", cell(line))
     for label, line in finding_lines(document):
         table.add_row(label, cell(line))
+    for line in exoneration_lines(document):
+        table.add_row("exonerated", cell(line))
     if document.get("retry_shards"):
         table.add_row("retry set", cell(", ".join(document["retry_shards"])))
     for entry in document.get("unmeasured") or []:
@@ -162,6 +164,16 @@ def finding_lines(document: dict[str, Any]) -> list[tuple[str, str]]:
     out += [("hung", Hang(**hang).line()) for hang in document.get("hung") or []]
     out += [("oom", OutOfMemory(**blown).line()) for blown in document.get("oom") or []]
     return out
+def exoneration_lines(document: dict[str, Any]) -> list[str]:
+    """One line per exonerated failure: the test, the reason and the events that prove it
+    (`run@position`), and whether this rule still counts it as introduced."""
+    introduced = set(document.get("introduced") or ())
+    lines = []
+    for test, x in sorted((document.get("exonerated") or {}).items()):
+        proof = ", ".join(f"{p['run_id'][:8]}@{p['position']}" for p in x.get("proof", [])[:4])
+        still = f"; still introduced under {document.get('rule')}" if test in introduced else ""
+        lines.append(f"{test}: {x['reason']} (proof {proof}{still})")
+    return lines
 
 
 def attribution_lines(document: dict[str, Any]) -> list[str]:

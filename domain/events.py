@@ -414,6 +414,45 @@ class AttributionRecorded(OnInterpreter, Event):
         return [h for h in (self.pins_hash, self.report_hash, self.log_tail_hash) if h]
 
 
+# Why a failure the gate would call introduced is not blamed on head (issue 29): the test
+# was flaky at base in earlier gates, flaky at this head in an earlier attempt, or is listed
+# in the project's `quarantine`. A closed set: rules and readers know every one.
+EXONERATION_REASONS = ("flaky-at-base", "flaky-at-head", "quarantined")
+
+
+class Proof(BaseModel):
+    """One event that proves an exoneration: its run and position in that run's stream, what
+    it observed of the test (`outcome` at `revision`), or the setting it recorded."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run_id: str
+    position: int
+    revision: str = ""
+    outcome: str = ""
+
+
+class ExonerationsLookedUp(OnInterpreter, Event):
+    """The gate looked head's introduced failures up in the ledger's history and the run's
+    quarantine (issue 29), before calling them introduced; each one found appends a
+    `FailureExonerated` beside this event. Recorded even when none was, so the lookup is
+    done once and a resumed run does not repeat it."""
+
+    kind: Literal["ExonerationsLookedUp"] = "ExonerationsLookedUp"
+    tests: list[str]
+
+
+class FailureExonerated(OnInterpreter, Event):
+    """A failure the gate would call introduced, with the reason it is not blamed on head
+    (`EXONERATION_REASONS`) and the events that prove it. What it means is the rule's to say
+    (`default`: listed, not introduced; `strict`: still introduced)."""
+
+    kind: Literal["FailureExonerated"] = "FailureExonerated"
+    test: str
+    reason: Literal["flaky-at-base", "flaky-at-head", "quarantined"]
+    proof: list[Proof]
+
+
 class BaselineReused(OnInterpreter, Event):
     kind: Literal["BaselineReused"] = "BaselineReused"
     base: str
@@ -673,6 +712,8 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     IsolationRecorded,
     BaselineReused,
     AttributionRecorded,
+    ExonerationsLookedUp,
+    FailureExonerated,
     QuestionAsked,
     QuestionAnswered,
     AssumptionMade,

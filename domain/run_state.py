@@ -123,6 +123,16 @@ class AttributionView:
     position: int
 
 
+@dataclass(frozen=True)
+class ExonerationView:
+    """Why a failure the gate would call introduced is not blamed on head (`FailureExonerated`)."""
+
+    test: str
+    reason: str
+    proof: tuple[ev.Proof, ...]
+    position: int
+
+
 @dataclass
 class QuestionView:
     id: str
@@ -171,6 +181,10 @@ class RunState:
     shards: dict[str, ShardView] = field(default_factory=dict)
     isolations: dict[tuple[str, str], IsolationView] = field(default_factory=dict)
     attribution: AttributionView | None = None
+    # Head's introduced failures looked up in the history and quarantine (None: not yet), and
+    # those exonerated, by test.
+    looked_up: tuple[str, ...] | None = None
+    exonerations: dict[str, ExonerationView] = field(default_factory=dict)
     pool_rounds: list[ev.PoolMeasured] = field(default_factory=list)
     placements: list[ev.ShardPlaced] = field(default_factory=list)
     pod_failures: list[tuple[int, ev.PodFailed]] = field(default_factory=list)
@@ -610,6 +624,20 @@ def _attributed(
     state.attribution = AttributionView(
         tuple(e.tests), tuple(e.moved), assessment, e.environment_error, position
     )
+
+
+@_folds(ev.ExonerationsLookedUp)
+def _looked_up(
+    state: RunState, _: int, e: ev.ExonerationsLookedUp, __: Mapping[str, bytes]
+) -> None:
+    state.looked_up = (*(state.looked_up or ()), *e.tests)
+
+
+@_folds(ev.FailureExonerated)
+def _exonerated(
+    state: RunState, position: int, e: ev.FailureExonerated, _: Mapping[str, bytes]
+) -> None:
+    state.exonerations[e.test] = ExonerationView(e.test, e.reason, tuple(e.proof), position)
 
 
 @_folds(ev.PoolMeasured)

@@ -48,6 +48,9 @@ class Policy:
     dependency_introduced_fails: bool = True
     # Files much heavier or slower at head than at base (`domain/resources.py`) fail the gate.
     resource_regressions_fail: bool = False
+    # A failure exonerated with a reason (`FailureExonerated`: flaky at base in earlier gates,
+    # flaky at this head, quarantined) is still introduced; a rule may list it instead.
+    exonerated_fails: bool = True
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,9 @@ class Verdict:
     hangs: tuple[Hang, ...] = ()
     # Files that ran out of memory alone at head only (confirmed alone).
     out_of_memory: tuple[OutOfMemory, ...] = ()
+    # Failures the gate would call introduced, exonerated with a reason (test -> {reason,
+    # proof}), whether or not this rule still counts them as introduced.
+    exonerated: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         document = self._fields()
@@ -155,6 +161,8 @@ class Verdict:
             found["hung"] = [h.as_dict() for h in self.hangs]
         if self.out_of_memory:
             found["oom"] = [o.as_dict() for o in self.out_of_memory]
+        if self.exonerated:
+            found["exonerated"] = dict(sorted(self.exonerated.items()))
         return found
 
     def _attribution(self) -> dict[str, Any]:
@@ -407,6 +415,7 @@ def combine(verdicts: Sequence[tuple[str, Verdict]], rule: str, version: int) ->
         slower=tuple(sorted({c for _, v in verdicts for c in v.slower}, key=_by_file)),
         hangs=tuple(h for _, v in verdicts for h in v.hangs),
         out_of_memory=tuple(o for _, v in verdicts for o in v.out_of_memory),
+        exonerated={t: x for _, v in verdicts for t, x in v.exonerated.items()},
     )
 
 
@@ -431,6 +440,9 @@ def _judge_one(state: RunState, policy: Policy, rule: str, version: int) -> Verd
     fixed, flaky = list(basis.fixed), list(basis.flaky)
     attributed, moved, reported_only = _attribution(state, policy, introduced)
     introduced = [t for t in introduced if t not in set(reported_only)]
+    exonerated = exonerations(state, introduced)
+    if not policy.exonerated_fails:
+        introduced = [t for t in introduced if t not in exonerated]
 
     waived, waivers = waived_files(state)
     kept: list[Unmeasured] = []
@@ -537,7 +549,22 @@ def _judge_one(state: RunState, policy: Policy, rule: str, version: int) -> Verd
         slower=slower,
         hangs=basis.hangs,
         out_of_memory=blown,
+        exonerated=exonerated,
     )
+
+
+def exonerations(state: RunState, introduced: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Each introduced failure's exoneration (reason and the events that prove it)."""
+    wanted = set(introduced)
+    return {
+        test: {
+            "reason": x.reason,
+            "position": x.position,
+            "proof": [p.model_dump(mode="json") for p in x.proof],
+        }
+        for test, x in sorted(state.exonerations.items())
+        if test in wanted
+    }
 
 
 def _attribution(

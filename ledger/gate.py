@@ -52,6 +52,7 @@ from domain.run_state import (
 from domain.timing import file_limits, known_seconds, parse_time_limit, shard_timeout
 from domain.verdict import Verdict
 from ledger.attribution import PinnedExecutor, record_attribution
+from ledger.exoneration import record_exonerations
 from ledger.hooks import GateSuspended, HookContext, Observer, QuietObserver, StepHook
 from ledger.options import GateOptions, options_from, validate
 from ledger.placement import place_round
@@ -221,6 +222,7 @@ class GateProcess:
             "run": self._run,
             "split": self._split,
             "isolate": self._isolate,
+            "exonerate": self._exonerate,
             "attribute": self._attribute,
         }
 
@@ -881,6 +883,17 @@ class GateProcess:
                 self.run_id, [*environment, isolation], artifacts=artifacts | env_artifacts
             )
         self.observer.end("isolating new failures")
+
+    def _exonerate(self, state: RunState, step: Step) -> None:
+        """Look head's introduced failures up in the history and the quarantine before they
+        are called introduced (`ledger/exoneration.py`)."""
+        found = record_exonerations(
+            self.ledger, self.run_id, tests=step.tests, interpreter=self.interpreter,
+            head=self.started.head, base=self.started.base,
+            quarantine=self.options.quarantine, started_position=1,
+        )  # fmt: skip
+        for e in found:
+            self.observer.notice(f"{e.test} exonerated ({e.reason})")
 
     def _attribute(self, state: RunState, step: Step) -> None:
         """Run head's introduced failures at head with base's package set

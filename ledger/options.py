@@ -105,6 +105,9 @@ class GateOptions:
             "time_factor": self.slower_factor,
             "time_floor_s": self.slower_floor_s,
         }
+    # Tests (node ids) whose failures are never blamed on head: each is exonerated as
+    # `quarantined` (`ledger/exoneration.py`); the rule says what that means.
+    quarantine: tuple[str, ...] = ()
 
     @property
     def shard_count(self) -> int:
@@ -172,6 +175,7 @@ class GateOptions:
             "machine_mb": self.machine_mb,
             "time_factor": self.time_factor,
             "time_floor_s": self.time_floor_s,
+            "quarantine": list(self.quarantine),
         } | ({"interpreters": [dict(i) for i in self.interpreters]} if self.interpreters else {})
 
     def lane_request(self, interpreter: dict[str, str]) -> EnvironmentRequest:
@@ -306,6 +310,10 @@ SETTINGS: tuple[Setting, ...] = (
             table_type=list[str]),
     Setting("outputs", "Tracked files the suite rewrites (fnmatch patterns).", table="outputs",
             table_type=list[str]),
+    Setting("quarantine", "A test (node id, tests/x.py::test_y) whose failure is never "
+            "blamed on head: exonerated as quarantined, reported, and failing only under "
+            "strict (repeatable).", flag="--quarantine", table="quarantine",
+            table_type=list[str], metavar="NODEID", multiple=True),
 )  # fmt: skip
 
 
@@ -379,6 +387,8 @@ def options_from(started: ev.RunStarted) -> GateOptions:
         machine_mb=_recorded_number(recorded.get("machine_mb")),
         time_factor=float(recorded.get("time_factor", DEFAULTS["time_factor"])),
         time_floor_s=float(recorded.get("time_floor_s", DEFAULTS["time_floor_s"])),
+        # Runs recorded before exoneration existed have no key and never look failures up.
+        quarantine=tuple(str(t) for t in recorded.get("quarantine", ())),
     )
 
 

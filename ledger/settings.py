@@ -112,6 +112,20 @@ def checked_outputs(patterns: list[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(patterns))
 
 
+def checked_quarantine(node_ids: Any) -> tuple[str, ...]:
+    """`quarantine`: pytest node ids (`tests/x.py::test_y`, parametrised ids included); a
+    file alone, a glob or anything without `::` is refused: a quarantine names tests."""
+    checked: list[str] = []
+    for node in node_ids:
+        file, sep, name = str(node).partition("::")
+        if not sep or not file.strip() or not name.strip() or any(c in file for c in "*?["):
+            raise BadInput(
+                f"quarantine {node!r} is not a test node id (tests/test_x.py::test_y)"
+            )
+        checked.append(str(node))
+    return tuple(dict.fromkeys(checked))
+
+
 def declared_extras(repo: Path, head: str, extras: list[str]) -> tuple[str, ...]:
     """`extras` checked against the extras head's `[project]` declares (statically; a
     project whose extras are dynamic or built by setup.py is checked when it is built)."""
@@ -330,6 +344,7 @@ def gate_options(flags: dict[str, Any]) -> GateOptions:
         release_builds=bool(pick("release_builds") if pick("release_builds") is not None else True),
         attribution=bool(pick("attribution") if pick("attribution") is not None else True),
         **{name: _number(pick(name), DEFAULTS[name]) for name in _PLAIN_NUMBERS},
+        quarantine=checked_quarantine(pick("quarantine") or ()),
     )
 
 

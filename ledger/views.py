@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
 from domain.assessment import Assessment, assessment_from_json, assessment_to_json
 from domain.errors import BadInput, BrokenRun
@@ -25,6 +24,12 @@ from domain.versions import READER_VERSION
 from ledger import read_side
 from ledger.gc_pause import gc_paused
 from ledger.service import Ledger
+from ledger.views_location import (  # noqa: F401  (re-exported: where the views live)
+    PG_SCHEMA,
+    SHARED_VIEWS_FILE,
+    VIEWS_SUFFIX,
+    views_path,
+)
 from projections.read_models import TABLES, RunRows, run_rows
 
 if TYPE_CHECKING:
@@ -33,49 +38,7 @@ if TYPE_CHECKING:
 
     Views = ReadModelStore | PostgresReadModelStore
 
-VIEWS_SUFFIX = ".views.db"  # `ledger.db` -> `ledger.views.db`, beside it
-SHARED_VIEWS_FILE = "views.db"  # one file per folder before: two ledgers there shared it
-PG_SCHEMA = "ledger_views"  # a PostgreSQL ledger's read models: a schema of its database
 RUNS_PER_TRANSACTION = 100
-
-
-def views_path(ledger: Ledger, views: str | Path | None) -> Path | str:
-    """`--views PATH`, else `<ledger>.views.db` beside a SQLite ledger (its own: two ledgers
-    in one folder sharing one file rebuilt every view for each other, 22 s a gate on a
-    2,000-run ledger against 3 s alone); a PostgreSQL ledger keeps its views in its own
-    database, in the schema `ledger_views` (returned as that name)."""
-    if views:
-        return Path(views)
-    store = ledger.store
-    if store.dialect != "sqlite":
-        return PG_SCHEMA
-    if store.description.endswith("(not created yet)"):
-        raise BadInput(f"no ledger at {store.description.removesuffix(' (not created yet)')}")
-    database = Path(store.description)
-    own = database.with_name(database.name.removesuffix(".db") + VIEWS_SUFFIX)
-    _adopt_shared_views(database.parent / SHARED_VIEWS_FILE, own, store.ledger_id())
-    return own
-
-
-def _adopt_shared_views(shared: Path, own: Path, ledger_id: str) -> None:
-    """The folder's old shared `views.db` becomes this ledger's own file when it was built
-    from this ledger (renamed, so nothing is rebuilt); another ledger's is left alone."""
-    wal = shared.with_name(shared.name + "-wal")
-    if own.exists() or not shared.is_file() or (wal.exists() and wal.stat().st_size):
-        return  # (a file with a write-ahead log in use is not moved: it is rebuilt instead)
-    from adapters.read_model_store import META
-
-    try:
-        conn = sqlite3.connect(f"file:{quote(str(shared))}?mode=ro", uri=True, timeout=5)
-        try:
-            row = conn.execute(f"SELECT value FROM {META} WHERE key = 'ledger_id'").fetchone()
-        finally:
-            conn.close()
-    except sqlite3.Error:
-        return
-    if row is not None and str(row[0]) == ledger_id:
-        with contextlib.suppress(OSError):  # two commands adopting it at once: one rename wins
-            shared.rename(own)
 
 
 def _open(ledger: Ledger, target: Path | str) -> Views:
@@ -87,6 +50,11 @@ def _open(ledger: Ledger, target: Path | str) -> Views:
     if ledger.store.url is None:
         raise BadInput("the views schema needs a PostgreSQL ledger")
     return PostgresReadModelStore(ledger.store.url, target, TABLES)
+
+
+def open_target(ledger: Ledger, target: Path | str) -> Views:
+    """The views at `target` (`views_path`): a file, or a schema of a PostgreSQL ledger."""
+    return _open(ledger, target)
 
 
 def open_views(path: Path) -> ReadModelStore:

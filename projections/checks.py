@@ -196,6 +196,9 @@ def gate_metric_v1(state: RunState, verdict: Verdict, index: Index) -> Metric:
         for (file, revision), iso in sorted(lane.isolations.items()):
             if file in introduced_files or any(t.startswith(f"{file}::") for t in verdict.flaky):
                 decided += index.at(iso.position, f"{file} alone at {revision}")
+        for x in sorted(lane.exonerations.values(), key=lambda x: x.position):
+            proof = ", ".join(f"{p.run_id[:8]}@{p.position}" for p in x.proof[:3])
+            decided += index.at(x.position, f"{x.test} exonerated ({x.reason}; proof {proof})")
     for q in sorted(state.questions.values(), key=lambda q: q.position):
         for position, _kind in q.history:
             decided += index.at(position, q.id)

@@ -145,7 +145,8 @@ NOT_INDEXED: frozenset[type[ev.Event]] = frozenset(
     {
         ev.EnvironmentPrepared, ev.TestFilesDiscovered, ev.MeasurementFailed, ev.ShardsPlanned,
         ev.PoolMeasured, ev.ShardPlaced, ev.PodFailed, ev.ShardSplit, ev.IsolationRecorded,
-        ev.BaselineReused, ev.AttributionRecorded, ev.CheckRecorded, ev.ReleaseInspected,
+        ev.BaselineReused, ev.AttributionRecorded, ev.ExonerationsLookedUp,
+        ev.FailureExonerated, ev.CheckRecorded, ev.ReleaseInspected,
         ev.DistributionsBuilt, ev.UpgradeChecked, ev.ApprovalIssued,
     }
 )  # fmt: skip

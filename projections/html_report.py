@@ -432,6 +432,23 @@ def classification_html(verdict: Verdict) -> str:
             f'<table class="grid"><thead><tr><th>test</th><th>change</th></tr></thead>'
             f"<tbody>{rows}</tbody></table>"
         )
+    exonerated: dict[str, dict[str, Any]] = getattr(verdict, "exonerated", {})
+    if exonerated:
+        rows = "".join(
+            f"<tr><td>{_e(test)}</td><td>{_e(x['reason'])}</td><td>"
+            + _e(", ".join(f"{p['run_id'][:8]}@{p['position']}" for p in x["proof"]))
+            + "</td></tr>"
+            for test, x in sorted(exonerated.items())
+        )
+        fails = set(exonerated) & set(verdict.introduced)
+        out.append(
+            f'<h3>exonerated <span class="count">{len(exonerated)}</span></h3>'
+            f'<p class="note">would be introduced; not blamed on head for the reason shown '
+            f"(the proving events as run@position); rule {_e(verdict.rule)} "
+            f"{'still fails on them' if fails else 'lists them'}"
+            "</p><table class=\"grid\"><thead><tr><th>test</th><th>reason</th><th>proof</th>"
+            f"</tr></thead><tbody>{rows}</tbody></table>"
+        )
     if verdict.unmeasured:
         rows = "".join(
             f"<tr><td>{_e(u.shard)}</td><td>{_e(u.revision or '-')}</td><td>{_e(u.reason)}</td>"

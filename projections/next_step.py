@@ -18,7 +18,8 @@ from domain.run_state import BASE, HEAD, RunState, ShardView
 from domain.verdict import classify, shard_unmeasured
 
 StepKind = Literal[
-    "discover", "measure", "plan", "run", "split", "isolate", "attribute", "complete", "done"
+    "discover", "measure", "plan", "run", "split", "isolate", "exonerate", "attribute",
+    "complete", "done",
 ]
 
 
@@ -45,7 +46,8 @@ class Step:
     runs: tuple[RunRequest, ...] = ()
     splits: tuple[SplitRequest, ...] = ()
     isolations: tuple[tuple[str, str], ...] = ()
-    tests: tuple[str, ...] = ()  # `attribute`: the introduced failures to run again
+    # `attribute`: the introduced failures to run again; `exonerate`: those to look up
+    tests: tuple[str, ...] = ()
     round: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
 
@@ -165,6 +167,16 @@ def pending_isolations(state: RunState) -> list[tuple[str, str]]:
     return needed
 
 
+def pending_exoneration(state: RunState) -> tuple[str, ...]:
+    """Head's introduced failures not yet looked up in the history and quarantine (issue 29),
+    in runs that look them up (`quarantine` recorded in `RunStarted`; runs recorded before
+    never do). Empty once looked up, whatever was found."""
+    if state.started is None or "quarantine" not in state.started.options:
+        return ()
+    looked_up = set(state.looked_up or ())
+    return tuple(t for t in classify(state).introduced if t not in looked_up)
+
+
 def pending_attribution(state: RunState) -> tuple[str, ...]:
     """Head's introduced failures, to run again at head with base's package set, when the run
     attributes them (`attribution` on in `RunStarted`; runs recorded before never do), makes
@@ -223,6 +235,9 @@ def next_step(state: RunState, *, rounds: int, measure: str = "inplace") -> Step
     isolations = pending_isolations(state)
     if isolations:
         return Step("isolate", isolations=tuple(isolations))
+    exonerate = pending_exoneration(state)
+    if exonerate:
+        return Step("exonerate", tests=exonerate)
     attribute = pending_attribution(state)
     if attribute:
         files = tuple(sorted({t.split("::", 1)[0] for t in attribute}))

@@ -26,7 +26,7 @@ from typing import Any
 
 from domain import events as ev
 from domain.assessment import Assessment, assess
-from domain.junit import test_id
+from domain.junit import FAILING, test_id
 from domain.rules import REGISTRY
 from domain.run_state import AssessmentMemo, AttemptView, RunState, fold
 from domain.verdict import Verdict
@@ -70,7 +70,8 @@ TABLES: tuple[Table, ...] = (
             ("seconds", float), ("from_run", str), ("reason", str), ("interpreter", str),
         ),
         ("run_id", "interpreter", "file"),
-        (("seconds",), ("file", "seconds"), ("rss_mb",)),
+        (("seconds",), ("file", "seconds"), ("rss_mb",),
+         ("file", "interpreter", "seconds", "rss_mb")),  # a test's file in `ledger tests`
     ),
     Table(
         "shards",
@@ -104,6 +105,29 @@ TABLES: tuple[Table, ...] = (
         ),
         ("run_id", "position", "test"),
         (("test", "outcome"),),
+    ),
+    Table(
+        # Each test's history, one row per run, interpreter and revision (issue 29): the
+        # commit it ran at, every outcome observed there (attempts, reused results and
+        # isolations, as [position, outcome]) and whether they differed (flaky evidence);
+        # `ledger tests` and the gate's exoneration read across runs from here.
+        "test_history",
+        (
+            ("run_id", str), ("interpreter", str), ("revision", str), ("test", str),
+            ("file", str), ("commit_sha", str), ("at", str), ("outcomes", str),
+            ("failed", int), ("passed", int),
+            ("state", int),  # 0 neither failed nor passed (skipped), 1 passed, 2 failed, 3 both
+            ("first_failed", int), ("first_passed", int), ("seconds", float),
+            ("run_first", int),  # 1 on the run's first row of the test: `runs seen` is a sum
+        ),
+        ("run_id", "interpreter", "revision", "test"),
+        # Covering: a test's history is counted from the indexes alone (10,000 runs of one
+        # suite are 20,000 rows per test), its failures read from their own range, and flaky
+        # tests found from their failures.
+        (("test", "interpreter", "revision", "state", "run_first"),
+         ("test", "interpreter", "failed", "at", "run_id", "commit_sha"),
+         ("test", "interpreter", "commit_sha", "passed"),
+         ("failed", "test", "interpreter", "commit_sha")),
     ),
     Table(
         "classifications",  # per rule: "every run where this test was introduced", "flakiest"
@@ -195,7 +219,11 @@ def run_rows(
     rows["runs"].append(_run_row(run_id, state, len(records), own))
     rows["files"] = _file_rows(run_id, state)
     rows["shards"] = _shard_rows(run_id, state)
-    rows["attempts"], rows["test_cases"] = _attempt_rows(run_id, state, records, artifacts)
+    observed: list[Observed] = []
+    rows["attempts"], rows["test_cases"] = _attempt_rows(
+        run_id, state, records, artifacts, observed
+    )
+    rows["test_history"] = _history_rows(run_id, state, observed)
     for verdict in verdicts:
         rows["verdicts"].append(_verdict_row(run_id, state, verdict, verdict.rule == own_rule))
         for test, (cls, effect) in test_classes(verdict).items():
@@ -286,11 +314,41 @@ def _shard_rows(run_id: str, state: RunState) -> list[Row]:
     return rows
 
 
+# (interpreter, revision, test, position, file, outcome, seconds): one test seen by one event.
+Observed = tuple[str, str, str, int, str, str, float]
+
+
+def _history_rows(run_id: str, state: RunState, observed: Sequence[Observed]) -> list[Row]:
+    """`test_history`: each test's outcomes at each revision of this run, by interpreter."""
+    s = state.started
+    commits = {"head": s.head if s else None, "base": s.base if s else None}
+    at = _iso(s.at) if s else None
+    grouped: dict[tuple[str, str, str], list[Observed]] = {}
+    for o in observed:
+        grouped.setdefault((o[0], o[1], o[2]), []).append(o)
+    rows: list[Row] = []
+    counted: set[tuple[str, str]] = set()
+    for (interpreter, revision, test), seen in sorted(grouped.items()):  # base before head
+        seen.sort(key=lambda o: o[3])
+        failed = [o[3] for o in seen if o[5] in FAILING]
+        passed = [o[3] for o in seen if o[5] == "passed"]
+        rows.append(
+            (run_id, interpreter, revision, test, seen[0][4], commits.get(revision), at,
+             canonical_json([[o[3], o[5]] for o in seen]), len(failed), len(passed),
+             2 * bool(failed) + bool(passed),
+             failed[0] if failed else None, passed[0] if passed else None,
+             max(o[6] for o in seen), int((interpreter, test) not in counted))
+        )  # fmt: skip
+        counted.add((interpreter, test))
+    return rows
+
+
 def _attempt_rows(
     run_id: str,
     state: RunState,
     records: Sequence[tuple[int, ev.Event]],
     artifacts: Mapping[str, bytes],
+    observed: list[Observed] | None = None,
 ) -> tuple[list[Row], list[Row]]:
     lanes = _lanes(state)
     views: dict[int, AttemptView] = {
@@ -358,6 +416,11 @@ def _attempt_rows(
                 (run_id, position, revision, shard, attempt, test, case.file, case.outcome,
                  case.time)
             )  # fmt: skip
+            if observed is not None:
+                observed.append(
+                    (e.interpreter, revision, test, position, case.file, case.outcome,
+                     case.time if case.time is not None and case.time == case.time else 0.0)
+                )  # fmt: skip
     return attempts, cases
 
 

@@ -232,6 +232,25 @@ def _attribution(e: ev.AttributionRecorded, artifacts: Mapping[str, bytes]) -> s
     return f"{head}: " + "; ".join(parts)
 
 
+def _looked_up(e: ev.ExonerationsLookedUp, _: Mapping[str, bytes]) -> str:
+    return f"{len(e.tests)} introduced failure(s) looked up in the history and quarantine"
+
+
+def _exonerated(e: ev.FailureExonerated, _: Mapping[str, bytes]) -> str:
+    """`ledger show`'s line for an exoneration: the test, why, and the events that prove it."""
+    return f"{e.test} exonerated ({e.reason}): {proof_text(e.proof)}"
+
+
+def proof_text(proof: Sequence[ev.Proof]) -> str:
+    """`run 1a2b3c4d position 12 (base: failed)`, each proving event, the first few."""
+    parts = []
+    for p in proof[:4]:
+        seen = f" ({p.revision}: {p.outcome})" if p.outcome else ""
+        parts.append(f"run {p.run_id[:8]} position {p.position}{seen}")
+    more = f" and {len(proof) - 4} more" if len(proof) > 4 else ""
+    return ", ".join(parts) + more
+
+
 def _baseline(e: ev.BaselineReused, _: Mapping[str, bytes]) -> str:
     if not e.per_file:
         return f"{e.shard}: base result reused from run {e.from_run[:8]} at {_short(e.base)}"
@@ -361,6 +380,8 @@ DESCRIBERS: dict[type[ev.Event], Describer] = {
     ev.ShardSplit: _split,
     ev.IsolationRecorded: _isolation,
     ev.AttributionRecorded: _attribution,
+    ev.ExonerationsLookedUp: _looked_up,
+    ev.FailureExonerated: _exonerated,
     ev.BaselineReused: _baseline,
     ev.QuestionAsked: _asked,
     ev.QuestionAnswered: _answered,

@@ -169,6 +169,12 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "report_hash": SHA,
         "seconds": 1.5,
     },
+    "ExonerationsLookedUp": {"tests": ["tests/a.py::test_x"]},
+    "FailureExonerated": {
+        "test": "tests/a.py::test_x",
+        "reason": "flaky-at-base",
+        "proof": [{"run_id": "r1", "position": 7, "revision": "base", "outcome": "failed"}],
+    },
     "QuestionAsked": _q(
         topic="flaky",
         text="Is tests/a.py::test_x flaky? «ünïcode» ✓",
@@ -291,7 +297,7 @@ def sample(kind: str) -> Event:
 
 def test_every_event_type_has_a_sample() -> None:
     assert set(SAMPLES) == set(EVENT_TYPES)
-    assert len(EVENT_TYPES) == 29
+    assert len(EVENT_TYPES) == 31
 
 
 @pytest.mark.parametrize("kind", sorted(EVENT_TYPES))

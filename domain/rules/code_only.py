@@ -3,7 +3,8 @@ passes at head with base's package set: `domain/attribution.py`) is reported, no
 For an owner who releases the code and lets users' resolvers pick the dependencies.
 v2: a shard failure is flaky only when the test passed alone, not when it was missing
 from its file's run alone (a file that failed to collect there); test files removed at head
-and files much heavier or slower at head are reported, not failed on."""
+and files much heavier or slower at head are reported, not failed on; exonerated failures
+are listed, not introduced, as under `default`."""
 
 from __future__ import annotations
 
@@ -24,5 +25,10 @@ DESCRIPTION = (
 def decide(state: RunState) -> Verdict:
     from domain.verdict import Policy, judge
 
-    policy = Policy(skips_allowed=True, flaky_fails=False, dependency_introduced_fails=False)
+    policy = Policy(
+        skips_allowed=True,
+        flaky_fails=False,
+        dependency_introduced_fails=False,
+        exonerated_fails=False,
+    )
     return judge(state, policy, NAME, VERSION)

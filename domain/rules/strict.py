@@ -1,7 +1,8 @@
 """`strict`: the reference rule. Skips make a shard unmeasured; flaky failures fail.
 v3: a shard failure is flaky only when the test passed alone, not when it was missing
 from its file's run alone (a file that failed to collect there); test files removed at head
-(`removed-at-head`) and files much heavier or slower at head (`heavier`, `slower`) fail."""
+(`removed-at-head`) and files much heavier or slower at head (`heavier`, `slower`) fail; a
+failure exonerated with a reason (`FailureExonerated`) is still introduced."""
 
 from __future__ import annotations
 
