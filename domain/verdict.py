@@ -469,21 +469,8 @@ def _judge_one(state: RunState, policy: Policy, rule: str, version: int) -> Verd
             f"{len(lost)} tests lost coverage ({LOST_COVERAGE}: passed at base, skipped or "
             f"gone at head)"
         )
-    removed = state.removed_at_head
-    if removed and policy.lost_coverage_fails:
-        reasons.append(
-            f"{len(removed)} test files removed at head ({REMOVED}: {', '.join(removed[:3])}"
-            + (f" and {len(removed) - 3} more)" if len(removed) > 3 else ")")
-        )
-    heavier, slower = resource_changes(state)
-    if policy.resource_regressions_fail and (heavier or slower):
-        reasons.append(_resources_reason(heavier, slower))
-    blown = out_of_memory(state)
-    if blown:  # introduced: every rule fails on it
-        reasons.append(
-            f"{len(blown)} files ran out of memory alone at head only (oom: "
-            + ", ".join(b.file for b in blown[:3]) + ")"
-        )
+    findings = _head_findings(state, policy)
+    reasons += findings.reasons
     if not head and not kept:
         # Nothing measured at head (no test file, or files that collect nothing): never a pass.
         kept.append(
@@ -544,13 +531,46 @@ def _judge_one(state: RunState, policy: Policy, rule: str, version: int) -> Verd
         moved=moved if attributed else (),
         introduced_by_dependencies=tuple(reported_only),
         clusters=cluster(basis.failures, introduced),
-        removed_at_head=removed,
-        heavier=heavier,
-        slower=slower,
+        removed_at_head=findings.removed,
+        heavier=findings.heavier,
+        slower=findings.slower,
         hangs=basis.hangs,
-        out_of_memory=blown,
+        out_of_memory=findings.blown,
         exonerated=exonerated,
     )
+
+
+@dataclass(frozen=True)
+class _Findings:
+    """What head lost or grew beyond its tests' outcomes, and the reasons the rule fails."""
+
+    removed: tuple[str, ...]
+    heavier: tuple[ResourceChange, ...]
+    slower: tuple[ResourceChange, ...]
+    blown: tuple[OutOfMemory, ...]
+    reasons: tuple[str, ...]
+
+
+def _head_findings(state: RunState, policy: Policy) -> _Findings:
+    """Removed test files and resource regressions (failing as the policy says) and files
+    that ran out of memory at head only (failing under every rule: introduced)."""
+    reasons: list[str] = []
+    removed = state.removed_at_head
+    if removed and policy.lost_coverage_fails:
+        reasons.append(f"{len(removed)} test files removed at head ({REMOVED}: {_some(removed)})")
+    heavier, slower = resource_changes(state)
+    if policy.resource_regressions_fail and (heavier or slower):
+        reasons.append(_resources_reason(heavier, slower))
+    blown = out_of_memory(state)
+    if blown:
+        named = _some([b.file for b in blown])
+        reasons.append(f"{len(blown)} files ran out of memory alone at head only (oom: {named})")
+    return _Findings(removed, heavier, slower, blown, tuple(reasons))
+
+
+def _some(items: Sequence[str], limit: int = 3) -> str:
+    shown = ", ".join(items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
 def exonerations(state: RunState, introduced: Sequence[str]) -> dict[str, dict[str, Any]]:
