@@ -136,3 +136,13 @@ def tests_in(document: dict[str, Any], *files: str) -> bool:
         *document["flaky"],
     ]
     return any(t.split("::", 1)[0] in files for t in listed)
+
+
+def holding(mb: int) -> str:
+    """A test file whose one test holds `mb` MB resident (every page touched) while it runs."""
+    return (
+        "def test_heavy():\n"
+        f"    block = bytearray({mb} * 1024 * 1024)\n"
+        "    block[::4096] = b'x' * len(block[::4096])\n"
+        "    assert len(block)\n"
+    )

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.gatekit import events, gate, run_ledger
+from tests.gatekit import events, gate, holding, run_ledger
 from tests.gitrepo import commit, git, make_repo, tag
 
 pytestmark = pytest.mark.slow
@@ -22,15 +22,6 @@ def _sleeping(seconds: float) -> str:
     return f"import time\n\ndef test_slow():\n    time.sleep({seconds})\n"
 
 
-def _holding(mb: int) -> str:
-    return (
-        "def test_heavy():\n"
-        f"    block = bytearray({mb} * 1024 * 1024)\n"
-        "    block[::4096] = b'x' * len(block[::4096])\n"
-        "    assert len(block)\n"
-    )
-
-
 @pytest.fixture(scope="module")
 def findings(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     """One real gate: a deleted file, a renamed file, a file 4x slower (+1.2 s), a file that
@@ -41,12 +32,12 @@ def findings(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
         "tests/test_going.py": GOING,
         "tests/test_moving.py": MOVING,
         "tests/test_slow.py": _sleeping(0.4),
-        "tests/test_heavy.py": _holding(10),
+        "tests/test_heavy.py": holding(10),
     })  # fmt: skip
     tag(repo, "v1")
     git(repo, "mv", "tests/test_moving.py", "tests/test_moved.py")
     git(repo, "rm", "-q", "tests/test_going.py")
-    commit(repo, {"tests/test_slow.py": _sleeping(1.6), "tests/test_heavy.py": _holding(410)},
+    commit(repo, {"tests/test_slow.py": _sleeping(1.6), "tests/test_heavy.py": holding(410)},
            "head: one file deleted, one renamed, one slower, one heavier")  # fmt: skip
     result = gate(workdir, repo, "--shards", "2", "--timeout", "120", "--slower-floor-s", "1")
     assert result.code == 0, result.stderr

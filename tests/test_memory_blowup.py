@@ -11,19 +11,10 @@ import pytest
 
 from ledger.gate import MemoryRoom
 from ledger.options import GateOptions
-from tests.gatekit import events, gate, run_ledger
+from tests.gatekit import events, gate, holding, run_ledger
 from tests.gitrepo import commit, make_repo, tag
 
 FAST = "def test_one():\n    assert True\n"
-
-
-def _holding(mb: int) -> str:
-    return (
-        "def test_heavy():\n"
-        f"    block = bytearray({mb} * 1024 * 1024)\n"
-        "    block[::4096] = b'x' * len(block[::4096])\n"
-        "    assert len(block)\n"
-    )
 
 
 def test_budgets_are_lowered_to_what_the_machine_has_and_the_gate_says_so() -> None:
@@ -63,9 +54,9 @@ def test_running_reservations_never_sum_past_the_machine() -> None:
 def test_a_memory_blow_up_at_head_only_is_an_oom_finding_that_fails_the_gate(
     tmp_path: Path,
 ) -> None:
-    repo = make_repo(tmp_path, {"tests/test_a.py": FAST, "tests/test_heavy.py": _holding(20)})
+    repo = make_repo(tmp_path, {"tests/test_a.py": FAST, "tests/test_heavy.py": holding(20)})
     tag(repo, "v1")
-    commit(repo, {"tests/test_heavy.py": _holding(900)}, "head: the test holds 900 MB")
+    commit(repo, {"tests/test_heavy.py": holding(900)}, "head: the test holds 900 MB")
     result = gate(tmp_path, repo, "--budget-gib", "0.3", "--isolation-budget-gib", "0.5",
                   "--timeout", "120", "--rounds", "1")  # fmt: skip
     assert result.code == 1, result.stderr
