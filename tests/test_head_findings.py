@@ -4,6 +4,7 @@ rule decides (`default` reports, `strict` fails; `ledger verdict --rule` replays
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -62,13 +63,11 @@ def test_heavier_and_slower_files_carry_both_figures(findings) -> None:  # type:
     (heavy,) = document["heavier"]
     assert heavy["file"] == "tests/test_heavy.py" and heavy["unit"] == "MB"
     assert heavy["head"] - heavy["base"] > 300
-    (slow,) = document["slower"]
-    assert slow["file"] == "tests/test_slow.py" and slow["unit"] == "s"
-    assert slow["base"] < 1.0 < 1.5 < slow["head"]
-    # Unchanged files are not findings.
-    assert {c["file"] for c in document["heavier"] + document["slower"]} == {
-        "tests/test_heavy.py", "tests/test_slow.py"
-    }  # fmt: skip
+    slower = {c["file"]: c for c in document["slower"]}
+    slow = slower["tests/test_slow.py"]
+    assert slow["unit"] == "s" and slow["base"] < 1.0 < 1.5 < slow["head"]
+    # Unchanged files are not findings (touching 410 MB may make the heavy file slower too).
+    assert set(slower) <= {"tests/test_slow.py", "tests/test_heavy.py"}
 
 
 def test_default_reports_them_and_strict_fails_on_them_on_replay(findings) -> None:  # type: ignore[no-untyped-def]
@@ -78,7 +77,7 @@ def test_default_reports_them_and_strict_fails_on_them_on_replay(findings) -> No
     assert strict.code == 1
     reasons = " ".join(strict.document["reasons"])
     assert "1 test files removed at head (removed-at-head: tests/test_going.py)" in reasons
-    assert "1 files heavier and 1 files slower at head than at base" in reasons
+    assert re.search(r"1 files heavier and [12] files slower at head than at base", reasons)
 
 
 def test_ledger_show_names_each_finding_with_its_figures(findings) -> None:  # type: ignore[no-untyped-def]
