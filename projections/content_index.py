@@ -146,7 +146,7 @@ NOT_INDEXED: frozenset[type[ev.Event]] = frozenset(
         ev.EnvironmentPrepared, ev.TestFilesDiscovered, ev.MeasurementFailed, ev.ShardsPlanned,
         ev.PoolMeasured, ev.ShardPlaced, ev.PodFailed, ev.ShardSplit, ev.IsolationRecorded,
         ev.BaselineReused, ev.AttributionRecorded, ev.CheckRecorded, ev.ReleaseInspected,
-        ev.DistributionsBuilt, ev.UpgradeChecked, ev.ApprovalIssued,
+        ev.DistributionsBuilt, ev.UpgradeChecked, ev.ApprovalIssued, ev.AttestationIssued,
     }
 )  # fmt: skip
 
