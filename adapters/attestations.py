@@ -12,7 +12,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from google.protobuf import json_format
+from google.protobuf import json_format  # type: ignore[import-untyped]
 from in_toto_attestation.predicates.test_result.v0 import (  # type: ignore[import-untyped]
     test_result_pb2,
 )

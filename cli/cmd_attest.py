@@ -14,12 +14,12 @@ from ledger.bootstrap import opened
 
 @click.command("attest")
 @click.argument("run", required=False)
-@click.option("--key", "key", default=None, type=click.Path(dir_okay=False),
-              help="ed25519 private key (PEM, mode 0600); absent: unsigned statements.")  # fmt: skip
+@click.option("--key", "key", default=None, metavar="FILE",
+              help="ed25519 private key (PEM, 0600); absent: unsigned.")  # fmt: skip
 @click.option("--out", default=None, type=click.Path(dir_okay=False),
-              help="Write the bundle (JSON lines of DSSE envelopes) to FILE, not stdout.")  # fmt: skip
+              help="Write the bundle (JSON lines of DSSE envelopes) to FILE.")  # fmt: skip
 @click.option("--generate-key", "generate", default=None, type=click.Path(dir_okay=False),
-              help="Write a new ed25519 key to FILE (0600) and its public key to FILE.pub.")  # fmt: skip
+              help="Write a new ed25519 key to FILE (0600), public to FILE.pub.")  # fmt: skip
 @common
 def attest(
     run: str | None,
@@ -71,7 +71,9 @@ def attest(
         raise
     text = "".join(line + "\n" for line in bundle.lines)
     if signer is None:
-        click.echo("ledger: unsigned statements (no --key): nothing proves who issued them", err=True)
+        click.echo(
+            "ledger: unsigned statements (no --key): nothing proves who issued them", err=True
+        )
     if handle is not None:
         with handle:
             handle.truncate(0)
@@ -88,8 +90,8 @@ def attest(
 
 
 @click.command("verify-attestation")
-@click.argument("bundle", type=click.Path(dir_okay=False))
-@click.option("--pub", "pub", required=True, type=click.Path(dir_okay=False),
+@click.argument("bundle")
+@click.option("--pub", "pub", required=True, metavar="FILE",
               help="The signer's ed25519 public key (PEM).")  # fmt: skip
 @common
 def verify_attestation(bundle: str, pub: str, ledger_url: str | None, as_json: bool) -> None:

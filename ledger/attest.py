@@ -60,7 +60,9 @@ def rule_digest(rule: str) -> str:
     return hashlib.sha256(Path(source).read_bytes()).hexdigest() if source else ""
 
 
-def derive(records: list[Recorded], artifacts: dict[str, bytes], ledger: str) -> list[dict[str, Any]]:
+def derive(
+    records: list[Recorded], artifacts: dict[str, bytes], ledger: str
+) -> list[dict[str, Any]]:
     """The statements the events of `records` give: the verdict under the run's own rule."""
     if not records or not isinstance(records[0].event, ev.RunStarted):
         raise BadInput("the run has no RunStarted event")
@@ -210,9 +212,7 @@ def _against_ledger(
     broken = [r for r in ledger.verify(run_id) if not r.ok]
     if broken:
         first = broken[0]
-        return (
-            f"the ledger's run {run_id} is broken at position {first.position}: {first.problem}"
-        )
+        return f"the ledger's run {run_id} is broken at position {first.position}: {first.problem}"
     tip = predicate["inputAttestations"][-1]
     position = int(str(tip.get("uri", "")).rsplit("&position=", 1)[-1] or 0)
     records = ledger.read(run_id)
@@ -226,4 +226,23 @@ def _against_ledger(
     for number, (mine, theirs) in enumerate(zip(derived, statements, strict=True), start=1):
         if att.statement_bytes(mine) != att.statement_bytes(theirs):
             return f"envelope {number}: not what the ledger derives today"
+    today = _evidence(records)
+    if len(today) > position:  # later facts (an answer, a rerun) may have changed the verdict
+        now = derive(today, ledger.artifacts_for([r.event for r in today]), name)[-1]["predicate"]
+        if _conclusion(now) != _conclusion(predicate):
+            return (
+                f"envelope {len(statements)}: stale: the ledger's verdict has changed since "
+                f"position {position} (now {now[f'{att.EXT}status']})"
+            )
     return ""
+
+
+def _conclusion(predicate: dict[str, Any]) -> dict[str, Any]:
+    """What a later fact may change: the result, the status and the classifications."""
+    keep = {"verificationResult", "policy"}
+    return {
+        k: v
+        for k, v in predicate.items()
+        if k in keep
+        or (k.startswith(att.EXT) and k not in (f"{att.EXT}verifierVersion", f"{att.EXT}ledger"))
+    }

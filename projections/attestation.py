@@ -96,14 +96,10 @@ def _unmeasured(verdict: Verdict, label: str, revision: str) -> list[str]:
 
 
 def _subjects(state: RunState, revision: str, commit: str) -> list[dict[str, Any]]:
-    subjects: list[dict[str, Any]] = [
-        {"name": f"git+{revision}", "digest": {"gitCommit": commit}}
-    ]
+    subjects: list[dict[str, Any]] = [{"name": f"git+{revision}", "digest": {"gitCommit": commit}}]
     built = state.distributions.get(revision)
     if built is not None and built[1].status == "built" and built[1].commit == commit:
-        subjects += [
-            {"name": f.filename, "digest": {"sha256": f.sha256}} for f in built[1].files
-        ]
+        subjects += [{"name": f.filename, "digest": {"sha256": f.sha256}} for f in built[1].files]
     return subjects
 
 
@@ -120,7 +116,7 @@ def _test_result(
     environment = next(
         (e for (r, _), e in sorted(lane.environments.items()) if r == revision), None
     )
-    configuration = [
+    configuration: list[dict[str, Any]] = [
         {"name": "rule", "uri": f"{EXT}rule/{verdict.rule}@v{verdict.rule_version}"},
         {"name": "command", "content": _b64(" ".join(started.command))},
     ]
