@@ -163,7 +163,7 @@ def read_bundle(path: Path) -> list[str]:
     return lines
 
 
-def verify(lines: list[str], key: crypto.Key, ledger: Ledger | None = None) -> Checked:
+def verify(lines: list[str], key: crypto.Key | None, ledger: Ledger | None = None) -> Checked:
     """Every envelope's signature and shape; the VSA cites every other statement by digest;
     with a ledger, every statement is what the ledger derives today."""
     statements: list[dict[str, Any]] = []
