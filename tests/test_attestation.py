@@ -8,6 +8,7 @@ import base64
 import dataclasses
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -49,8 +50,18 @@ def unmeasured_run(ledger: Ledger, run_id: str = "d" * 32) -> str:
 
 
 @pytest.fixture
-def ledger(sqlite_url: str) -> Ledger:
-    return open_ledger(sqlite_url)
+def ledger(sqlite_url: str) -> Iterator[Ledger]:
+    opened = open_ledger(sqlite_url)
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def either(ledger_url: str) -> Iterator[Ledger]:
+    """A SQLite ledger on disk and a real PostgreSQL one."""
+    opened = open_ledger(ledger_url)
+    yield opened
+    opened.close()
 
 
 @pytest.fixture
@@ -74,8 +85,9 @@ def test_generated_key_is_private_and_its_public_half_is_pem(key: Path) -> None:
 
 
 def test_round_trip_sign_then_verify_with_the_public_key_and_the_ledger(
-    ledger: Ledger, key: Path
+    either: Ledger, key: Path
 ) -> None:
+    ledger = either
     run = passed_run(ledger)
     bundle = attestation.attest(ledger, run[:6], crypto.load_signer(key))
     public = crypto.load_public(Path(f"{key}.pub"))
@@ -176,8 +188,9 @@ def test_a_wrong_key_is_refused(ledger: Ledger, key: Path, tmp_path: Path) -> No
 
 
 def test_an_attestation_of_a_since_tampered_ledger_is_refused(
-    ledger: Ledger, key: Path, sqlite_url: str, tmp_path: Path
+    either: Ledger, key: Path, ledger_url: str, tmp_path: Path
 ) -> None:
+    ledger = either
     run = failed_run(ledger)
     lines = attestation.attest(ledger, run, crypto.load_signer(key)).lines
     public = crypto.load_public(Path(f"{key}.pub"))
@@ -190,7 +203,7 @@ def test_an_attestation_of_a_since_tampered_ledger_is_refused(
     bundle = tmp_path / "b.jsonl"
     bundle.write_text("\n".join(lines) + "\n")
     done = run_cli("verify-attestation", str(bundle), "--pub", f"{key}.pub",
-                   "--ledger", sqlite_url, cwd=tmp_path)  # fmt: skip
+                   "--ledger", ledger_url, cwd=tmp_path)  # fmt: skip
     assert done.returncode == 1 and done.stdout.startswith("invalid:")
 
 
@@ -290,3 +303,26 @@ def test_a_bad_key_file_is_one_line_exit_2_and_nothing_appended(
 def test_generate_key_refuses_to_overwrite(key: Path, tmp_path: Path) -> None:
     done = run_cli("attest", "--generate-key", str(key), cwd=tmp_path)
     assert done.returncode == 2 and "exists" in done.stderr
+
+
+def test_test_results_name_the_distributions_environment_and_packages(ledger: Ledger) -> None:
+    b = RunBuilder(run_id="9" * 32).discover([A]).plan({"s1": [A]})
+    b.environment("head", packages="pytest==8.0\n", key="env-head")
+    b.built("head")
+    b.attempt("s1", "head", [A], {f"{A}::t": "failed"})
+    b.attempt("s1", "base", [A], {f"{A}::t": "failed"})
+    ledger.append(b.run_id, b.events, artifacts=b.artifacts)
+    head, base, summary = _statements(attestation.attest(ledger, b.run_id, None).lines)
+    assert [s["digest"] for s in head["subject"]] == [  # type: ignore[index]
+        {"gitCommit": "1" * 40},
+        {"sha256": "5" * 64},
+        {"sha256": "7" * 64},
+    ]
+    assert base["subject"] == [{"name": "git+base", "digest": {"gitCommit": "2" * 40}}]
+    configuration = {c["name"]: c for c in head["predicate"]["configuration"]}  # type: ignore[index]
+    assert configuration["environment"]["uri"].endswith("/environment/env-head")
+    assert "sha256" in configuration["frozen-packages"]["digest"]
+    assert head["predicate"]["failedTests"] == [f"{A}::t"]  # type: ignore[index]
+    predicate = summary["predicate"]
+    assert predicate[f"{att.EXT}preexisting"] == [f"{A}::t"]  # type: ignore[index]
+    assert predicate["verificationResult"] == "PASSED"  # type: ignore[index]
