@@ -69,7 +69,7 @@ def statements(state: RunState, verdict: Verdict, p: Provenance) -> list[dict[st
 
 
 def _lanes(state: RunState) -> list[tuple[str, RunState]]:
-    return sorted(state.matrix.items()) or [("", state)]
+    return list(state.matrix.items()) or [("", state)]  # the run's order
 
 
 def _cases(lane: RunState, revision: str) -> list[tuple[str, str]]:

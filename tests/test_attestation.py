@@ -326,3 +326,21 @@ def test_test_results_name_the_distributions_environment_and_packages(ledger: Le
     predicate = summary["predicate"]
     assert predicate[f"{att.EXT}preexisting"] == [f"{A}::t"]  # type: ignore[index]
     assert predicate["verificationResult"] == "PASSED"  # type: ignore[index]
+
+
+def test_a_matrix_gives_a_test_result_per_interpreter_and_revision(ledger: Ledger) -> None:
+    from tests.test_interpreter_matrix import matrix_run
+
+    run = matrix_run({"3.12": "passed", "3.13": "failed"})
+    ledger.append(run.run_id, run.events, artifacts=run.artifacts)
+    *results, summary = _statements(attestation.attest(ledger, run.run_id, None).lines)
+    named = [
+        (r["predicate"][f"{att.EXT}interpreter"], r["predicate"][f"{att.EXT}revision"],  # type: ignore[index]
+         r["predicate"]["result"])  # type: ignore[index]
+        for r in results
+    ]  # fmt: skip
+    assert named == [
+        ("3.12", "head", "PASSED"), ("3.12", "base", "PASSED"),
+        ("3.13", "head", "FAILED"), ("3.13", "base", "PASSED"),
+    ]  # fmt: skip
+    assert summary["predicate"]["verificationResult"] == "FAILED"  # type: ignore[index]
