@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -56,6 +57,7 @@ def attest(
     target = Path(out) if out else None
     if target is not None and not target.parent.is_dir():
         raise BadInput(f"--out {out}: directory {target.parent} does not exist")
+    existed = target is not None and target.exists()
     try:  # opened before anything is appended: an unwritable --out records nothing
         handle = target.open("a", encoding="utf-8") if target is not None else None
     except OSError as error:
@@ -68,6 +70,8 @@ def attest(
     except BaseException:
         if handle is not None:
             handle.close()
+            if not existed and target is not None:
+                target.unlink(missing_ok=True)
         raise
     text = "".join(line + "\n" for line in bundle.lines)
     if signer is None:
@@ -79,7 +83,8 @@ def attest(
             handle.truncate(0)
             handle.write(text)
     if as_json:
-        emit_json(bundle.as_dict() | ({"out": out} if out else {}))
+        extra = {"out": out} if out else {"bundle": [json.loads(line) for line in bundle.lines]}
+        emit_json(bundle.as_dict() | extra)
     elif handle is None:
         click.echo(text, nl=False)
     else:

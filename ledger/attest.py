@@ -177,6 +177,14 @@ def verify(lines: list[str], key: crypto.Key | None, ledger: Ledger | None = Non
         except ValueError as error:
             return Checked(False, len(lines), f"envelope {number}: {error}")
         statements.append(statement)
+    try:
+        return _cited(lines, statements, ledger)
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as error:
+        return Checked(False, len(lines), f"envelope {len(lines)}: malformed summary ({error!r})")
+
+
+def _cited(lines: list[str], statements: list[dict[str, Any]], ledger: Ledger | None) -> Checked:
+    """The summary cites exactly the statements beside it and says PASSED only of a pass."""
     summary = statements[-1]
     if summary["predicateType"] != att.VSA:
         return Checked(False, len(lines), f"envelope {len(lines)}: not a verification summary")

@@ -344,3 +344,32 @@ def test_a_matrix_gives_a_test_result_per_interpreter_and_revision(ledger: Ledge
         ("3.13", "head", "FAILED"), ("3.13", "base", "PASSED"),
     ]  # fmt: skip
     assert summary["predicate"]["verificationResult"] == "FAILED"  # type: ignore[index]
+
+
+def test_a_forged_pass_signed_with_the_right_key_is_refused_by_the_ledger(
+    ledger: Ledger, key: Path
+) -> None:
+    signer = crypto.load_signer(key)
+    public = crypto.load_public(Path(f"{key}.pub"))
+    lines = attestation.attest(ledger, failed_run(ledger), signer).lines
+    summary = _statements(lines)[-1]
+    predicate = summary["predicate"]
+    assert isinstance(predicate, dict)
+    predicate["verificationResult"] = "PASSED"
+    half_forged = [*lines[:-1], json.dumps(crypto.envelope(att.statement_bytes(summary), signer))]
+    checked = attestation.verify(half_forged, public)
+    assert not checked.ok and "PASSED for a failed run" in checked.problem
+    predicate[f"{att.EXT}status"] = "passed"
+    predicate[f"{att.EXT}introduced"] = []
+    del predicate[f"{att.EXT}notPassedBecause"]
+    forged = [*lines[:-1], json.dumps(crypto.envelope(att.statement_bytes(summary), signer))]
+    assert attestation.verify(forged, public).ok  # the key alone cannot tell: the ledger can
+    checked = attestation.verify(forged, public, ledger)
+    assert not checked.ok and checked.problem == "envelope 3: not what the ledger derives today"
+
+
+def test_attest_json_carries_the_bundle(ledger: Ledger, sqlite_url: str, tmp_path: Path) -> None:
+    run = passed_run(ledger)
+    done = run_cli("attest", run[:8], "--json", "--ledger", sqlite_url, cwd=tmp_path)
+    document = json.loads(done.stdout)
+    assert document["signed"] is False and len(document["bundle"]) == document["envelopes"] == 3
