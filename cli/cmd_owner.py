@@ -227,6 +227,10 @@ def audit(run: str, rule: str | None, ledger_url: str | None, as_json: bool) -> 
     else:
         if not result["approvals"]:
             click.echo(f"run {result['run_id'][:12]}: no approval issued")
+        issued = result["attestations"]
+        if issued:
+            signed = sum(1 for a in issued if a["key_id"])
+            click.echo(f"attestations issued: {len(issued)} ({signed} signed)")
         for a in result["approvals"]:
             state = "derives" if a["derives"] else "NO LONGER DERIVES"
             click.echo(

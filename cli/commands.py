@@ -27,6 +27,8 @@ COMMANDS: dict[str, str] = {
     "approve": "cli.cmd_owner",
     "audit": "cli.cmd_owner",
     "report": "cli.cmd_report",
+    "attest": "cli.cmd_attest",
+    "verify-attestation": "cli.cmd_attest",
 }
 
 

@@ -689,6 +689,20 @@ class ApprovalIssued(Event):
     report_format: int = 1
 
 
+class AttestationIssued(Event):
+    """A signed (or unsigned) bundle of in-toto statements given out for the run: the ledger
+    knows what evidence it issued. The statements derive from the events up to `position`."""
+
+    kind: Literal["AttestationIssued"] = "AttestationIssued"
+    TRAITS: ClassVar[frozenset[str]] = frozenset({OWNER_INPUT})
+    envelope_sha256: list[str]  # sha256 of each envelope's JSON line, in the bundle's order
+    key_id: str = ""  # the signing key's id; empty: unsigned statements
+    position: int  # the chain position the statements derive from
+    chain_tip: str  # that position's chain hash
+    verification_result: str  # the VSA's PASSED / FAILED
+    rule: str
+
+
 # Every event type, once: the wire names (`EVENT_TYPES`) and the any-event validator derive
 # from it. Adding an event: its class above (with its TRAITS), a line here, and one handler in
 # each projector (`tests/test_projectors.py` names any that has none); see README, "Adding an
@@ -725,6 +739,7 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     DistributionsBuilt,
     UpgradeChecked,
     ApprovalIssued,
+    AttestationIssued,
 )
 
 EVENT_TYPES: dict[str, type[Event]] = {cls.model_fields["kind"].default: cls for cls in ALL_EVENTS}

@@ -495,7 +495,7 @@ def _note_cost(state: RunState, file: str, e: ev.FileMeasured | ev.MeasurementRe
 Handler = Callable[[RunState, int, Any, Mapping[str, bytes]], None]
 FOLDED: dict[type[ev.Event], Handler] = {}
 # Read elsewhere, never by the fold: the release report reads `ReleaseInspected` itself.
-NOT_FOLDED: frozenset[type[ev.Event]] = frozenset({ev.ReleaseInspected})
+NOT_FOLDED: frozenset[type[ev.Event]] = frozenset({ev.ReleaseInspected, ev.AttestationIssued})
 
 
 def _folds(*types: type[ev.Event]) -> Callable[[Handler], Handler]:

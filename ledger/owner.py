@@ -391,8 +391,20 @@ def audit(ledger: Ledger, run_prefix: str, rule: str | None = None) -> dict[str,
                 compared=compared,
             )
         )
+    attestations = [
+        {
+            "position": r.position,
+            "at": r.event.at.isoformat(),
+            "envelopes": len(r.event.envelope_sha256),
+            "key_id": r.event.key_id,
+            "verification_result": r.event.verification_result,
+        }
+        for r in records
+        if isinstance(r.event, ev.AttestationIssued)
+    ]
     return {
         "run_id": run_id,
         "approvals": [e.as_dict() for e in entries],
+        "attestations": attestations,
         "ok": all(e.derives for e in entries),
     }

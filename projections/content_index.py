@@ -147,7 +147,7 @@ NOT_INDEXED: frozenset[type[ev.Event]] = frozenset(
         ev.PoolMeasured, ev.ShardPlaced, ev.PodFailed, ev.ShardSplit, ev.IsolationRecorded,
         ev.BaselineReused, ev.AttributionRecorded, ev.ExonerationsLookedUp,
         ev.FailureExonerated, ev.CheckRecorded, ev.ReleaseInspected,
-        ev.DistributionsBuilt, ev.UpgradeChecked, ev.ApprovalIssued,
+        ev.DistributionsBuilt, ev.UpgradeChecked, ev.ApprovalIssued, ev.AttestationIssued,
     }
 )  # fmt: skip
 

@@ -353,6 +353,14 @@ def _approval(e: ev.ApprovalIssued, _: Mapping[str, bytes]) -> str:
     )
 
 
+def _attestation(e: ev.AttestationIssued, _: Mapping[str, bytes]) -> str:
+    signed = f"signed by key {e.key_id[:12]}" if e.key_id else "unsigned"
+    return (
+        f"attestation issued: {len(e.envelope_sha256)} statements, {signed}, "
+        f"{e.verification_result} under rule {e.rule} (from position {e.position})"
+    )
+
+
 def _interrupted(e: ev.RunInterrupted, _: Mapping[str, bytes]) -> str:
     return f"run interrupted: {e.reason}"
 
@@ -394,6 +402,7 @@ DESCRIBERS: dict[type[ev.Event], Describer] = {
     ev.DistributionsBuilt: _distributions,
     ev.UpgradeChecked: _upgrade,
     ev.ApprovalIssued: _approval,
+    ev.AttestationIssued: _attestation,
     ev.RunInterrupted: _interrupted,
     ev.RunResumed: _resumed,
     ev.RunCompleted: _completed,

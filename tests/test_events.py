@@ -212,6 +212,14 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "required": ["perf", "security"],
         "report_format": 2,
     },
+    "AttestationIssued": {
+        "envelope_sha256": [SHA, SHA],
+        "key_id": "ab" * 32,
+        "position": 12,
+        "chain_tip": SHA,
+        "verification_result": "FAILED",
+        "rule": "strict",
+    },
     "ReleaseInspected": {
         "project": "demo",
         "version": "1.2.0",
@@ -297,7 +305,7 @@ def sample(kind: str) -> Event:
 
 def test_every_event_type_has_a_sample() -> None:
     assert set(SAMPLES) == set(EVENT_TYPES)
-    assert len(EVENT_TYPES) == 31
+    assert len(EVENT_TYPES) == 32
 
 
 @pytest.mark.parametrize("kind", sorted(EVENT_TYPES))

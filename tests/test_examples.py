@@ -26,8 +26,11 @@ def _options(name: str) -> set[str]:
 def test_examples_parse_and_use_real_commands(path: str) -> None:
     text = (ROOT / path).read_text(encoding="utf-8")
     assert isinstance(yaml.safe_load(text), dict)
-    used = re.findall(r"\bledger (gate|approve|report|show|expire|questions)\b([^\n;|>]*)", text)
-    assert {name for name, _ in used} >= {"gate", "approve", "report", "expire"}
+    pattern = r"\bledger (gate|approve|report|show|expire|questions|verify-attestation|attest)\b"
+    used = re.findall(pattern + r"([^\n;|>]*)", text)
+    assert {name for name, _ in used} >= {
+        "gate", "approve", "report", "expire", "attest", "verify-attestation"
+    }
     for name, rest in used:
         for option in re.findall(r"(?<!\S)(--[a-z][a-z-]*)", rest):
             assert option in _options(name), f"ledger {name} has no {option} ({path})"
@@ -40,6 +43,16 @@ def test_github_workflow_gates_tags_and_keeps_reports() -> None:
     assert triggers["push"]["tags"] == ["v*"] and "workflow_dispatch" in triggers
     assert '--out "$GITHUB_STEP_SUMMARY"' in text and "actions/upload-artifact" in text
     assert "--html out/release-gate.html" in text and "actions/cache" in text
+
+
+@pytest.mark.parametrize("path", EXAMPLES)
+def test_examples_sign_verify_and_keep_the_attestation(path: str) -> None:
+    """The signing key comes from a secret into a 0600 file; the bundle is verified with the
+    committed public key, kept in out/ (the artifact) and attached to the release."""
+    text = (ROOT / path).read_text(encoding="utf-8")
+    assert "--out out/verdict.intoto.jsonl" in text and "--pub .release-ledger.pub" in text
+    assert "umask 077" in text or "install -m 600" in text
+    assert "gh release upload" in text or "verdict.intoto.jsonl" in text.split("release:")[-1]
 
 
 def test_gitlab_job_reports_junit() -> None:

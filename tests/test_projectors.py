@@ -57,7 +57,8 @@ def test_the_lifecycles_are_written_once_and_cover_their_traits() -> None:
     ("trait", "kinds"),
     [
         (ev.OWNER_INPUT, {"QuestionAnswered", "QuestionExpired", "QuestionParked",
-                          "RecommendationTaken", "CheckRecorded", "ApprovalIssued"}),
+                          "RecommendationTaken", "CheckRecorded", "ApprovalIssued",
+                          "AttestationIssued"}),
         (ev.AFFECTS_VERDICT, {"RunCompleted", "QuestionAsked", "QuestionAnswered",
                               "QuestionExpired", "QuestionParked", "RecommendationTaken",
                               "AssumptionMade"}),
