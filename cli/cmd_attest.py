@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from cli.options import EXIT_FAILED, common, emit_json
+from cli.options import EXIT_FAILED, OutFile, common, emit_json
 from domain.errors import BadInput
 from ledger.bootstrap import opened
 
@@ -40,12 +40,12 @@ def attest(
       ledger attest 3f2a --key release.key --out verdict.intoto.jsonl
       ledger attest 3f2a            (unsigned statements, said so on stderr)
     """
-    from adapters import attestations as crypto
+    from ledger import attest as attestation
 
     if generate is not None:
         if run is not None or key is not None or out is not None:
             raise BadInput("--generate-key takes no RUN, --key or --out")
-        key_id = crypto.generate_key(Path(generate))
+        key_id = attestation.generate_key(Path(generate))
         if as_json:
             emit_json({"key_id": key_id, "private": generate, "public": generate + ".pub"})
         else:
@@ -53,39 +53,22 @@ def attest(
         return
     if run is None:
         raise BadInput("attest needs RUN (or --generate-key FILE)")
-    signer = crypto.load_signer(Path(key)) if key is not None else None
-    target = Path(out) if out else None
-    if target is not None and not target.parent.is_dir():
-        raise BadInput(f"--out {out}: directory {target.parent} does not exist")
-    existed = target is not None and target.exists()
-    try:  # opened before anything is appended: an unwritable --out records nothing
-        handle = target.open("a", encoding="utf-8") if target is not None else None
-    except OSError as error:
-        raise BadInput(f"--out {out}: cannot write: {error.strerror}") from error
-    from ledger.attest import attest as issue
+    signer = attestation.load_signer(Path(key)) if key is not None else None
+    issue = attestation.attest
 
-    try:
-        with opened(ledger_url, create=False) as ledger:
-            bundle = issue(ledger, run, signer)
-    except BaseException:
-        if handle is not None:
-            handle.close()
-            if not existed and target is not None:
-                target.unlink(missing_ok=True)
-        raise
+    # Opened before anything is appended: an unwritable --out records nothing.
+    with OutFile(out) as target, opened(ledger_url, create=False) as ledger:
+        bundle = issue(ledger, run, signer)
     text = "".join(line + "\n" for line in bundle.lines)
     if signer is None:
         click.echo(
             "ledger: unsigned statements (no --key): nothing proves who issued them", err=True
         )
-    if handle is not None:
-        with handle:
-            handle.truncate(0)
-            handle.write(text)
+    target.write(text)
     if as_json:
         extra = {"out": out} if out else {"bundle": [json.loads(line) for line in bundle.lines]}
         emit_json(bundle.as_dict() | extra)
-    elif handle is None:
+    elif out is None:
         click.echo(text, nl=False)
     else:
         click.echo(
@@ -109,10 +92,9 @@ def verify_attestation(bundle: str, pub: str, ledger_url: str | None, as_json: b
       ledger verify-attestation verdict.intoto.jsonl --pub release.key.pub
       ledger verify-attestation verdict.intoto.jsonl --pub release.key.pub --ledger sqlite:///l.db
     """
-    from adapters import attestations as crypto
     from ledger import attest as attestation
 
-    key = crypto.load_public(Path(pub))
+    key = attestation.load_public(Path(pub))
     lines = attestation.read_bundle(Path(bundle))
     if ledger_url is None:
         checked = attestation.verify(lines, key)

@@ -6,13 +6,11 @@ from __future__ import annotations
 import getpass
 import os
 import sys
-from pathlib import Path
 
 import click
 
-from cli.options import EXIT_FAILED, common, emit_json
+from cli.options import EXIT_FAILED, OutFile, common, emit_json
 from cli.render import print_verdict
-from domain.errors import BadInput
 from ledger import owner
 from ledger.bootstrap import opened
 from ledger.service import Ledger
@@ -177,30 +175,12 @@ def approve(
       ledger approve 3f2a --require docs --require "installation files"
       ledger approve 3f2a --out "$GITHUB_STEP_SUMMARY" --json
     """
-    target = Path(out) if out else None
-    if target is not None and not target.parent.is_dir():
-        raise BadInput(f"--out {out}: directory {target.parent} does not exist")
     # The output is opened before `ApprovalIssued` is appended: an unwritable --out is bad
     # input (exit 2) with nothing recorded, never an approval whose report went nowhere.
-    existed = target is not None and target.exists()
-    try:
-        handle = target.open("a", encoding="utf-8") if target is not None else None
-    except OSError as error:
-        raise BadInput(f"--out {out}: cannot write: {error.strerror}") from error
-    try:
-        with opened(ledger_url, create=False) as ledger:
-            report = owner.approve(ledger, run, list(required))
-            _refresh_views(ledger)
-    except BaseException:
-        if handle is not None:
-            handle.close()
-            if not existed and target is not None:
-                target.unlink(missing_ok=True)
-        raise
-    if handle is not None:
-        with handle:
-            handle.truncate(0)
-            handle.write(report.markdown)
+    with OutFile(out) as target, opened(ledger_url, create=False) as ledger:
+        report = owner.approve(ledger, run, list(required))
+        _refresh_views(ledger)
+    target.write(report.markdown)
     if as_json:
         emit_json(report.as_dict())
     else:

@@ -254,3 +254,9 @@ def _conclusion(predicate: dict[str, Any]) -> dict[str, Any]:
         if k in keep
         or (k.startswith(att.EXT) and k not in (f"{att.EXT}verifierVersion", f"{att.EXT}ledger"))
     }
+
+
+# The keys' files, for the command line (which calls the ledger, never an adapter).
+generate_key = crypto.generate_key
+load_signer = crypto.load_signer
+load_public = crypto.load_public

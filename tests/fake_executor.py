@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from domain.execution import EnvironmentReport, EnvironmentRequest, Observation, ShardRun
 from tests.runbuilder import junit
@@ -90,3 +91,14 @@ class FakeExecutor:
 
     def close(self) -> None:
         self.closed = True
+
+
+def two_commit_repo(tmp_path: Path, files: list[str]) -> Path:
+    """A repository of `files` (one passing test each) at `v1`, and a head that changes no
+    test: the gate runs against it while the fake executor scripts what each file does."""
+    from tests.gitrepo import commit, make_repo, tag
+
+    repo = make_repo(tmp_path, {f: "def test_one():\n    pass\n" for f in files})
+    tag(repo, "v1")
+    commit(repo, {"README": "head\n"})
+    return repo

@@ -18,7 +18,7 @@ from ledger.gate import GateProcess, start
 from ledger.options import GateOptions
 from ledger.read_side import project, verdict_of
 from ledger.service import Ledger
-from tests.fake_executor import FakeExecutor, Suite
+from tests.fake_executor import FakeExecutor, Suite, two_commit_repo
 from tests.gitrepo import commit, make_repo, tag
 
 FILES = [f"tests/test_{name}.py" for name in "ab"]
@@ -38,10 +38,7 @@ def _suite(base_b: str = "passed", head_b: str = "passed") -> Suite:
 @pytest.fixture
 def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("LEDGER_WORKTREES_DIR", str(tmp_path / "worktrees"))
-    repo = make_repo(tmp_path, {f: "def test_one():\n    pass\n" for f in FILES})
-    tag(repo, "v1")
-    commit(repo, {"README": "head\n"})
-    return repo
+    return two_commit_repo(tmp_path, FILES)
 
 
 @pytest.fixture

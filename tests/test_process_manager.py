@@ -18,8 +18,7 @@ from ledger.bootstrap import open_ledger
 from ledger.gate import GateProcess, start
 from ledger.options import GateOptions
 from ledger.service import Ledger
-from tests.fake_executor import DIES, FakeExecutor, Suite
-from tests.gitrepo import commit, make_repo, tag
+from tests.fake_executor import DIES, FakeExecutor, Suite, two_commit_repo
 
 FILES = [f"tests/test_{name}.py" for name in "abcd"]
 
@@ -45,10 +44,7 @@ def _suite(**head: dict[str, str] | str) -> Suite:
 @pytest.fixture
 def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("LEDGER_WORKTREES_DIR", str(tmp_path / "worktrees"))
-    repo = make_repo(tmp_path, {f: "def test_one():\n    pass\n" for f in FILES})
-    tag(repo, "v1")
-    commit(repo, {"README": "head\n"})
-    return repo
+    return two_commit_repo(tmp_path, FILES)
 
 
 @pytest.fixture
