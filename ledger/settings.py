@@ -344,8 +344,23 @@ def gate_options(flags: dict[str, Any]) -> GateOptions:
         release_builds=bool(pick("release_builds") if pick("release_builds") is not None else True),
         attribution=bool(pick("attribution") if pick("attribution") is not None else True),
         **{name: _number(pick(name), DEFAULTS[name]) for name in _PLAIN_NUMBERS},
-        quarantine=checked_quarantine(pick("quarantine") or ()),
+        quarantine=_quarantine(repo, str(base), flags, table),
     )
+
+
+def _quarantine(
+    repo: Path, base: str, flags: dict[str, Any], table: dict[str, Any]
+) -> tuple[str, ...]:
+    """`--quarantine`, else the `quarantine` of base's table: the release already approved,
+    never the candidate's own, so a head cannot quarantine the failures it introduces (head's
+    entries are still checked: a malformed table is bad input)."""
+    checked_quarantine(table.get("quarantine") or ())
+    if flags.get("quarantine"):
+        return checked_quarantine(flags["quarantine"])
+    tool = _pyproject_at(repo, base).get("tool")
+    settings = tool.get("release-ledger") if isinstance(tool, dict) else None
+    at_base = settings.get("quarantine") if isinstance(settings, dict) else None
+    return checked_quarantine(at_base if isinstance(at_base, list) else ())
 
 
 # Settings read as they are given (a number, its default otherwise).

@@ -192,12 +192,11 @@ def test_a_real_gate_exonerates_a_quarantined_failure_and_strict_replays_it_as_f
     work = tmp_path / "real"
     work.mkdir()
     ok = "def test_one():\n    assert True\n"
-    repo = make_repo(work, {"tests/test_a.py": ok, "tests/test_b.py": ok})
+    # The quarantine is the approved release's (base's table), not the candidate's.
+    repo = make_repo(work, {"tests/test_a.py": ok, "tests/test_b.py": ok,
+                            "pyproject.toml": f'[tool.release-ledger]\nquarantine = ["{B}"]\n'})
     tag(repo, "v1")
-    commit(repo, {
-        "tests/test_b.py": "def test_one():\n    assert 1 == 2\n",
-        "pyproject.toml": f'[tool.release-ledger]\nquarantine = ["{B}"]\n',
-    }, "candidate")  # fmt: skip
+    commit(repo, {"tests/test_b.py": "def test_one():\n    assert 1 == 2\n"}, "candidate")
     result = gate(work, repo, "--shards", "2", "--timeout", "60")
     assert result.code == 0, result.stderr
     document = result.document
@@ -207,3 +206,14 @@ def test_a_real_gate_exonerates_a_quarantined_failure_and_strict_replays_it_as_f
     assert [e["test"] for e in recorded if e["kind"] == "FailureExonerated"] == [B]
     strict = run_ledger(work, "verdict", document["run_id"], "--rule", "strict", "--json")
     assert strict.code == 1 and strict.document["introduced"] == [B]
+
+
+def test_a_head_cannot_quarantine_the_failure_it_introduces(tmp_path: Path, repo: Path) -> None:
+    """The candidate's own table may not exonerate its failures: only base's quarantine (the
+    release already approved) or `--quarantine` given to the gate counts."""
+    from ledger.settings import gate_options
+
+    commit(repo, {"pyproject.toml": f'[tool.release-ledger]\nquarantine = ["{B}"]\n'})
+    assert gate_options({"repo": str(repo), "base": "v1"}).quarantine == ()
+    given = gate_options({"repo": str(repo), "base": "v1", "quarantine": (B,)})
+    assert given.quarantine == (B,)
