@@ -525,7 +525,8 @@ class GateProcess:
         members = self._place(state, requests, step.round)
         # Base first: a head attempt then has base's figures for its files' time limits.
         ordered = sorted(requests, key=lambda r: r.revision != BASE)
-        runs = [self._shard_run(state, r, members.get(r.shard)) for r in ordered]
+        known = known_seconds(state)
+        runs = [self._shard_run(state, r, members.get(r.shard), known) for r in ordered]
         if self.capabilities.places_on_pool:
             # A pool with no room for a shard this round: an unmeasured attempt, so the
             # retry rounds (and bisection) bound the wait instead of looping on placement.
@@ -542,14 +543,16 @@ class GateProcess:
         self.observer.begin(label, len(runs))
         for batch in (BASE, HEAD):
             if batch == HEAD:  # the limits again, from base's figures just recorded
-                state = self._state()
-                runs = [r.model_copy(update=self._limits(state, r.files)) for r in runs]
+                known = known_seconds(self._state())
+                runs = [r.model_copy(update=self._limits(r.files, known)) for r in runs]
             chosen = [r for r in runs if r.revision == batch]
             for run, observation in self._run_parallel(self.executor, chosen, label):
                 self._record_attempt(run, observation)
         self.observer.end(label)
 
-    def _shard_run(self, state: RunState, request: RunRequest, member: str | None) -> ShardRun:
+    def _shard_run(
+        self, state: RunState, request: RunRequest, member: str | None, known: dict[str, float]
+    ) -> ShardRun:
         commit = {HEAD: self.started.head, BASE: self.started.base}
         return ShardRun(
             run_id=self.run_id,
@@ -561,14 +564,14 @@ class GateProcess:
             command=tuple(self.started.command),
             memory_limit_mb=self.memory_limit(state, request.shard),
             member=member,
-            **self._limits(state, request.files),
+            **self._limits(request.files, known),
         )
 
-    def _limits(self, state: RunState, files: Sequence[str]) -> dict[str, Any]:
-        """A run's time limits: each file's from what it is known to take, the shard's from
-        them (`domain/timing.py`); `--timeout` where nothing is known."""
+    def _limits(self, files: Sequence[str], known: dict[str, float]) -> dict[str, Any]:
+        """A run's time limits: each file's from what it is known to take (`known`), the
+        shard's from them (`domain/timing.py`); `--timeout` where nothing is known."""
         limits = file_limits(
-            files, known_seconds(state), timeout_s=self.options.timeout_s,
+            files, known, timeout_s=self.options.timeout_s,
             factor=self.options.time_factor, floor_s=self.options.time_floor_s,
         )  # fmt: skip
         return {"file_limits": limits,
@@ -830,7 +833,14 @@ class GateProcess:
             "bisecting " + ", ".join(f"{s.parent} ({s.reason})" for s in step.splits)
         )
 
-    def _alone(self, shard_id: str, revision: str, commit: str, files: tuple[str, ...]) -> ShardRun:
+    def _alone(
+        self,
+        shard_id: str,
+        revision: str,
+        commit: str,
+        files: tuple[str, ...],
+        known: dict[str, float] | None = None,
+    ) -> ShardRun:
         """A run outside the plan (an isolation, an attribution): one attempt, with the room a
         file alone gets (`isolation_budget_mb`) and the time its files are known to take."""
         return ShardRun(
@@ -842,13 +852,14 @@ class GateProcess:
             files=files,
             command=tuple(self.started.command),
             memory_limit_mb=int(self.options.isolation_budget_mb),
-            **self._limits(self._state(), files),
+            **self._limits(files, known if known is not None else known_seconds(self._state())),
         )
 
     def _isolate(self, state: RunState, step: Step) -> None:
         commit = {HEAD: self.started.head, BASE: self.started.base}
+        known = known_seconds(state)
         runs = [
-            self._alone(f"isolate-{index}", revision, commit[revision], (file,))
+            self._alone(f"isolate-{index}", revision, commit[revision], (file,), known)
             for index, (file, revision) in enumerate(step.isolations)
         ]
         self.measuring.prepare(sorted({run.commit for run in runs}))
