@@ -9,12 +9,11 @@ store (`store_artifacts`, `store_seals`, `store_index`), which an append is give
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from adapters.gc_pause import gc_paused
 from adapters.store_chain import Link, lock_tip
 from adapters.store_dialects import EVENTS_TABLE, es_error
 from adapters.store_errors import ConcurrencyConflict
@@ -137,7 +136,7 @@ class Streams:
         or undecodable run raises `BrokenRun` (nothing may be concluded from it)."""
         # The recorder's table, read as plain tuples: the library's select_events builds a
         # StoredEvent per row, which costs as much as validating the event.
-        with _gc_paused():
+        with gc_paused():
             links = self._chain.verified(run_id)
             events = _parse_run(run_id, links)
             return [
@@ -148,7 +147,7 @@ class Streams:
     def read_events(self, run_id: str) -> list[tuple[int, Event]]:
         """(position, event) of a run's stream, verified and validated as `read` does,
         without building the `Recorded` links that projections never use."""
-        with _gc_paused():
+        with gc_paused():
             links = self._chain.verified(run_id)
             events = _parse_run(run_id, links)
             return list(zip([link[0] for link in links], events, strict=True))
@@ -215,7 +214,7 @@ class Notifications:
 
     def notifications(self, after: int, limit: int = 1000) -> list[tuple[int, str, Event]]:
         """(notification id, run id, event) in commit order, after a tracking position."""
-        with _gc_paused():
+        with gc_paused():
             page = self._db.recorder.select_notifications(
                 start=after, limit=limit, inclusive_of_start=False
             )
@@ -291,18 +290,6 @@ def _parse_run(run_id: str, links: list[Link]) -> list[Event]:
             raise BrokenRun(run_id, position, "belongs to another run (moved event)")
     return events
 
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a stream is decoded: tens of thousands of
-    fresh, acyclic event objects otherwise trigger repeated collections (~20-40% of a read)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _first_undecodable(run_id: str, links: list[Link]) -> list[Event]:

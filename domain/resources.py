@@ -89,9 +89,13 @@ def _base_report(shard: ShardView, file: str) -> Report | None:
 
 
 def resource_changes(state: RunState) -> tuple[tuple[ResourceChange, ...], ...]:
-    """(heavier, slower): the files over the run's thresholds, sorted by file."""
+    """(heavier, slower): the files over the run's thresholds, sorted by file. Computed once
+    per state (every rule reads them alike, as `classify`'s classification)."""
     from domain.run_state import HEAD
 
+    cached = state.cache.get("resources")
+    if isinstance(cached, tuple):
+        return cached
     limits = thresholds(state)
     heavier: list[ResourceChange] = []
     slower: list[ResourceChange] = []
@@ -111,7 +115,9 @@ def resource_changes(state: RunState) -> tuple[tuple[ResourceChange, ...], ...]:
                 heavier.append(ResourceChange(file, HEAVIER, base_mb, head_mb))
             if _over(base_s, head_s, limits["time_factor"], limits["time_floor_s"]):
                 slower.append(ResourceChange(file, SLOWER, round(base_s, 2), round(head_s, 2)))
-    return tuple(heavier), tuple(slower)
+    found = (tuple(heavier), tuple(slower))
+    state.cache["resources"] = found
+    return found
 
 
 def _over(base: float, head: float, factor: float, floor: float) -> bool:

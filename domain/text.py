@@ -10,6 +10,7 @@ what is shown.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
@@ -53,3 +54,9 @@ def markdown_code(text: str) -> str:
     fence = "`" * (max(runs, default=0) + 1)
     pad = " " if not shown.strip(" ") or shown[0] == "`" or shown[-1] == "`" else ""
     return f"{fence}{pad}{shown}{pad}{fence}"
+
+
+def some(items: Sequence[str], limit: int = 3) -> str:
+    """The first `limit` items and how many more: `a, b, c and 4 more`."""
+    shown = ", ".join(items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")

@@ -20,6 +20,7 @@ from domain.failures import blames_executor
 from domain.junit import FAILING, Report, TestCase, test_id
 from domain.resources import OutOfMemory, ResourceChange, out_of_memory, resource_changes
 from domain.run_state import BASE, HEAD, RunState, ShardView
+from domain.text import some
 from domain.timing import TIMEOUT, Hang, hangs
 
 # Question topics the gate asks; their answers change the verdict.
@@ -557,20 +558,16 @@ def _head_findings(state: RunState, policy: Policy) -> _Findings:
     reasons: list[str] = []
     removed = state.removed_at_head
     if removed and policy.lost_coverage_fails:
-        reasons.append(f"{len(removed)} test files removed at head ({REMOVED}: {_some(removed)})")
+        reasons.append(f"{len(removed)} test files removed at head ({REMOVED}: {some(removed)})")
     heavier, slower = resource_changes(state)
     if policy.resource_regressions_fail and (heavier or slower):
         reasons.append(_resources_reason(heavier, slower))
     blown = out_of_memory(state)
     if blown:
-        named = _some([b.file for b in blown])
+        named = some([b.file for b in blown])
         reasons.append(f"{len(blown)} files ran out of memory alone at head only (oom: {named})")
     return _Findings(removed, heavier, slower, blown, tuple(reasons))
 
-
-def _some(items: Sequence[str], limit: int = 3) -> str:
-    shown = ", ".join(items[:limit])
-    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
 def exonerations(state: RunState, introduced: Sequence[str]) -> dict[str, dict[str, Any]]:

@@ -686,7 +686,6 @@ class GateProcess:
                     failure_kind=o.failure_kind,
                 )
             )
-        killed = parse_time_limit(o.log_tail.decode("utf-8", "replace"), run.files)
         attempt = self.ledger.make(
             ev.ShardAttemptRecorded,
             self.run_id,
@@ -697,9 +696,7 @@ class GateProcess:
             member=member,
             exit_code=o.exit_code,
             signal=o.signal,
-            timed_out=o.timed_out or killed is not None,
-            killed_test=killed.test if killed else None,
-            time_limit_s=killed.limit_s if killed else None,
+            **_ended(o, run.files),
             oom=o.oom,
             report_hash=report_hash,
             log_tail_hash=log_hash,
@@ -871,7 +868,6 @@ class GateProcess:
             o, too_large = _bounded(o, self.options.max_report_mb)
             artifacts, report_hash, log_hash = _evidence(o)
             environment, env_artifacts = self._environment_events(run, o)
-            killed = parse_time_limit(o.log_tail.decode("utf-8", "replace"), run.files)
             isolation = self.ledger.make(
                 ev.IsolationRecorded,
                 self.run_id,
@@ -879,9 +875,7 @@ class GateProcess:
                 revision=run.revision,
                 exit_code=o.exit_code,
                 signal=o.signal,
-                timed_out=o.timed_out or killed is not None,
-                killed_test=killed.test if killed else None,
-                time_limit_s=killed.limit_s if killed else None,
+                **_ended(o, run.files),
                 report_hash=report_hash,
                 log_tail_hash=log_hash,
                 seconds=o.seconds,
@@ -1014,6 +1008,17 @@ class MemoryRoom:
             with self.changed:
                 self.held_mb -= wanted
                 self.changed.notify_all()
+
+
+def _ended(o: Observation, files: Sequence[str]) -> dict[str, Any]:
+    """How a run ended in time, as its event records it: timed out, and when the gate's
+    pytest plugin ended it at a file's limit, the test that was running and the limit."""
+    killed = parse_time_limit(o.log_tail.decode("utf-8", "replace"), files)
+    return {
+        "timed_out": o.timed_out or killed is not None,
+        "killed_test": killed.test if killed else None,
+        "time_limit_s": killed.limit_s if killed else None,
+    }
 
 
 REPORT_HEAD_BYTES = 64 * 1024  # what is kept of a report over the limit

@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from adapters.gc_pause import gc_paused
 from adapters.ledger_key import seal, sealed
 from adapters.source_digest import source_digest
 from adapters.store_records import KeptReading
-from ledger.gc_pause import gc_paused
 from ledger.service import Ledger
 
 Reading = dict[str, Any]  # events, grouped, conclusion, verdict (see `make_reading`)

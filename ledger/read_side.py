@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from adapters.gc_pause import gc_paused
 from adapters.store_records import ContentHit, IndexedRun
 from domain.errors import BrokenRun
 from ledger import kept_readings
-from ledger.gc_pause import gc_paused
 from ledger.service import Ledger, verdict_events
 
 if TYPE_CHECKING:  # imported where used: `ledger runs` and `ledger questions` need no fold

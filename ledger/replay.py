@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from adapters.gc_pause import gc_paused
 from domain.rules import REGISTRY, get_rule
-from ledger.gc_pause import gc_paused
 
 if TYPE_CHECKING:  # the fold and its projections load when a run is replayed, not for `rules`
     from ledger.service import Ledger

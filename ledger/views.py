@@ -17,12 +17,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from adapters.gc_pause import gc_paused
 from domain.assessment import Assessment, assessment_from_json, assessment_to_json
 from domain.errors import BadInput, BrokenRun
 from domain.run_state import AssessmentMemo
 from domain.versions import READER_VERSION
 from ledger import read_side
-from ledger.gc_pause import gc_paused
 from ledger.service import Ledger
 from ledger.views_location import (  # noqa: F401  (re-exported: where the views live)
     PG_SCHEMA,

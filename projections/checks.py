@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from domain import events as ev
 from domain.clusters import headline
 from domain.run_state import RunState
+from domain.text import some
 from domain.verdict import Verdict
 
 GATE = "gate"
@@ -298,10 +299,6 @@ class Evidence:
         return [(p, e) for p, e in sorted(self.index.by_position.items()) if isinstance(e, kind)]
 
 
-def _some(items: Sequence[str], limit: int = 3) -> str:
-    shown = ", ".join(items[:limit])
-    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
-
 
 def gate_value(verdict: Verdict, *, causes: bool = False) -> str:
     """The gate's value, naming what decided it: introduced tests, flaky and skipped-at-head
@@ -310,31 +307,31 @@ def gate_value(verdict: Verdict, *, causes: bool = False) -> str:
     lead = headline(verdict.clusters) if causes else ""
     parts = []
     if verdict.introduced:
-        parts.append(f"{len(verdict.introduced)} introduced: {_some(verdict.introduced)}")
+        parts.append(f"{len(verdict.introduced)} introduced: {some(verdict.introduced)}")
     by_dependencies = sorted(t for t, c in verdict.causes.items() if c == "dependencies")
     if by_dependencies:
-        moved = f" ({_some(list(verdict.moved))})" if verdict.moved else ""
+        moved = f" ({some(list(verdict.moved))})" if verdict.moved else ""
         parts.append(f"{len(by_dependencies)} introduced by the dependency change{moved}")
     if verdict.introduced_by_dependencies:
         parts.append(f"{len(verdict.introduced_by_dependencies)} reported, not failed on")
     unmeasured = sorted({f for u in verdict.unmeasured for f in (u.culprits or u.files)})
     if unmeasured:
-        parts.append(f"unmeasured: {_some(unmeasured)}")
+        parts.append(f"unmeasured: {some(unmeasured)}")
     if verdict.flaky:
         parts.append(f"{len(verdict.flaky)} flaky")
     if verdict.skipped_at_head:
         parts.append(f"{len(verdict.skipped_at_head)} skipped at head")
     if causes and verdict.removed_at_head:
         parts.append(f"{len(verdict.removed_at_head)} test files removed at head: "
-                     f"{_some(verdict.removed_at_head)}")  # fmt: skip
+                     f"{some(verdict.removed_at_head)}")  # fmt: skip
     if causes and verdict.out_of_memory:
         lines = [o.line() for o in verdict.out_of_memory]
-        parts.append(f"{len(lines)} out of memory: {_some(lines, 2)}")
+        parts.append(f"{len(lines)} out of memory: {some(lines, 2)}")
     if causes and verdict.hangs:
-        parts.append(f"{len(verdict.hangs)} hung: {_some([h.line() for h in verdict.hangs], 2)}")
+        parts.append(f"{len(verdict.hangs)} hung: {some([h.line() for h in verdict.hangs], 2)}")
     for what, changes in (("heavier", verdict.heavier), ("slower", verdict.slower)):
         if causes and changes:
-            parts.append(f"{len(changes)} {what}: {_some([c.line() for c in changes], 2)}")
+            parts.append(f"{len(changes)} {what}: {some([c.line() for c in changes], 2)}")
     if verdict.preexisting:
         parts.append(f"{len(verdict.preexisting)} preexisting")
     if verdict.fixed:
@@ -386,7 +383,7 @@ def changelog_check(evidence: Evidence) -> Metric:
             named.append(f.path)
     paths = [f.path for f in r.changelog_files]
     fragments = list(r.fragments)
-    left = f"{len(fragments)} towncrier fragments not built ({_some(fragments)})"
+    left = f"{len(fragments)} towncrier fragments not built ({some(fragments)})"
     if named:
         value = f"{named[0]} names {version}"
         why = f"{', '.join(named)} at head name {version}"
@@ -562,7 +559,7 @@ def dependencies_check(evidence: Evidence) -> Metric:
         why += f" on {len(machines)} machines ({', '.join(sorted(machines))})"
     if differs:
         value += f"; {len(differs)} differ between machines"
-        why += f"; versions differ between machines: {_some(differs, LISTED)}"
+        why += f"; versions differ between machines: {some(differs, LISTED)}"
     if base is None:
         value += "; base not recorded"
         why += f"; no comparison with base: {base_why}"
@@ -576,8 +573,8 @@ def dependencies_check(evidence: Evidence) -> Metric:
         for label, items in (("added", changes.added), ("removed", changes.removed),
                              ("changed", changes.changed)):  # fmt: skip
             if items:
-                parts.append(f"{len(items)} {label} ({_some(list(items), 2)})")
-                why += f"; {label}: {_some(list(items), LISTED)}"
+                parts.append(f"{len(items)} {label} ({some(list(items), 2)})")
+                why += f"; {label}: {some(list(items), LISTED)}"
         value += "; against base: " + ", ".join(parts)
         if changes.downgraded:
             value += f"; {changes.downgraded} downgraded"
@@ -783,7 +780,7 @@ def upgrade_check(evidence: Evidence) -> Metric:
             fails.append(f"{project} {u.version_after} installed, not head's {wanted}")
         broken = sorted(f"{m}: {r}" for m, r in u.imports.items() if r != "ok")
         if broken:
-            fails.append("import failed: " + _some(broken, 3))
+            fails.append("import failed: " + some(broken, 3))
         check = steps.get("pip check")
         if check is not None and check.exit_code != 0:
             fails.append(f"pip check reports broken requirements ({check.error})")
