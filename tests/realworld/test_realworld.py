@@ -97,6 +97,39 @@ def test_toolz_with_a_broken_import_at_head_reads_as_one_cause(tmp_path: Path) -
     ], document["clusters"]
 
 
+def _stuck_in(repo: Path, test_file: str, seconds: float = 20.0) -> str | None:
+    """The test plain pytest is still running after `seconds` (None: the file finished)."""
+    import subprocess
+    import sys
+
+    try:
+        subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", test_file],
+                       cwd=repo, capture_output=True, text=True, timeout=seconds)  # fmt: skip
+    except subprocess.TimeoutExpired as stopped:
+        out = stopped.stdout.decode() if isinstance(stopped.stdout, bytes) else stopped.stdout
+        last = [line for line in (out or "").splitlines() if "::" in line][-1]
+        return last.split()[0]
+    return None
+
+
+def test_toolz_with_a_hang_at_head_names_the_tests_plain_pytest_is_stuck_in(
+    tmp_path: Path,
+) -> None:
+    """Mutation: `second()` never returns. Plain pytest, file by file with a 20 s bound, is
+    stuck in exactly the tests the gate names as hung at head (issue 28), and the gate says so
+    in about a minute, not `--timeout` (1200 s) per round."""
+    repo = release_pair(tmp_path, "toolz", "0.12.1", "1.0.0")
+    mutate(repo, "toolz/itertoolz.py", "    seq = iter(seq)\n    next(seq)\n    return next(seq)",
+           "    while True:\n        pass")  # fmt: skip
+    result = gate(tmp_path, repo, "--shards", "2", base="v0.12.1")
+    document = result.document
+    assert document["status"] == "failed" and result.code == 1
+    hung = {h["test"] for h in document["hung"]}
+    files = sorted({test.split("::")[0] for test in hung})
+    assert {_stuck_in(repo, file) for file in files} == hung
+    assert hung <= set(document["introduced"])
+
+
 def test_more_itertools_10_7_0_to_10_8_0_passes(tmp_path: Path) -> None:
     """more-itertools: unittest-style suite using `self.subTest` (pytest 9 counts every passing
     subtest in plain JUnit's `tests` attribute while writing no case for it: the plain report
