@@ -22,6 +22,7 @@ from adapters.read_model_store import (
     digest,
     first_difference,
 )
+from adapters.read_model_totals import Changes, SummarySpec, is_summary
 from domain.errors import BadInput
 
 _TYPES = {str: "text", int: "bigint", float: "double precision"}
@@ -42,6 +43,11 @@ class PostgresReadModelStore:
         self.schema = schema
         self.path = f"schema {schema}"  # what results name as where the views are
         self.tables = tuple(tables)
+        self.run_tables = tuple(t for t in self.tables if not is_summary(t))
+        self.summaries: tuple[SummarySpec, ...] = tuple(
+            t for t in self.tables if is_summary(t)  # type: ignore[misc]
+        )
+        self._pending = Changes(self.summaries)  # a rebuild's totals, written at its end
         try:
             self.conn = psycopg.connect(url, autocommit=True, connect_timeout=5)
         except Exception as error:
@@ -155,7 +161,8 @@ class PostgresReadModelStore:
         )
 
     def replace_runs(self, runs: Mapping[str, Mapping[str, Sequence[tuple[Any, ...]]]]) -> None:
-        for t in self.tables:
+        changes = Changes(self.summaries)
+        for t in self.run_tables:
             keys = self._keys[t.name]
             select = (
                 f"SELECT {', '.join(map(_q, t.column_names))} FROM {self._t(t.name)} "
@@ -171,28 +178,60 @@ class PostgresReadModelStore:
                 with self.conn.cursor() as c:
                     if gone:
                         c.executemany(delete, [tuple(row[i] for i in keys) for row in gone])
+                        changes.add(t.name, gone, -1)
                     added = new - old
                     if added:
                         c.executemany(self._insert_sql(t), sorted(added, key=repr))
+                        changes.add(t.name, added)
+        for summary in self.summaries:
+            self._apply(summary, changes)
+
+    def _apply(self, summary: SummarySpec, changes: Changes) -> None:
+        """Add a summary's changes to its rows; rows whose totals all reach zero go."""
+        totals = summary.totals
+        columns = ", ".join(map(_q, (*summary.key, *totals)))
+        marks = ", ".join(["%s"] * (len(summary.key) + len(totals)))
+        keyed = " AND ".join(f"{_q(c)} = %s" for c in summary.key)
+        zero = " AND ".join(f"{_q(c)} = 0" for c in totals)
+        with self.conn.cursor() as c:
+            c.executemany(
+                f"INSERT INTO {self._t(summary.name)} AS s ({columns}) VALUES ({marks}) "
+                f"ON CONFLICT ({', '.join(map(_q, summary.key))}) DO UPDATE SET "
+                + ", ".join(f"{_q(t)} = s.{_q(t)} + excluded.{_q(t)}" for t in totals),
+                changes.rows(summary, nonzero=True),
+            )
+            c.executemany(
+                f"DELETE FROM {self._t(summary.name)} WHERE {keyed} AND {zero}",
+                changes.keys(summary),
+            )
 
     def insert_runs(self, runs: Mapping[str, Mapping[str, Sequence[tuple[Any, ...]]]]) -> None:
-        for t in self.tables:
-            columns = ", ".join(map(_q, t.column_names))
+        for t in self.run_tables:
             rows = [row for tables in runs.values() for row in tables.get(t.name, ())]
-            if not rows:
-                continue
-            with (
-                self.conn.cursor() as c,
-                c.copy(f"COPY {self._t(t.name)} ({columns}) FROM STDIN") as copy,
-            ):
-                for row in rows:
-                    copy.write_row(row)
+            self._copy(t.name, t.column_names, rows)
+            self._pending.add(t.name, rows)
+
+    def _copy(self, table: str, names: Sequence[str], rows: Sequence[tuple[Any, ...]]) -> None:
+        if not rows:
+            return
+        columns = ", ".join(map(_q, names))
+        with (
+            self.conn.cursor() as c,
+            c.copy(f"COPY {self._t(table)} ({columns}) FROM STDIN") as copy,
+        ):
+            for row in rows:
+                copy.write_row(row)
 
     def reset(self) -> None:
         self._exec(f"DROP SCHEMA IF EXISTS {_q(self.schema)} CASCADE")
+        self._pending.clear()
         self._create()
 
     def finish_rebuild(self) -> None:
+        for summary in self.summaries:
+            names = (*summary.key, *summary.totals)
+            self._copy(summary.name, names, self._pending.rows(summary, nonzero=True))
+        self._pending.clear()
         self._create_indexes()
 
     def replace_with(self, other: PostgresReadModelStore) -> None:

@@ -21,6 +21,7 @@ from urllib.parse import quote
 
 import sqlite_utils
 
+from adapters.read_model_totals import Changes, SummarySpec, is_summary
 from domain.errors import BadInput
 
 TRACKING = "tracking"
@@ -61,11 +62,18 @@ def _quote(name: str) -> str:
 
 
 class ReadModelStore:
-    """One views file. Writes happen only inside `transaction()` (BEGIN IMMEDIATE)."""
+    """One views file. Writes happen only inside `transaction()` (BEGIN IMMEDIATE).
+    `tables` are the run tables (rows replaced per run) and the summaries kept from them
+    (`adapters/read_model_totals.py`)."""
 
     def __init__(self, path: Path, tables: Sequence[TableSpec], *, timeout: float = 60) -> None:
         self.path = path
         self.tables = tuple(tables)
+        self.run_tables = tuple(t for t in self.tables if not is_summary(t))
+        self.summaries: tuple[SummarySpec, ...] = tuple(
+            t for t in self.tables if is_summary(t)  # type: ignore[misc]
+        )
+        self._pending = Changes(self.summaries)  # a rebuild's totals, written at its end
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))  # private, as the ledger
@@ -86,7 +94,7 @@ class ReadModelStore:
         self._select_run_sql = {
             t.name: f"SELECT {', '.join(map(_quote, t.column_names))} FROM {_quote(t.name)} "
             "WHERE run_id = ?"
-            for t in self.tables
+            for t in self.run_tables
         }
         self._delete_sql = {
             t.name: f"DELETE FROM {_quote(t.name)} WHERE "
@@ -185,10 +193,12 @@ class ReadModelStore:
         )
 
     def replace_runs(self, runs: Mapping[str, Mapping[str, Sequence[tuple[Any, ...]]]]) -> None:
-        """Make these runs' rows exactly the given ones (inside a transaction). Only rows that
-        changed are written: a new event rarely changes more than a few rows of its run, and
-        rewriting thousands of indexed rows would dominate the catch-up."""
-        for t in self.tables:
+        """Make these runs' rows exactly the given ones (inside a transaction), and the
+        summaries' totals follow. Only rows that changed are written: a new event rarely
+        changes more than a few rows of its run, and rewriting thousands of indexed rows would
+        dominate the catch-up."""
+        changes = Changes(self.summaries)
+        for t in self.run_tables:
             keys = self._keys[t.name]
             for run_id, tables in runs.items():
                 new = set(tables.get(t.name, ()))
@@ -198,24 +208,46 @@ class ReadModelStore:
                     self.conn.executemany(
                         self._delete_sql[t.name], [tuple(row[i] for i in keys) for row in gone]
                     )
+                    changes.add(t.name, gone, -1)
                 added = new - old
                 if added:
                     self.conn.executemany(self._insert_sql[t.name], list(added))
+                    changes.add(t.name, added)
+        for summary in self.summaries:
+            self._apply(summary, changes)
+
+    def _apply(self, summary: SummarySpec, changes: Changes) -> None:
+        """Add a summary's changes to its rows; rows whose totals all reach zero go."""
+        table, totals = _quote(summary.name), summary.totals
+        columns = ", ".join(map(_quote, (*summary.key, *totals)))
+        marks = ", ".join("?" * (len(summary.key) + len(totals)))
+        keyed = " AND ".join(f"{_quote(c)} = ?" for c in summary.key)
+        self.conn.executemany(
+            f"INSERT INTO {table} AS s ({columns}) VALUES ({marks}) "
+            f"ON CONFLICT ({', '.join(map(_quote, summary.key))}) DO UPDATE SET "
+            + ", ".join(f"{_quote(c)} = s.{_quote(c)} + excluded.{_quote(c)}" for c in totals),
+            changes.rows(summary, nonzero=True),
+        )
+        zero = " AND ".join(f"{_quote(c)} = 0" for c in totals)
+        self.conn.executemany(
+            f"DELETE FROM {table} WHERE {keyed} AND {zero}", changes.keys(summary)
+        )
 
     def insert_runs(self, runs: Mapping[str, Mapping[str, Sequence[tuple[Any, ...]]]]) -> None:
-        """The rows of new runs (a rebuild): one `executemany` per table for all of them."""
-        for t in self.tables:
+        """The rows of new runs (a rebuild): one `executemany` per table for all of them;
+        the summaries' totals are gathered and written by `finish_rebuild`."""
+        for t in self.run_tables:
             name = t.name
-            self.conn.executemany(
-                self._insert_sql[name],
-                itertools.chain.from_iterable(rows.get(name, ()) for rows in runs.values()),
-            )
+            rows = list(itertools.chain.from_iterable(r.get(name, ()) for r in runs.values()))
+            self.conn.executemany(self._insert_sql[name], rows)
+            self._pending.add(name, rows)
 
     def reset(self) -> None:
         """Drop every table and create them empty, without indexes (inside a transaction);
         `finish_rebuild` adds the indexes once the rows are in, which is faster."""
         for name in [TRACKING, META, *(t.name for t in self.tables)]:
             self.conn.execute(f"DROP TABLE IF EXISTS {_quote(name)}")
+        self._pending.clear()
         self._create(indexes=False)
         self.conn.execute(f"PRAGMA user_version = {self.schema_version}")
 
@@ -252,6 +284,10 @@ class ReadModelStore:
             self.conn.execute("DETACH DATABASE prior")
 
     def finish_rebuild(self) -> None:
+        for summary in self.summaries:
+            rows = self._pending.rows(summary, nonzero=True)
+            self.conn.executemany(self._insert_sql[summary.name], rows)
+        self._pending.clear()
         self._create_indexes()
 
     def as_scratch(self) -> None:

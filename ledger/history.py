@@ -17,15 +17,11 @@ from typing import Any
 from domain.errors import BadInput
 from ledger.service import Ledger
 
-# Tests (with an interpreter) whose outcome differed at one commit: each commit a test failed
-# at (few, from the failures' own index: grouped in its order, so no statistics are needed
-# for the planner to pick it), with a passing row at that commit.
+# Tests (with an interpreter) whose outcome differed at one commit: the (test, commit) pairs
+# that ever failed, from their own index (few), with a passing row at that commit.
 _FLAKY_KEYS = (
-    "SELECT DISTINCT f.test, f.interpreter FROM (SELECT failed, test, interpreter, commit_sha "
-    "FROM {test_history} WHERE failed > 0 GROUP BY failed, test, interpreter, commit_sha) f "
-    "WHERE EXISTS (SELECT 1 FROM {test_history} p "
-    "WHERE p.test = f.test AND p.interpreter = f.interpreter AND p.commit_sha = f.commit_sha "
-    "AND p.passed > 0)"
+    "SELECT DISTINCT f.test, f.interpreter FROM {test_commits} f "
+    "WHERE f.failed_rows > 0 AND f.passed_rows > 0"
 )
 
 
@@ -68,6 +64,9 @@ def _has_history(reader: Any) -> bool:
     try:
         reader.select("SELECT state, run_first, commit_sha, at FROM {test_history} LIMIT 1")
         reader.select("SELECT seconds, rss_mb, interpreter FROM {files} LIMIT 1")
+        reader.select("SELECT rows, runs FROM {test_totals} LIMIT 1")
+        reader.select("SELECT failed_rows, passed_rows FROM {test_commits} LIMIT 1")
+        reader.select("SELECT measured FROM {file_totals} LIMIT 1")
     except sqlite3.DatabaseError:
         return False
     return True
@@ -85,7 +84,7 @@ def list_tests(
             sql += " AND f.test LIKE ? ESCAPE '\\'"
             params.append(like_pattern(pattern))
     else:
-        sql = "SELECT DISTINCT f.test, f.interpreter FROM {test_history} f"
+        sql = "SELECT DISTINCT f.test, f.interpreter FROM {test_totals} f"
         if pattern:
             sql += " WHERE f.test LIKE ? ESCAPE '\\'"
             params.append(like_pattern(pattern))
@@ -97,7 +96,8 @@ def list_tests(
     keys = store.select(sql, params)
     more = limit is not None and limit > 0 and len(keys) > limit
     page = keys[:limit] if limit else keys
-    return [summary(store, str(t), str(i)) for t, i in page], more
+    files: dict[tuple[str, str], dict[str, float | None]] = {}  # a page's tests share files
+    return [summary(store, str(t), str(i), files) for t, i in page], more
 
 
 def _is_sqlite(store: Any) -> bool:
@@ -114,20 +114,24 @@ def history_rows(store: Any, test: str) -> list[tuple[Any, ...]]:
     return sorted(rows, key=lambda r: (str(r[1] or ""), str(r[4] or ""), str(r[0]), str(r[2])))
 
 
-def summary(store: Any, test: str, interpreter: str) -> dict[str, Any]:
+def summary(
+    store: Any,
+    test: str,
+    interpreter: str,
+    files: dict[tuple[str, str], dict[str, float | None]] | None = None,
+) -> dict[str, Any]:
     """One test on one interpreter across every run: runs seen, outcomes per revision (runs
     where it failed, passed, both: `differed`, neither: `other`, e.g. skipped), the commits
     where its outcome differed (flaky evidence), first and last failure, and its file's median
-    duration and peak memory. Counted in SQL from the covering index: a page of tests never
-    reads their outcome lists."""
+    duration and peak memory. Read from the running totals (`test_totals`, `test_commits`,
+    `file_totals`) and a few index probes: no query grows with the runs the test was in."""
     where = "WHERE test = ? AND interpreter = ?"
     key = (test, interpreter)
     per_revision: dict[str, dict[str, int]] = {}
     runs = 0
+    failing_states: set[int] = set()
     for revision, state, count, first in store.select(
-        "SELECT revision, state, count(*), sum(run_first) "
-        f"FROM {{test_history}} {where} GROUP BY revision, state",
-        key,
+        f"SELECT revision, state, rows, runs FROM {{test_totals}} {where}", key
     ):
         counts = per_revision.setdefault(
             str(revision), {"runs": 0, "failed": 0, "passed": 0, "differed": 0, "other": 0}
@@ -139,21 +143,30 @@ def summary(store: Any, test: str, interpreter: str) -> dict[str, Any]:
         counts["differed"] += n if state == 3 else 0
         counts["other"] += n if state == 0 else 0
         runs += int(first or 0)
+        if state & 2:
+            failing_states.add(state)
     failures = sorted(
         (str(at or ""), str(run_id), str(commit))
+        for state in sorted(failing_states)
+        for order in ("", " DESC")
         for at, run_id, commit in store.select(
-            f"SELECT at, run_id, commit_sha FROM {{test_history}} {where} AND failed > 0", key
+            f"SELECT at, run_id, commit_sha FROM {{test_history}} {where} AND state = ? "
+            f"ORDER BY at{order}, run_id{order}, commit_sha{order} LIMIT 1",
+            (*key, state),
         )
     )
-    flaky = [
-        commit
-        for commit in sorted({c for _, _, c in failures})
-        if store.select(
-            f"SELECT 1 FROM {{test_history}} {where} AND commit_sha = ? AND passed > 0 LIMIT 1",
-            (*key, commit),
+    flaky = sorted(
+        str(commit)
+        for (commit,) in store.select(
+            f"SELECT commit_sha FROM {{test_commits}} {where} "
+            "AND failed_rows > 0 AND passed_rows > 0",
+            key,
         )
-    ]
+    )
     file = test.split("::", 1)[0]
+    files = {} if files is None else files
+    if (file, interpreter) not in files:
+        files[file, interpreter] = _file_figures(store, file, interpreter)
     return {
         "test": test,
         "interpreter": interpreter,
@@ -163,7 +176,7 @@ def summary(store: Any, test: str, interpreter: str) -> dict[str, Any]:
         "flaky_commits": flaky,
         "first_failure": _failure(failures[0]) if failures else None,
         "last_failure": _failure(failures[-1]) if failures else None,
-        **_file_figures(store, file, interpreter),
+        **files[file, interpreter],
     }
 
 
@@ -173,18 +186,26 @@ def _failure(entry: tuple[str, str, str]) -> dict[str, str]:
 
 def _file_figures(store: Any, file: str, interpreter: str) -> dict[str, float | None]:
     """The median seconds and the peak memory of the test's file over every run that
-    measured it, from the index (the median by offset: no run's row is fetched but it)."""
-    where = "FROM {files} WHERE file = ? AND interpreter = ? AND seconds IS NOT NULL"
-    count, peak = store.select(f"SELECT count(*), max(rss_mb) {where}", (file, interpreter))[0]
+    measured it: how many did from `file_totals`, the median by offset and the peak by one
+    probe of the index (no run's row is fetched but those)."""
+    key = (file, interpreter)
+    counted = store.select(
+        "SELECT measured FROM {file_totals} WHERE file = ? AND interpreter = ?", key
+    )
+    count = int(counted[0][0]) if counted else 0
     if not count:
         return {"file_median_seconds": None, "file_peak_rss_mb": None}
+    where = "FROM {files} WHERE file = ? AND interpreter = ? AND seconds IS NOT NULL"
     middle = store.select(
         f"SELECT seconds {where} ORDER BY seconds LIMIT {2 - count % 2} OFFSET {(count - 1) // 2}",
-        (file, interpreter),
+        key,
+    )
+    peak = store.select(
+        f"SELECT rss_mb {where} AND rss_mb IS NOT NULL ORDER BY rss_mb DESC LIMIT 1", key
     )
     return {
         "file_median_seconds": statistics.median(float(s) for (s,) in middle),
-        "file_peak_rss_mb": float(peak) if peak is not None else None,
+        "file_peak_rss_mb": float(peak[0][0]) if peak else None,
     }
 
 

@@ -19,8 +19,8 @@ and the indexes for the questions people ask of it, e.g. (`sqlite3 .ledger/ledge
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -50,7 +50,7 @@ class Table:
         return tuple(name for name, _ in self.columns)
 
 
-TABLES: tuple[Table, ...] = (
+RUN_TABLES: tuple[Table, ...] = (
     Table(
         "runs",
         (
@@ -71,7 +71,9 @@ TABLES: tuple[Table, ...] = (
         ),
         ("run_id", "interpreter", "file"),
         (("seconds",), ("file", "seconds"), ("rss_mb",),
-         ("file", "interpreter", "seconds", "rss_mb")),  # a test's file in `ledger tests`
+         # a test's file in `ledger tests`: its median (by offset) and its peak (one probe)
+         ("file", "interpreter", "seconds", "rss_mb"),
+         ("file", "interpreter", "rss_mb", "seconds")),
     ),
     Table(
         "shards",
@@ -121,13 +123,11 @@ TABLES: tuple[Table, ...] = (
             ("run_first", int),  # 1 on the run's first row of the test: `runs seen` is a sum
         ),
         ("run_id", "interpreter", "revision", "test"),
-        # Covering: a test's history is counted from the indexes alone (10,000 runs of one
-        # suite are 20,000 rows per test), its failures read from their own range, and flaky
-        # tests found from their failures.
-        (("test", "interpreter", "revision", "state", "run_first"),
-         ("test", "interpreter", "failed", "at", "run_id", "commit_sha"),
-         ("test", "interpreter", "commit_sha", "passed"),
-         ("failed", "test", "interpreter", "commit_sha")),
+        # A test's counts are kept in `test_totals` and `test_commits` (10,000 runs of one
+        # suite are 20,000 rows a test); these find its first and last failure (one probe a
+        # failing state) and its outcomes at one commit (the gate's exoneration).
+        (("test", "interpreter", "state", "at", "run_id", "commit_sha"),
+         ("test", "interpreter", "commit_sha")),
     ),
     Table(
         "classifications",  # per rule: "every run where this test was introduced", "flakiest"
@@ -179,8 +179,71 @@ TABLES: tuple[Table, ...] = (
     ),
 )  # fmt: skip
 
-TABLE_NAMES = tuple(t.name for t in TABLES)
+RUN_TABLE_NAMES = tuple(t.name for t in RUN_TABLES)  # the tables `run_rows` fills
 RunRows = dict[str, list[Row]]
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Running totals of a run table's rows, grouped by some of its columns. The views store
+    keeps them as rows come and go (each row's share added when it is written, taken off
+    when it is deleted), so a total across every run is one row to read, not one a run.
+    A row exists while any of its totals is not zero; source rows with an empty key part
+    count nowhere. Only sums are kept: a maximum cannot be taken off again."""
+
+    name: str
+    source: Table
+    key: tuple[str, ...]
+    totals: tuple[str, ...]
+    share: Callable[[Row], tuple[int, ...]]  # one source row's share of each total
+    indexes: tuple[tuple[str, ...], ...] = ()
+    key_positions: tuple[int, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        names = self.source.column_names
+        object.__setattr__(self, "key_positions", tuple(names.index(c) for c in self.key))
+
+    @property
+    def columns(self) -> tuple[tuple[str, type], ...]:
+        kinds = dict(self.source.columns)
+        return (*((c, kinds[c]) for c in self.key), *((t, int) for t in self.totals))
+
+    @property
+    def pk(self) -> tuple[str, ...]:
+        return self.key
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return (*self.key, *self.totals)
+
+
+_TABLE = {t.name: t for t in RUN_TABLES}
+_H = {c: i for i, c in enumerate(_TABLE["test_history"].column_names)}
+_F = {c: i for i, c in enumerate(_TABLE["files"].column_names)}
+
+SUMMARIES: tuple[Summary, ...] = (
+    # `ledger tests`: a test's rows per revision and state (1 passed, 2 failed, 3 both, 0
+    # neither) and the runs that saw it (each run's first row of the test)
+    Summary(
+        "test_totals", _TABLE["test_history"], ("test", "interpreter", "revision", "state"),
+        ("rows", "runs"), lambda r: (1, int(r[_H["run_first"]])),
+    ),
+    # flaky evidence: at each commit, the rows where the test failed and where it passed;
+    # `--flaky` reads the few pairs that ever failed from their own index
+    Summary(
+        "test_commits", _TABLE["test_history"], ("test", "interpreter", "commit_sha"),
+        ("failed_rows", "passed_rows"),
+        lambda r: (int(r[_H["failed"]] > 0), int(r[_H["passed"]] > 0)),
+        (("failed_rows", "test", "interpreter", "passed_rows"),),
+    ),
+    # a file's measurements (with a time) on one interpreter: where its median lies
+    Summary(
+        "file_totals", _TABLE["files"], ("file", "interpreter"), ("measured",),
+        lambda r: (int(r[_F["seconds"]] is not None),),
+    ),
+)  # fmt: skip
+
+TABLES: tuple[Table | Summary, ...] = (*RUN_TABLES, *SUMMARIES)  # every view table, in the order they are created
 
 
 # The events the read models read themselves (each attempt's and isolation's row); every
@@ -214,7 +277,7 @@ def run_rows(
     state = fold(records, artifacts, memo)
     verdicts = verdicts_of(state)
     own_rule = state.started.rule if state.started else "default"
-    rows: RunRows = {name: [] for name in TABLE_NAMES}
+    rows: RunRows = {name: [] for name in RUN_TABLE_NAMES}
     own = next((v for v in verdicts if v.rule == own_rule), None)
     rows["runs"].append(_run_row(run_id, state, len(records), own))
     rows["files"] = _file_rows(run_id, state)

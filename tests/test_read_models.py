@@ -18,7 +18,7 @@ from ledger import views
 from ledger.bootstrap import open_ledger
 from ledger.service import Ledger
 from ledger.use_cases import verdict_for
-from projections.read_models import TABLE_NAMES, canonical_json, run_rows
+from projections.read_models import RUN_TABLE_NAMES, canonical_json, run_rows
 from tests.ledgerkit import run_cli
 from tests.synthetic_runs import SyntheticRun, synthetic_run
 
@@ -47,7 +47,7 @@ def _query(path: Path, sql: str, *params: object) -> list[tuple[object, ...]]:
 def test_a_runs_rows_fill_every_table_and_name_every_rule_with_its_version() -> None:
     run = _run(5, "ab" * 16, files=5, tests_per_file=3, shards=2, questions=1, checks=2)
     rows = run_rows(run.run_id, list(enumerate(run.events, start=1)), run.artifacts)
-    assert set(rows) == set(TABLE_NAMES)
+    assert set(rows) == set(RUN_TABLE_NAMES)
     for table in ("runs", "files", "shards", "attempts", "test_cases", "verdicts", "questions"):
         assert rows[table], table
     assert {(r[1], r[2]) for r in rows["verdicts"]} == {(n, r.version) for n, r in REGISTRY.items()}
