@@ -195,6 +195,14 @@ def read_file_at_commit(repo: Path, sha: str, path: str) -> bytes | None:
     return done.stdout if done.returncode == 0 else None
 
 
+def is_tag(repo: Path, name: str) -> bool:
+    """Whether `name` is a tag of the repository (`refs/tags/NAME`), not a branch or commit."""
+    if name.startswith("-"):
+        return False
+    done = _git(repo, "show-ref", "--verify", "--quiet", f"refs/tags/{name}", check=False)
+    return done.returncode == 0
+
+
 def tags_at(repo: Path, sha: str) -> list[str]:
     """The tags that point at the commit, sorted."""
     done = _git(repo, "tag", "--points-at", sha, check=False)

@@ -161,7 +161,12 @@ def inspect_release(repo: Path, head: str, base: str, head_ref: str = "") -> Rel
     files = git.files_at_commit(repo, head)
     changelogs, artifacts = _changelogs(repo, head, files)
     towncrier, fragments = _fragments(document, files)
-    rollback, required, settings_problems = _settings(document)
+    # The release's policy comes from base, the release already approved: its rollback
+    # commands, and its required checks, which head may add to but not take from.
+    rollback, required, settings_problems = _settings(base_document)
+    _, added, head_problems = _settings(document)
+    required += [check for check in added if check not in required]
+    settings_problems += [p for p in head_problems if p not in settings_problems]
     base_version = _static_version(base_document)
     if base_version is None:
         base_tags = [(t, version_from_tag(t)) for t in git.tags_at(repo, base)]

@@ -1,5 +1,6 @@
 """How a setting of the gate is given, declared once: its command-line flag, its key in the
-repository's `[tool.release-ledger]` table, its help and its bounds.
+repository's `[tool.release-ledger]` table (and the revision that table is read at), its help
+and its bounds.
 
 The gate's own settings (`ledger/options.SETTINGS`) and each executor's (its options model,
 `adapters/executors/port.py`) are lists of these; the command line's flags, the table's
@@ -34,6 +35,10 @@ class Setting:
     low: float | None = None
     high: float | None = None
     low_open: bool = True
+    # Where the table's value is read: at head for what describes the code being tested (how
+    # its environment is installed, its interpreters), else at base: the gate's policy comes
+    # from the release already approved, so a candidate cannot loosen the gate judging it.
+    at_head: bool = False
 
     @property
     def target(self) -> str:

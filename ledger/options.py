@@ -108,6 +108,13 @@ class GateOptions:
     # Tests (node ids) whose failures are never blamed on head: each is exonerated as
     # `quarantined` (`ledger/exoneration.py`); the rule says what that means.
     quarantine: tuple[str, ...] = ()
+    # Policy keys head's `[tool.release-ledger]` sets otherwise than base's (key -> head's
+    # value): not applied, since policy is read at base; recorded and told so that nobody
+    # mistakes the candidate's table for the one that judged it.
+    head_settings_ignored: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # Keys of base's table this version cannot read (unknown, or of the wrong type): skipped,
+    # never fatal, since a released commit cannot be corrected.
+    base_settings_unread: tuple[str, ...] = ()
 
     @property
     def shard_count(self) -> int:
@@ -150,7 +157,7 @@ class GateOptions:
 
     def recorded(self) -> dict[str, Any]:
         """The options as recorded in `RunStarted`, enough to resume the run elsewhere."""
-        return {
+        recorded: dict[str, Any] = {
             "shards": self.shard_count,
             "budget_gib": self.budget_gib,
             "isolation_budget_gib": self.isolation_budget_mb / 1024,
@@ -176,7 +183,31 @@ class GateOptions:
             "time_factor": self.time_factor,
             "time_floor_s": self.time_floor_s,
             "quarantine": list(self.quarantine),
-        } | ({"interpreters": [dict(i) for i in self.interpreters]} if self.interpreters else {})
+        }
+        if self.interpreters:
+            recorded["interpreters"] = [dict(i) for i in self.interpreters]
+        if self.head_settings_ignored:
+            recorded["head_settings_ignored"] = self.head_settings_ignored
+        if self.base_settings_unread:
+            recorded["base_settings_unread"] = list(self.base_settings_unread)
+        return recorded
+
+    def told_settings(self) -> list[str]:
+        """What the gate says at its start of the tables it did not follow."""
+        said = []
+        if self.head_settings_ignored:
+            said.append(
+                "head's [tool.release-ledger] sets "
+                + ", ".join(sorted(self.head_settings_ignored))
+                + " otherwise than base's: not applied (the gate's policy is read at base, the "
+                "release already approved; give a flag to apply a value to this gate)"
+            )
+        if self.base_settings_unread:
+            said.append(
+                "base's [tool.release-ledger] has keys this version cannot read, skipped: "
+                + ", ".join(self.base_settings_unread)
+            )
+        return said
 
     def lane_request(self, interpreter: dict[str, str]) -> EnvironmentRequest:
         """The environment request of one interpreter's lane of the matrix."""
@@ -211,7 +242,8 @@ EXECUTOR_SETTINGS: tuple[Setting, ...] = tuple(
 
 # The gate's settings as the user gives them, in the order `--help` lists them: the command
 # line's flags and the `[tool.release-ledger]` reader are made from this list (the executors'
-# own settings come from their options models), and `validate` checks its ranges.
+# own settings come from their options models), and `validate` checks its ranges. A table key
+# is read at base (the gate's policy) unless it is `at_head` (how the code is installed).
 SETTINGS: tuple[Setting, ...] = (
     Setting("base", "The previous release (tag, branch, SHA); or base in [tool.release-ledger].",
             flag="--base", table="base", table_type=str, metavar="REV"),
@@ -221,14 +253,14 @@ SETTINGS: tuple[Setting, ...] = (
             "dependency declarations; default), none (the gate's interpreter), or a setup "
             "command run in the checkout with {python} and {venv}.",
             flag="--env", table="env", table_type=str, field="environment",
-            metavar="auto|none|COMMAND"),
+            metavar="auto|none|COMMAND", at_head=True),
     Setting("python", "Run the gate on each of these interpreters (an interpreter matrix): "
             "versions, interpreter paths, or auto (the versions the project's classifiers and "
             "tox env_list name within requires-python, that this machine has). Each gets its "
             "own environments and shard runs; the verdict is per interpreter and overall. "
             "Default: the gate's own interpreter.",
             flag="--python", table="python", table_type=str | list[str], field="interpreters",
-            metavar="3.X[,3.Y...]|auto"),
+            metavar="3.X[,3.Y...]|auto", at_head=True),
     Setting("shards", "Shard count (default: twice --jobs).", kind="int", flag="--shards",
             table="shards", table_type=int, low=1, high=100_000, low_open=False),
     Setting("budget_gib", f"Memory per shard [default: {_shown('budget_gib')}].", kind="float",
@@ -286,7 +318,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("resolve_as_of", "Resolve both revisions' unpinned dependencies as PyPI stood then "
             "(uv's --exclude-newer) [default: head, the head commit's committer date].",
             flag="--resolve-as-of", table="resolve-as-of", table_type=str,
-            field="exclude_newer", metavar="head|base|now|DATE"),
+            field="exclude_newer", metavar="head|base|now|DATE", at_head=True),
     Setting("pass_env", "A variable of this environment the tests may see besides PATH, the "
             "locale and the like (repeatable; NAME_* for a prefix). Nothing else reaches them.",
             flag="--pass-env", table="pass-env", table_type=list[str], metavar="NAME",
@@ -307,7 +339,7 @@ SETTINGS: tuple[Setting, ...] = (
             kind="float", flag="--slower-floor-s", table="slower-floor-s", table_type=float,
             low=0, high=YEAR_S, low_open=False),
     Setting("extras", "The project's extras its own tests need.", table="extras",
-            table_type=list[str]),
+            table_type=list[str], at_head=True),
     Setting("outputs", "Tracked files the suite rewrites (fnmatch patterns).", table="outputs",
             table_type=list[str]),
     Setting("quarantine", "A test (node id, tests/x.py::test_y) whose failure is never "
@@ -389,6 +421,8 @@ def options_from(started: ev.RunStarted) -> GateOptions:
         time_floor_s=float(recorded.get("time_floor_s", DEFAULTS["time_floor_s"])),
         # Runs recorded before exoneration existed have no key and never look failures up.
         quarantine=tuple(str(t) for t in recorded.get("quarantine", ())),
+        head_settings_ignored=dict(recorded.get("head_settings_ignored", {})),
+        base_settings_unread=tuple(str(k) for k in recorded.get("base_settings_unread", ())),
     )
 
 

@@ -1,5 +1,6 @@
 """The gate's settings: command-line flags over the repository's `[tool.release-ledger]`
-table (read from `pyproject.toml` at the commit being gated) over the built-in defaults.
+table over the built-in defaults. The table is read at base for the gate's policy and at head
+for what describes the code being tested (`domain/settings.Setting.at_head`).
 
 The effective settings are what `RunStarted` records, so a run says what it was asked to do
 whichever source a value came from.
@@ -262,12 +263,9 @@ def declared_versions(repo: Path, head: str) -> list[str]:
 
 
 def repository_settings(repo: Path, head: str) -> dict[str, Any]:
-    """The `[tool.release-ledger]` table of `pyproject.toml` at `head` (empty when absent)."""
-    document = _pyproject_at(repo, head)
-    tool = document.get("tool", {})
-    table = tool.get("release-ledger", {}) if isinstance(tool, dict) else {}
-    if not isinstance(table, dict):
-        raise BadInput("[tool.release-ledger] in pyproject.toml must be a table")
+    """The `[tool.release-ledger]` table of `pyproject.toml` at `head` (empty when absent);
+    a key that is unknown or of the wrong type is bad input."""
+    table = _table_at(repo, head)
     try:
         return RepositorySettings.model_validate(table).model_dump()
     except ValidationError as error:
@@ -276,8 +274,84 @@ def repository_settings(repo: Path, head: str) -> dict[str, Any]:
         raise BadInput(f"[tool.release-ledger] {key}: {first['msg']}") from None
 
 
+def _table_at(repo: Path, rev: str) -> dict[str, Any]:
+    tool = _pyproject_at(repo, rev).get("tool", {})
+    table = tool.get("release-ledger", {}) if isinstance(tool, dict) else {}
+    if not isinstance(table, dict):
+        raise BadInput(f"[tool.release-ledger] in pyproject.toml at {rev} must be a table")
+    return table
+
+
+def base_settings(repo: Path, base: str) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """Base's table, and the keys of it this version cannot read: skipped, not refused (a
+    released commit cannot be corrected, and a key an older version knew must not stop every
+    later gate)."""
+    table = dict(_table_at(repo, base))
+    unread: list[str] = []
+    while True:
+        try:
+            return RepositorySettings.model_validate(table).model_dump(), tuple(unread)
+        except ValidationError as error:
+            key = str(error.errors()[0]["loc"][0])
+            if key not in table:  # a name the model knows by its alias
+                key = key.replace("_", "-")
+            if key not in table:
+                raise BadInput(
+                    f"[tool.release-ledger] at {base}: {error.errors()[0]['msg']}"
+                ) from None
+            unread.append(key)
+            del table[key]
+
+
+# The table's keys of the gate's policy, read at base (`Setting.at_head` is false), by name.
+_POLICY = {
+    setting.name: str(setting.table)
+    for setting in (*SETTINGS, *EXECUTOR_SETTINGS)
+    if setting.table and not setting.at_head and setting.name != "base"
+} | {"rollback": "rollback", "required_checks": "required-checks"}
+
+
+def _ignored_at_head(
+    head_table: dict[str, Any], base_table: dict[str, Any], flags: dict[str, Any]
+) -> dict[str, Any]:
+    """Policy keys head's table sets otherwise than base's, where no flag decides them."""
+    ignored: dict[str, Any] = {}
+    for name, key in _POLICY.items():
+        given = flags.get(name)
+        if given is not None and given != ():
+            continue
+        at_head, at_base = head_table.get(name), base_table.get(name)
+        if name == "required_checks":  # head may add required checks, not take them away
+            kept = isinstance(at_head, list) and set(at_base or ()) <= set(map(str, at_head))
+            if at_head is not None and not kept:
+                ignored[key] = at_head
+        elif at_head is not None and at_head != at_base:
+            ignored[key] = at_head
+    return dict(sorted(ignored.items()))
+
+
+def _base_named(repo: Path, flags: dict[str, Any], head_table: dict[str, Any]) -> str:
+    """`--base`, else head's table's `base`, which must name a tag: the candidate may say
+    which release it follows, not pick any commit (one that already has its failures)."""
+    if flags.get("base"):
+        return str(flags["base"])
+    named = head_table.get("base")
+    if not named:
+        raise BadInput("--base is required (or `base` in [tool.release-ledger])")
+    if not git.is_tag(repo, str(named)):
+        raise BadInput(
+            f"[tool.release-ledger] base {named!r} is not a tag: the candidate's table may only "
+            "name the release it follows (a tag); give --base to compare with any other revision"
+        )
+    return str(named)
+
+
 def gate_options(flags: dict[str, Any]) -> GateOptions:
-    """GateOptions from the flags given (None = not given), the repository's table, defaults."""
+    """GateOptions from the flags given (None = not given), the repository's tables, defaults.
+    What describes the code being tested (its environment, extras, interpreters) is read from
+    head's table; the gate's policy (rule, thresholds, budgets, executor, command, pass-env,
+    outputs, quarantine) from base's, the release already approved: a candidate cannot loosen
+    the gate that judges it, nor name the variables it will see."""
     try:
         repo = Path(flags.get("repo") or ".").resolve()
         is_dir = repo.is_dir()
@@ -286,17 +360,18 @@ def gate_options(flags: dict[str, Any]) -> GateOptions:
     if not is_dir:
         raise BadInput(f"--repo {flags.get('repo')} is not a directory")
     head = flags.get("head") or "HEAD"
-    table = repository_settings(repo, head)
+    head_table = repository_settings(repo, head)
+    checked_quarantine(head_table.get("quarantine") or ())  # a malformed head is bad input
+    base = _base_named(repo, flags, head_table)
+    table, unread = base_settings(repo, base)
+    at_head = {s.name for s in SETTINGS if s.at_head}
 
     def pick(name: str) -> Any:
         given = flags.get(name)
         if given is not None and given != ():
             return given
-        return table.get(name)
+        return (head_table if name in at_head else table).get(name)
 
-    base = pick("base")
-    if not base:
-        raise BadInput("--base is required (or `base` in [tool.release-ledger])")
     command = pick("command")
     if isinstance(command, str):
         try:
@@ -332,9 +407,9 @@ def gate_options(flags: dict[str, Any]) -> GateOptions:
         wait=bool(flags.get("wait")),
         question_budget=int(_number(pick("question_budget"), DEFAULTS["question_budget"])),
         environment=pick("env") or DEFAULTS["environment"],
-        extras=declared_extras(repo, head, list(table["extras"] or [])),
+        extras=declared_extras(repo, head, list(pick("extras") or [])),
         pass_env=checked_pass_env(pick("pass_env") or ()),
-        outputs=checked_outputs(table["outputs"] or []),
+        outputs=checked_outputs(pick("outputs") or []),
         exclude_newer=snapshot(repo, head, str(base), pick("resolve_as_of") or "head"),
         interpreters=tuple(
             i.recorded()
@@ -344,23 +419,10 @@ def gate_options(flags: dict[str, Any]) -> GateOptions:
         release_builds=bool(pick("release_builds") if pick("release_builds") is not None else True),
         attribution=bool(pick("attribution") if pick("attribution") is not None else True),
         **{name: _number(pick(name), DEFAULTS[name]) for name in _PLAIN_NUMBERS},
-        quarantine=_quarantine(repo, str(base), flags, table),
+        quarantine=checked_quarantine(pick("quarantine") or ()),
+        head_settings_ignored=_ignored_at_head(head_table, table, flags),
+        base_settings_unread=unread,
     )
-
-
-def _quarantine(
-    repo: Path, base: str, flags: dict[str, Any], table: dict[str, Any]
-) -> tuple[str, ...]:
-    """`--quarantine`, else the `quarantine` of base's table: the release already approved,
-    never the candidate's own, so a head cannot quarantine the failures it introduces (head's
-    entries are still checked: a malformed table is bad input)."""
-    checked_quarantine(table.get("quarantine") or ())
-    if flags.get("quarantine"):
-        return checked_quarantine(flags["quarantine"])
-    tool = _pyproject_at(repo, base).get("tool")
-    settings = tool.get("release-ledger") if isinstance(tool, dict) else None
-    at_base = settings.get("quarantine") if isinstance(settings, dict) else None
-    return checked_quarantine(at_base if isinstance(at_base, list) else ())
 
 
 # Settings read as they are given (a number, its default otherwise).

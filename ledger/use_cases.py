@@ -39,7 +39,7 @@ def run_gate(ledger: Ledger, options: GateOptions, observer: Observer) -> dict[s
     options = dataclasses.replace(
         options, repo=repo, executor_options=recorded, machine_mb=machine
     )
-    for said in options.lowered():
+    for said in [*options.told_settings(), *options.lowered()]:
         observer.notice(said)
     lanes = _lanes(options, ledger)  # every executor built and checked before any append
     try:

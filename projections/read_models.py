@@ -243,7 +243,8 @@ SUMMARIES: tuple[Summary, ...] = (
     ),
 )  # fmt: skip
 
-TABLES: tuple[Table | Summary, ...] = (*RUN_TABLES, *SUMMARIES)  # every view table, in the order they are created
+# Every view table, in the order they are created.
+TABLES: tuple[Table | Summary, ...] = (*RUN_TABLES, *SUMMARIES)
 
 
 # The events the read models read themselves (each attempt's and isolation's row); every

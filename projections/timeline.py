@@ -60,10 +60,14 @@ def _exit(
 
 
 def _run_started(e: ev.RunStarted, _: Mapping[str, bytes]) -> str:
-    return (
+    text = (
         f"gate started: head {e.head_ref} ({_short(e.head)}) against base {e.base_ref} "
         f"({_short(e.base)}), rule {e.rule}, executor {e.executor}"
     )
+    ignored = e.options.get("head_settings_ignored")
+    if isinstance(ignored, dict) and ignored:
+        text += f"; head's own policy not applied (read at base): {', '.join(sorted(ignored))}"
+    return text
 
 
 def _discovered(e: ev.TestFilesDiscovered, _: Mapping[str, bytes]) -> str:

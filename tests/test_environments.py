@@ -205,9 +205,13 @@ def test_a_repository_that_is_not_a_python_project_runs_with_the_gates_interpret
 
 
 def test_repository_settings_set_the_gates_defaults_and_flags_win(tmp_path: Path) -> None:
-    table = '[tool.release-ledger]\nbase = "v1"\nenv = "none"\nrounds = 0\n'
-    repo = make_repo(tmp_path, {"tests/test_a.py": "def test_a():\n    pass\n"})
+    """Policy (`rounds`) is read at base, what describes the code (`env`) at head; head's
+    own policy is recorded as not applied and told; a flag wins over both."""
+    at_base = {"tests/test_a.py": "def test_a():\n    pass\n",
+               "pyproject.toml": "[tool.release-ledger]\nrounds = 0\n"}  # fmt: skip
+    repo = make_repo(tmp_path, at_base)
     tag(repo, "v1")
+    table = '[tool.release-ledger]\nbase = "v1"\nenv = "none"\nrounds = 3\nslower-factor = 900.0\n'
     commit(repo, {"pyproject.toml": table, "tests/test_b.py": "def test_b():\n    pass\n"})
 
     result = run_ledger(tmp_path, "gate", "--repo", str(repo), "--questions", "0", "--json")
@@ -216,11 +220,19 @@ def test_repository_settings_set_the_gates_defaults_and_flags_win(tmp_path: Path
     started = evs[0]
     assert started["base_ref"] == "v1"
     assert started["options"]["env"] == "none" and started["options"]["rounds"] == 0
+    assert started["options"]["resources"]["time_factor"] == 2
+    assert started["options"]["head_settings_ignored"] == {"rounds": 3, "slower-factor": 900.0}
+    shown = run_ledger(tmp_path, "show", result.document["run_id"])
+    assert "head's own policy not applied (read at base): rounds, slower-factor" in shown.stdout
 
     flagged = run_ledger(
         tmp_path, "gate", "--repo", str(repo), "--rounds", "1", "--questions", "0", "--json"
     )
-    assert events(tmp_path, flagged.document["run_id"])[0]["options"]["rounds"] == 1
+    options = events(tmp_path, flagged.document["run_id"])[0]["options"]
+    assert options["rounds"] == 1 and options["head_settings_ignored"] == {"slower-factor": 900.0}
+    told = run_ledger(tmp_path, "gate", "--repo", str(repo), "--questions", "0")
+    said = " ".join((told.stdout + told.stderr).split())  # rich wraps at 80 columns
+    assert "sets rounds, slower-factor otherwise than base's: not applied" in said, said
 
 
 def test_an_unknown_repository_setting_is_refused_with_one_line(tmp_path: Path) -> None:

