@@ -49,6 +49,7 @@ import sys
 import tempfile
 import time
 import zipfile
+from collections.abc import Callable
 
 FORMAT = 3  # bump when the layout or the key's inputs change
 TEST_EXTRAS = ("test", "tests", "testing", "dev")
@@ -184,13 +185,32 @@ def sanitized_requirements(checkout: str, rel: str, out_dir: str) -> str:
     return target
 
 
-class Installer:
-    """uv where it can be found (an order of magnitude faster, one shared cache), else pip."""
+# Runs one build step's command confined (argv, cwd) -> argv to run: an executor that can
+# sandbox builds gives one to `prepare` (the local one: bubblewrap); without, steps run as given.
+Confine = Callable[[list[str], "str | None"], list[str]]
 
-    def __init__(self, python: str, uv: str | None, log: str, env: dict[str, str]) -> None:
+
+def _confined(confine: Confine | None, argv: list[str], cwd: str | None) -> list[str]:
+    return confine(argv, cwd) if confine is not None else argv
+
+
+class Installer:
+    """uv where it can be found (an order of magnitude faster, one shared cache), else pip.
+    Every step is the project's code or runs it (a build backend, tox's loader, a setup
+    command): it sees the build environment (`build_env`) and runs `confine`d."""
+
+    def __init__(
+        self,
+        python: str,
+        uv: str | None,
+        log: str,
+        env: dict[str, str],
+        confine: Confine | None = None,
+    ) -> None:
         self.python = python
         self.uv = uv
         self.log = log
+        self.confine = confine
         self.env = dict(env, UV_PYTHON_DOWNLOADS="never", PIP_DISABLE_PIP_VERSION_CHECK="1")
         self.env.pop("VIRTUAL_ENV", None)
         self.env.pop("PYTHONPATH", None)
@@ -220,7 +240,8 @@ class Installer:
             log.flush()
             try:
                 done = subprocess.run(
-                    argv, cwd=cwd, env=self.env, stdin=subprocess.DEVNULL,
+                    _confined(self.confine, argv, cwd), cwd=cwd, env=self.env,
+                    stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE, stderr=log, timeout=STEP_TIMEOUT_S, check=False,
                 )  # fmt: skip
             except (OSError, subprocess.TimeoutExpired) as error:
@@ -466,7 +487,12 @@ def _choose_extra(extras: list[str]) -> str | None:
 
 
 def _import_check(
-    python: str, tops: list[str], overlay: str, checkout: str, env: dict[str, str]
+    python: str,
+    tops: list[str],
+    overlay: str,
+    checkout: str,
+    env: dict[str, str],
+    confine: Confine | None = None,
 ) -> tuple[dict[str, str], list[str]]:
     """Where each top-level package resolves for the tests; warnings for any outside."""
     if not tops:
@@ -487,8 +513,8 @@ def _import_check(
     )
     try:
         done = subprocess.run(
-            [python, "-c", code, *tops], cwd=checkout, env=env, capture_output=True,
-            timeout=120, check=False,
+            _confined(confine, [python, "-c", code, *tops], checkout), cwd=checkout, env=env,
+            capture_output=True, timeout=120, check=False,
         )  # fmt: skip
         paths: dict[str, str] = json.loads(done.stdout.decode().strip().splitlines()[-1])
     except (OSError, ValueError, IndexError, subprocess.TimeoutExpired) as error:
@@ -557,7 +583,28 @@ SHARD_ENV_ALLOWED = (
 )  # fmt: skip
 # The gate's own settings never reach a suite, whatever `pass-env` says.
 SHARD_ENV_NEVER = ("LEDGER_*",)
+# What an environment build may see besides `SHARD_ENV_ALLOWED` and `pass-env`: where packages
+# come from and how to reach them (uv's and pip's settings, proxies, its caches and config),
+# and how native code is compiled. Its steps are the project's code, as its tests are: the
+# gate's tokens, passwords and ledger URL never reach them.
+BUILD_ENV_ALLOWED = (
+    "UV_*", "PIP_*", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "HTTP_PROXY",
+    "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy",
+    "all_proxy", "USER", "LOGNAME", "CC", "CXX", "CFLAGS", "CXXFLAGS", "CPPFLAGS", "LDFLAGS",
+    "PKG_CONFIG_PATH", "CPATH", "C_INCLUDE_PATH", "LIBRARY_PATH", "MAKEFLAGS",
+)  # fmt: skip
 PASS_ENV_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\*?$")
+
+
+def build_env(env: dict[str, str], pass_env: tuple[str, ...] | list[str] = ()) -> dict[str, str]:
+    """The environment a build step runs with: of `env` only the allowed names and
+    `pass_env`, never the gate's own settings."""
+    allowed = (*SHARD_ENV_ALLOWED, *BUILD_ENV_ALLOWED, *pass_env)
+    return {
+        k: v
+        for k, v in env.items()
+        if env_name_matches(k, allowed) and not env_name_matches(k, SHARD_ENV_NEVER)
+    }
 
 
 def env_name_matches(name: str, patterns: tuple[str, ...] | list[str]) -> bool:
@@ -666,7 +713,9 @@ def find_tox() -> str | None:
     return shutil.which("tox")
 
 
-def tox_source(checkout: str, version: str, env: dict[str, str]) -> dict[str, object]:
+def tox_source(
+    checkout: str, version: str, env: dict[str, str], confine: Confine | None = None
+) -> dict[str, object]:
     """tox's test environment for this interpreter, read by tox's own loader (`tox config`):
     its deps, extras, dependency groups, set_env and the pytest arguments of its commands."""
     tox = find_tox()
@@ -677,8 +726,8 @@ def tox_source(checkout: str, version: str, env: dict[str, str]) -> dict[str, ob
     argv = [tox, "config", "-e", name, "-k", *keys, "--format", "json", "--no-provision"]
     try:
         done = subprocess.run(
-            argv, cwd=checkout, env=env, stdin=subprocess.DEVNULL, capture_output=True,
-            timeout=TOX_TIMEOUT_S, check=False,
+            _confined(confine, argv, checkout), cwd=checkout, env=env,
+            stdin=subprocess.DEVNULL, capture_output=True, timeout=TOX_TIMEOUT_S, check=False,
         )  # fmt: skip
         found = json.loads(done.stdout.decode("utf-8", "replace"))["env"][name]
     except (OSError, subprocess.TimeoutExpired, ValueError, KeyError, TypeError) as error:
@@ -792,14 +841,18 @@ def _variant(rel: str) -> bool:
 
 
 def declared_sources(
-    checkout: str, version: str, provided: list[str], env: dict[str, str]
+    checkout: str,
+    version: str,
+    provided: list[str],
+    env: dict[str, str],
+    confine: Confine | None = None,
 ) -> list[dict[str, object]]:
     """The project's declared test environments, in `PRECEDENCE` order (a source that cannot
     even be read is kept as a failed entry, so the ledger says it was tried)."""
     sources: list[dict[str, object]] = []
     if tox_declared(checkout):
         try:
-            sources.append(tox_source(checkout, version, env))
+            sources.append(tox_source(checkout, version, env, confine))
         except SetupFailed as error:
             sources.append({"source": "tox", "detail": "tox", "unreadable": str(error)})
     group, group_requires = dependency_group(checkout)
@@ -856,7 +909,9 @@ def _auto(
                   requires_dist=meta.get("requires", []), provides_extra=provided)  # fmt: skip
     planned: list[tuple[dict[str, object], dict[str, str], str, str]] = []
     unreadable: list[dict[str, object]] = []
-    for source in declared_sources(checkout, interp["version"], provided, installer.env):
+    for source in declared_sources(
+        checkout, interp["version"], provided, installer.env, installer.confine
+    ):
         if "unreadable" in source:
             unreadable.append({"source": source["source"], "detail": source["detail"],
                                "outcome": "failed", "error": source["unreadable"]})  # fmt: skip
@@ -938,7 +993,7 @@ def _auto(
     env = apply_runtime(installer.env, result["runtime"])  # type: ignore[arg-type]
     tops = [str(t) for t in meta.get("top_level", [])]  # type: ignore[attr-defined]
     result["imports"], result["warnings"] = _import_check(
-        str(result["python"]), tops, venv, checkout, env
+        str(result["python"]), tops, venv, checkout, env, installer.confine
     )
 
 
@@ -1054,8 +1109,14 @@ def prepare(
     extras: list[str] | tuple[str, ...] = (),
     exclude_newer: str = "",
     pinned: str = "",
+    pass_env: list[str] | tuple[str, ...] = (),
+    confine: Confine | None = None,
 ) -> dict[str, object]:
     """Prepare the environment the tests of `checkout` run in; never raises for a bad project.
+
+    Its steps run the project's code (build backends, tox's loader, a setup command): they
+    see only `build_env` of the gate's environment (`base_env`, else this process's), and
+    run `confine`d when the executor gives a way (the local one: in bubblewrap).
 
     `pinned` (a frozen package list, `name==version` lines) installs the revision with that
     package set instead of the one its declaration resolves to: head's code with base's
@@ -1073,12 +1134,14 @@ def prepare(
         "python": python, "key": "", "reused": False, "packages": "", "imports": {},
         "warnings": [], "runtime": runtime(None, None), "python_version": platform.python_version(),
     }  # fmt: skip
-    env = dict(base_env if base_env is not None else os.environ)
+    env = build_env(dict(base_env if base_env is not None else os.environ), pass_env)
+    if confine is not None:
+        env["TMPDIR"] = "/tmp"  # a confined step's own /tmp; the given one may be out of reach
     os.makedirs(cache, exist_ok=True)
     log_fd, log = tempfile.mkstemp(prefix="env-", suffix=".log", dir=cache)
     os.close(log_fd)
     uv_binary = None if installer_name == "pip" else find_uv(uv)
-    installer = Installer(python, uv_binary, log, env)
+    installer = Installer(python, uv_binary, log, env, confine)
     installer.exclude_newer = exclude_newer if uv_binary else ""
     if exclude_newer:
         result["exclude_newer"] = installer.exclude_newer

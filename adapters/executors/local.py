@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from adapters.executors import checkout_guard, environment, sandbox
+from adapters.executors import build_sandbox, checkout_guard, environment, sandbox
 from adapters.executors.port import Capabilities, Executor, ExecutorOptions, ExecutorSpec
 from adapters.executors.programs import program
 from adapters.executors.supervisor import ShardProcess, log_tail
@@ -136,6 +136,10 @@ class LocalExecutor:
                 if commit in self._environments:
                     return self._environments[commit]
             request = self.environment_request
+            confine, used = build_sandbox.confinement(
+                python=self.python, repo=self.repo, checkout=checkout, envs_dir=self.envs_dir,
+                hidden=[str(self.work_dir), *request.hidden],
+            )  # fmt: skip
             prepared = environment.prepare(
                 str(checkout),
                 mode=request.mode,
@@ -146,7 +150,13 @@ class LocalExecutor:
                 extras=list(request.extras),
                 exclude_newer=request.exclude_newer,
                 pinned=request.pinned,
+                pass_env=list(request.pass_env),
+                confine=confine,
             )
+            if sandbox.NONE in used:
+                warnings = prepared.setdefault("warnings", [])
+                if isinstance(warnings, list):
+                    warnings.append(build_sandbox.UNCONFINED_WARNING)
             found = (report_of(prepared, "local"), _runtime_of(prepared))
             with self._lock:
                 self._environments[commit] = found

@@ -169,6 +169,7 @@ def wrap(
     hidden: Sequence[str],
     path: str | None = None,
     needed: Sequence[str] = (),
+    by_uid: bool = True,
 ) -> tuple[list[str], str]:
     """`argv` to run sandboxed, and the sandbox used (`bwrap`; `uid`, with `argv` as it is
     and the `writable` folders given to the shard's user, whom `credentials` names; or `none`).
@@ -177,13 +178,16 @@ def wrap(
     again read-only, `writable` ones read-write, in that order (a later mount wins). `needed`
     are what the command reads besides its program (its venv, the plugin): without bwrap they
     decide whether a separate user can run it. A program not found on `path` is left to fail
-    to start, as it would without a sandbox."""
+    to start, as it would without a sandbox. Without `by_uid` only bwrap confines (an
+    environment build writes into shared caches no separate user may be given)."""
     setting = os.environ.get(SETTING, "auto")
     program = shutil.which(argv[0], path=path)
     if setting == NONE or program is None:
         return list(argv), NONE  # a command that cannot start fails as it would unconfined
     binary = bwrap() if setting != UID else None
     if binary is None:
+        if not by_uid:
+            return list(argv), NONE
         owner = shard_user()
         if owner is None or not _by_uid(program, needed, writable):
             return list(argv), NONE

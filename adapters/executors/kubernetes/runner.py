@@ -68,6 +68,7 @@ def main(argv: list[str]) -> int:
         extras=spec.get("env_extras", []),
         exclude_newer=spec.get("env_exclude_newer", ""),
         pinned=spec.get("env_pinned", ""),
+        pass_env=spec.get("pass_env", []),
     )
     with open(os.path.join(out, "environment.json"), "w") as handle:
         json.dump(prepared, handle, sort_keys=True)

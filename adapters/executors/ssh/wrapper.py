@@ -97,6 +97,7 @@ def main(argv: list[str]) -> int:
         extras=spec.get("env_extras", []),
         exclude_newer=spec.get("env_exclude_newer", ""),
         pinned=spec.get("env_pinned", ""),
+        pass_env=spec.get("pass_env", []),
     )
     if link.dropped:
         return 3

@@ -1,0 +1,101 @@
+"""Environment builds are the project's code too: a build backend (`setup.py`, an in-tree
+backend), tox's loader (`toxfile.py`) and a setup command run what the revision wrote. On this
+machine each build step runs in bubblewrap, as shards do, where it can:
+
+- the file system read-only, the home directory, the user's repository, the ledger's folder and
+  the gate's scratch hidden, so a build cannot read the ledger's key or the user's credentials,
+  nor write to the ledger or another revision's checkout;
+- shown again read-only: the interpreters (the build's and the gate's, whose environment holds
+  uv and tox), uv's and pip's configuration, and the repository's `.git` (a checkout is a
+  worktree of it: `setuptools-scm` asks git for the version), never its working tree;
+- writable: the revision's checkout, the environments' cache (where venvs are built) and uv's
+  and pip's caches; a private `/tmp`;
+- the network as the gate has it (installs download).
+
+Where bwrap cannot run, the step runs as before and the environment says so in its warnings.
+Not confined: builds on SSH hosts and in pods (a pod is its own machine), and a build can still
+write into the shared caches (another revision's cached environment among them).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from adapters.executors import sandbox
+
+UNCONFINED_WARNING = (
+    "the environment build ran unconfined (bubblewrap is not available): the project's build "
+    "code could read what the gate's user can"
+)
+
+
+@functools.cache
+def _tool_cache(tool: str) -> str | None:
+    """Where uv (`uv cache dir`) or pip (`pip cache dir`) keeps its cache, or None."""
+    argv = [sys.executable, "-m", "pip", "cache", "dir"]
+    if tool == "uv":
+        uv = environment_uv()
+        if uv is None:
+            return None
+        argv = [uv, "cache", "dir"]
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = done.stdout.decode(errors="replace").strip().splitlines()
+    return found[-1] if done.returncode == 0 and found else None
+
+
+def environment_uv() -> str | None:
+    from adapters.executors.environment import find_uv
+
+    return find_uv(None)
+
+
+def _git_dir(repo: Path) -> str | None:
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "--path-format=absolute", "--git-common-dir"],
+            cwd=repo, capture_output=True, timeout=30, check=False,
+        )  # fmt: skip
+    except OSError:
+        return None
+    found = done.stdout.decode(errors="replace").strip()
+    return found if done.returncode == 0 and found else None
+
+
+def confinement(
+    *, python: str, repo: Path, checkout: Path, envs_dir: Path, hidden: list[str]
+) -> tuple[Callable[[list[str], str | None], list[str]], list[str]]:
+    """A `confine` for `environment.prepare` and the sandboxes it used (one per step)."""
+    from adapters.executors.environment import find_tox
+
+    home = Path.home()
+    caches = [c for c in (_tool_cache("uv"), _tool_cache("pip")) if c]
+    for cache in caches:
+        os.makedirs(cache, exist_ok=True)  # a bind needs its folder; the tool makes it anyway
+    tools = [t for t in (environment_uv(), find_tox()) if t]
+    readable = [
+        *sandbox.prefixes(python),
+        *sandbox.prefixes(sys.executable),
+        *(os.path.dirname(os.path.realpath(t)) for t in tools),
+        *(str(home / c) for c in (".config/uv", ".config/pip", ".pip", ".pydistutils.cfg")),
+        *[d for d in (_git_dir(repo),) if d],
+    ]
+    writable = [str(checkout), str(envs_dir), *caches]
+    used: list[str] = []
+
+    def confine(argv: list[str], cwd: str | None) -> list[str]:
+        wrapped, how = sandbox.wrap(
+            argv, cwd=cwd or str(checkout), writable=writable, readable=readable,
+            hidden=[str(repo), *hidden], path=os.environ.get("PATH"), by_uid=False,
+        )  # fmt: skip
+        used.append(how)
+        return wrapped
+
+    return confine, used
