@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from adapters.executors import sandbox
+from adapters.executors.environment import find_tox, find_uv
 
 UNCONFINED_WARNING = (
     "the environment build ran unconfined (bubblewrap is not available): the project's build "
@@ -52,8 +53,6 @@ def _tool_cache(tool: str) -> str | None:
 
 
 def environment_uv() -> str | None:
-    from adapters.executors.environment import find_uv
-
     return find_uv(None)
 
 
@@ -73,8 +72,6 @@ def confinement(
     *, python: str, repo: Path, checkout: Path, envs_dir: Path, hidden: list[str]
 ) -> tuple[Callable[[list[str], str | None], list[str]], list[str]]:
     """A `confine` for `environment.prepare` and the sandboxes it used (one per step)."""
-    from adapters.executors.environment import find_tox
-
     home = Path.home()
     caches = [c for c in (_tool_cache("uv"), _tool_cache("pip")) if c]
     for cache in caches:
