@@ -67,6 +67,28 @@ def test_a_hang_at_head_only_is_named_in_seconds_and_fails_the_gate(tmp_path: Pa
 
 
 @pytest.mark.slow
+def test_a_hang_at_head_under_the_projects_own_xdist_is_ended_at_the_files_limit(
+    tmp_path: Path,
+) -> None:
+    """A project whose own `addopts` run pytest-xdist (`-n 2`): the worker running the hung
+    file names it and ends the shard, so the gate takes seconds, not `--timeout`."""
+    xdist = '[tool.pytest.ini_options]\naddopts = "-n 2 -p xdist"\n'
+    repo = make_repo(tmp_path, {"tests/test_a.py": FAST, "tests/test_b.py": QUICK,
+                                "tests/test_c.py": FAST, "pyproject.toml": xdist})  # fmt: skip
+    tag(repo, "v1")
+    commit(repo, {"tests/test_b.py": HANGS}, "head: test_y never returns")
+    started = time.monotonic()
+    result = gate(tmp_path, repo, "--timeout", "600", "--time-floor-s", "3")
+    elapsed = time.monotonic() - started
+    assert result.code == 1, result.stderr
+    document = result.document
+    assert "tests/test_b.py::test_y" in document["introduced"]
+    (hang,) = document["hung"]
+    assert hang["test"] == "tests/test_b.py::test_y" and hang["limit_s"] == 3.0
+    assert elapsed < 150, elapsed  # not --timeout (600 s) per round
+
+
+@pytest.mark.slow
 def test_a_slow_test_at_both_revisions_is_never_cut(tmp_path: Path) -> None:
     repo = make_repo(tmp_path, {"tests/test_a.py": FAST, "tests/test_slow.py": SLOW})
     tag(repo, "v1")

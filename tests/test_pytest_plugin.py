@@ -90,7 +90,7 @@ def test_the_plugin_module_is_self_contained() -> None:
         for line in source.splitlines()
         if line.startswith(("import ", "from "))
     }
-    assert imports <= {"__future__", "contextlib", "json", "os", "re", "sys", "tempfile",
+    assert imports <= {"__future__", "contextlib", "json", "os", "re", "signal", "sys", "tempfile",
                        "threading", "time", "xml",
                        "typing", "pytest", "resource"}, imports  # fmt: skip
     assert f"-p {PLUGIN_MODULE}" in " ".join(DEFAULT_PYTEST_COMMAND)

@@ -49,7 +49,10 @@ Time limits: when the gate sets `RELEASE_LEDGER_FILE_LIMITS` (JSON, file -> seco
 what each file is known to take), a watchdog thread ends the session as soon as the running
 file has run past its limit, after printing `release-ledger: time-limit FILE TEST after S s
 (limit L s)` with the test that was running, and exits with code 124; the gate reads that
-line in the log (`domain/timing.py`). Not under pytest-xdist (several files run at once there).
+line in the log (`domain/timing.py`). Under pytest-xdist each worker watches its own run of a
+file's tests (a segment, below) against the file's limit, prints the same line on the shard's
+log and kills the whole shard (its process group: the controller and every worker), as the
+session's end; the gate reads the line the same way.
 
 Under pytest-xdist (`-n N`, e.g. from a project's own `addopts`) the report is written by the
 controller, which runs no test: each worker (the plugin is loaded there too, by the same `-p`)
@@ -71,6 +74,7 @@ import contextlib
 import json
 import os
 import re
+import signal
 import sys
 import tempfile
 import threading
@@ -88,6 +92,8 @@ TIME_LIMIT_EXIT = 124  # as timeout(1) exits
 # The session's own stdout, kept before pytest captures fd 1 (`-p` imports the plugin first):
 # a test that hangs runs with its output captured, and the time-limit line must reach the log.
 _STDOUT = os.dup(1) if os.environ.get(LIMITS_VARIABLE) else 1
+# An xdist worker's stdout is xdist's channel to the controller; its stderr is the shard's log.
+_STDERR = os.dup(2) if os.environ.get(LIMITS_VARIABLE) else 2
 MAX_MESSAGE = 1024
 MAX_TEXT = 64 * 1024
 
@@ -197,6 +203,30 @@ class WorkerMarks:
         self.following: str | None = None
         self.started = 0.0
         self.pending_start: tuple[int, int] | None = None
+        self.running_test = ""
+        self.limits = _parse_limits(os.environ.get(LIMITS_VARIABLE))
+        if self.limits:
+            threading.Thread(target=self._watch_time, name="release-ledger-limits",
+                             daemon=True).start()  # fmt: skip
+
+    def _watch_time(self) -> None:
+        """Kill the shard once this worker's run of one file has gone past the file's limit
+        (never sooner than without xdist: a segment is at most the whole file)."""
+        while True:
+            time.sleep(0.1)
+            file, started = self.file, self.started
+            limit = self.limits.get(file) if file is not None else None
+            if limit is None or not started:
+                continue
+            ran = time.perf_counter() - started
+            if ran <= limit or file != self.file:
+                continue
+            line = (f"\n{MARKER} time-limit {file} {self.running_test or '-'} after "
+                    f"{ran:.1f} s (limit {limit:g} s)\n")  # fmt: skip
+            os.write(_STDERR, line.encode("utf-8", "replace"))
+            with contextlib.suppress(OSError):
+                os.killpg(0, signal.SIGKILL)  # the controller and the other workers with it
+            os._exit(TIME_LIMIT_EXIT)
 
     def _file_of(self, item: pytest.Item) -> str:
         path = getattr(item, "path", None)
@@ -212,6 +242,7 @@ class WorkerMarks:
             self.started = time.perf_counter()
             self.pending_start = _memory_kb()
         self.following = None if nextitem is None else self._file_of(nextitem)
+        self.running_test = item.nodeid
         yield
 
     @pytest.hookimpl(hookwrapper=True)
@@ -728,13 +759,20 @@ def _file_limits(config: pytest.Config) -> dict[str, float]:
     raw = os.environ.get(LIMITS_VARIABLE)
     if not raw or hasattr(config, "workerinput") or getattr(config.option, "numprocesses", None):
         return {}
+    return _parse_limits(raw)
+
+
+def _parse_limits(raw: str | None) -> dict[str, float]:
+    if not raw:
+        return {}
     try:
         given = json.loads(raw)
     except ValueError:
         return {}
     if not isinstance(given, dict):
         return {}
-    return {str(f): float(s) for f, s in given.items() if isinstance(s, int | float) and s > 0}
+    # (int, float): the plugin runs on every interpreter of a matrix, 3.8 and 3.9 included
+    return {str(f): float(s) for f, s in given.items() if isinstance(s, (int, float)) and s > 0}
 
 
 @pytest.hookimpl(trylast=True)  # after junitxml's own pytest_configure made its writer
