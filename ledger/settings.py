@@ -303,24 +303,28 @@ def base_settings(repo: Path, base: str) -> tuple[dict[str, Any], tuple[str, ...
             del table[key]
 
 
-# The table's keys of the gate's policy, read at base (`Setting.at_head` is false), by name.
+# The table's keys of the gate's policy, read at base (`Setting.at_head` is false), by name,
+# with where their values land (for the defaults).
 _POLICY = {
-    setting.name: str(setting.table)
+    setting.name: (str(setting.table), setting.target)
     for setting in (*SETTINGS, *EXECUTOR_SETTINGS)
     if setting.table and not setting.at_head and setting.name != "base"
-} | {"rollback": "rollback", "required_checks": "required-checks"}
+} | {"rollback": ("rollback", ""), "required_checks": ("required-checks", "")}
 
 
 def _ignored_at_head(
     head_table: dict[str, Any], base_table: dict[str, Any], flags: dict[str, Any]
 ) -> dict[str, Any]:
-    """Policy keys head's table sets otherwise than base's, where no flag decides them."""
+    """Policy keys head's table sets otherwise than base's (or than the default, where base
+    sets none), where no flag decides them."""
     ignored: dict[str, Any] = {}
-    for name, key in _POLICY.items():
+    for name, (key, target) in _POLICY.items():
         given = flags.get(name)
         if given is not None and given != ():
             continue
         at_head, at_base = head_table.get(name), base_table.get(name)
+        if at_base is None:
+            at_base = DEFAULTS.get(target)
         if name == "required_checks":  # head may add required checks, not take them away
             kept = isinstance(at_head, list) and set(at_base or ()) <= set(map(str, at_head))
             if at_head is not None and not kept:

@@ -64,6 +64,11 @@ def test_what_describes_the_code_is_read_at_head(repo: Path) -> None:
     assert options.head_settings_ignored == {} and options.told_settings() == []
 
 
+def test_a_head_that_sets_the_default_base_left_unset_is_not_reported(repo: Path) -> None:
+    commit(repo, {"pyproject.toml": BASE + 'rounds = 2\nexecutor = "local"\n'})
+    assert gate_options({"repo": str(repo), "base": "v1"}).head_settings_ignored == {}
+
+
 def test_every_setting_declares_where_it_is_read() -> None:
     at_head = {s.table for s in SETTINGS if s.at_head}
     assert at_head == {"env", "python", "extras", "resolve-as-of"}
