@@ -11,7 +11,8 @@ cost inside. The figure is per environment built; a cached environment is reused
 and costs the same either way.
 
 Measured (2 shared cores, 2026-12-04), markdown-it-py 4.3.0 (tox's py311 environment, 19
-packages), median of 3: 2.78 s in bwrap, 7.70 s unconfined (0.36x). Inside, uv's install
+packages), median of 3: 1.85 s in bwrap, 6.36 s unconfined (0.29x; 2.78 s and 7.70 s in an
+earlier run). Inside, uv's install
 took 0.8-1.4 s against 0.5 s (copies), and `tox config` 0.41 s against 5.46 s (outside, 4.1 s
 of it is virtualenv's interpreter discovery for each of the project's 24 tox environments).
 """

@@ -8,13 +8,14 @@ machine each build step runs in bubblewrap, as shards do, where it can:
 - shown again read-only: the interpreters (the build's and the gate's, whose environment holds
   uv and tox), uv's and pip's configuration, and the repository's `.git` (a checkout is a
   worktree of it: `setuptools-scm` asks git for the version), never its working tree;
-- writable: the revision's checkout, the environments' cache (where venvs are built) and uv's
-  and pip's caches; a private `/tmp`;
+- writable: the revision's checkout, the folder being built in the environments' cache (a
+  venv, a wheel; the rest of that cache, other revisions' environments among it, is
+  read-only) and uv's and pip's caches; a private `/tmp`;
 - the network as the gate has it (installs download).
 
 Where bwrap cannot run, the step runs as before and the environment says so in its warnings.
 Not confined: builds on SSH hosts and in pods (a pod is its own machine), and a build can still
-write into the shared caches (another revision's cached environment among them).
+write into uv's and pip's caches, which later builds install from.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def _git_dir(repo: Path) -> str | None:
 
 def confinement(
     *, python: str, repo: Path, checkout: Path, envs_dir: Path, hidden: list[str]
-) -> tuple[Callable[[list[str], str | None], list[str]], list[str]]:
+) -> tuple[Callable[[list[str], str | None, list[str]], list[str]], list[str]]:
     """A `confine` for `environment.prepare` and the sandboxes it used (one per step)."""
     home = Path.home()
     caches = [c for c in (_tool_cache("uv"), _tool_cache("pip")) if c]
@@ -83,13 +84,14 @@ def confinement(
         *(os.path.dirname(os.path.realpath(t)) for t in tools),
         *(str(home / c) for c in (".config/uv", ".config/pip", ".pip", ".pydistutils.cfg")),
         *[d for d in (_git_dir(repo),) if d],
+        str(envs_dir),  # the environments built: read, never written, by another's build
     ]
-    writable = [str(checkout), str(envs_dir), *caches]
+    writable = [str(checkout), *caches]
     used: list[str] = []
 
-    def confine(argv: list[str], cwd: str | None) -> list[str]:
+    def confine(argv: list[str], cwd: str | None, building: list[str]) -> list[str]:
         wrapped, how = sandbox.wrap(
-            argv, cwd=cwd or str(checkout), writable=writable, readable=readable,
+            argv, cwd=cwd or str(checkout), writable=[*writable, *building], readable=readable,
             hidden=[str(repo), *hidden], path=os.environ.get("PATH"), by_uid=False,
         )  # fmt: skip
         used.append(how)

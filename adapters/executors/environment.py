@@ -185,13 +185,16 @@ def sanitized_requirements(checkout: str, rel: str, out_dir: str) -> str:
     return target
 
 
-# Runs one build step's command confined (argv, cwd) -> argv to run: an executor that can
-# sandbox builds gives one to `prepare` (the local one: bubblewrap); without, steps run as given.
-Confine = Callable[[list[str], "str | None"], list[str]]
+# Runs one build step's command confined: (argv, cwd, folders it may write besides the
+# checkout and the installers' caches) -> argv to run. An executor that can sandbox builds
+# gives one to `prepare` (the local one: bubblewrap); without, steps run as given.
+Confine = Callable[[list[str], "str | None", list[str]], list[str]]
 
 
-def _confined(confine: Confine | None, argv: list[str], cwd: str | None) -> list[str]:
-    return confine(argv, cwd) if confine is not None else argv
+def _confined(
+    confine: Confine | None, argv: list[str], cwd: str | None, writable: list[str] | None = None
+) -> list[str]:
+    return confine(argv, cwd, list(writable or ())) if confine is not None else argv
 
 
 class Installer:
@@ -211,6 +214,9 @@ class Installer:
         self.uv = uv
         self.log = log
         self.confine = confine
+        # The staging folders being built (a venv, a wheel): the only part of the environments
+        # cache a confined step may write, so no build reaches another revision's environment.
+        self.writable: list[str] = []
         self.env = dict(env, UV_PYTHON_DOWNLOADS="never", PIP_DISABLE_PIP_VERSION_CHECK="1")
         self.env.pop("VIRTUAL_ENV", None)
         self.env.pop("PYTHONPATH", None)
@@ -240,7 +246,7 @@ class Installer:
             log.flush()
             try:
                 done = subprocess.run(
-                    _confined(self.confine, argv, cwd), cwd=cwd, env=self.env,
+                    _confined(self.confine, argv, cwd, self.writable), cwd=cwd, env=self.env,
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE, stderr=log, timeout=STEP_TIMEOUT_S, check=False,
                 )  # fmt: skip
@@ -460,6 +466,7 @@ def _build_project(
             return os.path.join(entry, "wheel", str(found.get("wheel"))), found, True
         os.makedirs(os.path.dirname(entry), exist_ok=True)
         staging = tempfile.mkdtemp(prefix=".build-", dir=os.path.dirname(entry))
+        installer.writable.append(staging)
         try:
             wheel = installer.wheel(checkout, os.path.join(staging, "wheel"))
             _clean_checkout(checkout, installer)
@@ -1016,6 +1023,7 @@ def _build_env(
     starts imports it) and the source's dependencies; uv's cache shares the downloads."""
     os.makedirs(os.path.dirname(entry), exist_ok=True)
     staging = tempfile.mkdtemp(prefix=".build-", dir=os.path.dirname(entry))
+    installer.writable.append(staging)
     try:
         python = installer.venv(os.path.join(staging, "venv"))
         if not os.path.isfile(wheel):
@@ -1072,6 +1080,7 @@ def _command(
             if found is None:
                 os.makedirs(os.path.dirname(entry), exist_ok=True)
                 staging = tempfile.mkdtemp(prefix=".build-", dir=os.path.dirname(entry))
+                installer.writable.append(staging)
                 try:
                     venv = os.path.join(staging, "venv")
                     python = installer.venv(venv)

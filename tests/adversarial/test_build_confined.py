@@ -9,7 +9,7 @@ leak is an introduced failure and the verdict `failed`.
 
 from __future__ import annotations
 
-import ast
+import json
 import shutil
 import subprocess
 import sys
@@ -118,37 +118,61 @@ def test_a_build_environment_keeps_the_allow_list_and_what_installs_need() -> No
     }  # fmt: skip
 
 
-def test_a_confined_step_cannot_write_to_the_repository_but_can_to_its_checkout() -> None:
+PROBE = """
+import json, os, pathlib, sys
+paths = json.loads(sys.argv[1])
+
+def writes(path):
+    try:
+        pathlib.Path(path).write_text("x")
+        return True
+    except OSError:
+        return False
+
+print(json.dumps({
+    "repo_seen": os.path.exists(paths["repo_file"]),
+    "home": sorted(os.listdir(paths["home"])) if os.path.isdir(paths["home"]) else None,
+    "ready_read": pathlib.Path(paths["ready"]).read_text(),
+    "ready_written": writes(paths["ready"]),
+    "repo_written": writes(paths["repo_new"]),
+    "checkout_written": writes(paths["checkout_new"]),
+    "building_written": writes(paths["building_new"]),
+}))
+"""
+
+
+def test_a_confined_step_writes_only_its_checkout_and_what_it_builds() -> None:
     """Outside /tmp (whose private mount would hide anything under it anyway): the user's
-    repository and the home directory are covered, the checkout and the caches writable."""
+    repository and the home directory are covered, another revision's environment is
+    read-only, the checkout and the folder being built are writable."""
     if sandbox.bwrap() is None:
         pytest.skip("bubblewrap cannot run here")
     top = Path(tempfile.mkdtemp(prefix="release-ledger-build-", dir="/var/tmp"))
     try:
         repo = make_repo(top, {"a.txt": "a\n"})
         checkout, envs = top / "checkout", top / "envs"
+        building = envs / ".build-1"
         checkout.mkdir()
-        envs.mkdir()
+        building.mkdir(parents=True)
+        (envs / "ready").write_text("base's environment")
         confine, used = build_sandbox.confinement(
             python=sys.executable, repo=repo, checkout=checkout, envs_dir=envs, hidden=[]
         )
-        script = (
-            f"import pathlib; pathlib.Path({str(checkout / 'ok')!r}).write_text('x'); "
-            f"pathlib.Path({str(envs / 'ok')!r}).write_text('x'); "
-            f"print(pathlib.Path({str(repo / 'a.txt')!r}).exists(), "
-            f"pathlib.Path({str(Path.home())!r}).exists() and "
-            f"sorted(p.name for p in pathlib.Path({str(Path.home())!r}).iterdir())); "
-            f"pathlib.Path({str(repo / 'b.txt')!r}).write_text('x')"
-        )
-        argv = confine([sys.executable, "-c", script], None)
+        paths = {
+            "repo_file": str(repo / "a.txt"), "home": str(Path.home()),
+            "ready": str(envs / "ready"), "repo_new": str(repo / "b.txt"),
+            "checkout_new": str(checkout / "ok"), "building_new": str(building / "ok"),
+        }  # fmt: skip
+        argv = confine([sys.executable, "-c", PROBE, json.dumps(paths)], None, [str(building)])
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
-        assert used == ["bwrap"]
-        seen, home = done.stdout.split(maxsplit=1)
-        assert seen == "False", done.stderr  # the working tree is out of sight
+        assert used == ["bwrap"], done.stderr
+        seen = json.loads(done.stdout)
+        assert seen["repo_seen"] is False  # the working tree is out of sight
         # of the home directory only what builds read back in: interpreters, caches, config
-        assert set(ast.literal_eval(home) or []) <= {".cache", ".config", ".pyenv", ".local"}
-        assert done.returncode != 0 and "Read-only file system" in done.stderr
-        assert (checkout / "ok").exists() and (envs / "ok").exists()
-        assert not (repo / "b.txt").exists()
+        assert set(seen["home"] or []) <= {".cache", ".config", ".pyenv", ".local"}
+        assert seen["ready_read"] == "base's environment" and seen["ready_written"] is False
+        assert seen["repo_written"] is False and not (repo / "b.txt").exists()
+        assert seen["checkout_written"] and seen["building_written"]
+        assert (envs / "ready").read_text() == "base's environment"
     finally:
         shutil.rmtree(top, ignore_errors=True)
