@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from domain.assessment import ENV_SETUP, OOM, UNPLACED
+from domain.assessment import ENV_SETUP, OOM, TIMEOUT, UNPLACED
 from domain.failures import blames_executor
 from domain.junit import FAILING, test_id
 from domain.planning import child_shard_ids, split_in_halves
-from domain.run_state import BASE, HEAD, RunState, ShardView
+from domain.run_state import BASE, HEAD, AttemptView, RunState, ShardView
 from domain.verdict import classify, shard_unmeasured
 
 StepKind = Literal[
@@ -75,13 +75,20 @@ def pending_runs(state: RunState, rounds: int) -> list[RunRequest]:
             # Original shards get `rounds` retries; bisection children are run once. A fault
             # the report itself pins on a file is not transient: it is not retried.
             allowed = 1 + rounds if shard.depth == 0 else 1
-            if latest.assessment.culprits or latest.killed_test:
+            if latest.assessment.culprits or latest.killed_test or _timed_out_in(latest):
                 allowed = 1  # a file named, or a test ended at its known time: no blind retry
             if not latest.assessment.measured and len(attempts) < allowed:
                 requests.append(
                     RunRequest(shard.id, revision, files, len(attempts) + 1, retry=True)
                 )
     return requests
+
+
+def _timed_out_in(attempt: AttemptView) -> bool:
+    """Killed at the shard's timeout while the plugin says one file was running: running it
+    alone tells as much as running the whole shard again, which would cost the whole timeout
+    again (on a first gate nothing is known, so a hang is bounded only by `--timeout`)."""
+    return attempt.assessment.reason == TIMEOUT and attempt.running is not None
 
 
 def named_culprits(shard: ShardView) -> tuple[str, ...]:

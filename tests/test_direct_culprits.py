@@ -60,3 +60,32 @@ def test_without_evidence_naming_a_file_the_shard_is_halved() -> None:
     run.attempt("s01", "base", [A, B, C, D], {f"{f}::test_x": "passed" for f in (A, B, C, D)})
     [split] = next_step(fold(run.events, run.artifacts), rounds=0).splits
     assert split.children == (("s01.1", (A, B)), ("s01.2", (C, D)))
+
+
+def test_a_shard_timed_out_while_a_file_runs_is_not_retried_whole() -> None:
+    """Each retry of a timed-out shard costs the whole timeout: the file the plugin names is
+    split off at once (on a first gate a hang is bounded only by `--timeout`)."""
+    run = RunBuilder().discover([A, B, C, D]).plan({"s01": [A, B, C, D]})
+    log = f"release-ledger: start {A}\n{A} .\nrelease-ledger: end {A}\nrelease-ledger: start {C}\n"
+    digest = sha256_hex(log.encode())
+    run.artifacts[digest] = log.encode()
+    run.add(
+        ev.ShardAttemptRecorded, shard="s01", attempt=1, revision="base", files=[A, B, C, D],
+        exit_code=None, signal=9, timed_out=True, log_tail_hash=digest,
+    )  # fmt: skip
+    run.attempt("s01", "head", [A, B, C, D], {f"{f}::test_x": "passed" for f in (A, B, C, D)})
+    step = next_step(fold(run.events, run.artifacts), rounds=2)
+    assert step.kind == "split", step  # no retry round, although 2 are allowed
+    [split] = step.splits
+    assert split.children == (("s01.1", (C,)), ("s01.2", (A, B, D)))
+    assert split.reason == "timeout"
+
+
+def test_a_shard_timed_out_with_no_file_named_is_retried() -> None:
+    run = RunBuilder().discover([A, B]).plan({"s01": [A, B]})
+    run.add(
+        ev.ShardAttemptRecorded, shard="s01", attempt=1, revision="base", files=[A, B],
+        exit_code=None, signal=9, timed_out=True,
+    )  # fmt: skip
+    run.attempt("s01", "head", [A, B], {f"{f}::test_x": "passed" for f in (A, B)})
+    assert next_step(fold(run.events, run.artifacts), rounds=2).kind == "run"
