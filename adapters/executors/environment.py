@@ -49,7 +49,10 @@ import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the module also runs on build hosts' older interpreters: no run-time alias
+    from collections.abc import Callable
 
 FORMAT = 3  # bump when the layout or the key's inputs change
 TEST_EXTRAS = ("test", "tests", "testing", "dev")
@@ -188,7 +191,8 @@ def sanitized_requirements(checkout: str, rel: str, out_dir: str) -> str:
 # Runs one build step's command confined: (argv, cwd, folders it may write besides the
 # checkout and the installers' caches) -> argv to run. An executor that can sandbox builds
 # gives one to `prepare` (the local one: bubblewrap); without, steps run as given.
-Confine = Callable[[list[str], "str | None", list[str]], list[str]]
+if TYPE_CHECKING:
+    Confine = Callable[[list[str], str | None, list[str]], list[str]]
 
 
 def _confined(
