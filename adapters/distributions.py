@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters import git
+from adapters.executors import build_sandbox
 from adapters.executors.environment import (
     LOG_TAIL_BYTES,
     Installer,
@@ -48,6 +49,7 @@ from adapters.executors.environment import (
     _publish,
     _ready,
     _wheel_metadata,
+    build_env,
     find_uv,
 )
 from domain.chain import sha256_hex
@@ -173,6 +175,7 @@ def _tools(cache: str, installer: Installer, interp: dict[str, str]) -> str:
         # A venv records its own absolute path: it is made where it stays, ready.json last.
         shutil.rmtree(entry, ignore_errors=True)
         os.makedirs(entry)
+        installer.writable.append(entry)
         try:
             made = installer.venv(os.path.join(entry, "venv"))
             installer.install(made, list(TOOLS), "installing twine and build")
@@ -219,6 +222,18 @@ def _prune(folder: str, keep: int) -> None:
                 entries.append((os.path.getmtime(stamp), os.path.join(folder, name)))
         for _, path in sorted(entries)[: max(0, len(entries) - keep)]:
             shutil.rmtree(path, ignore_errors=True)
+
+
+def _confined_installer(
+    python: str, uv: str | None, log: str, work: str, cache: str, repo: Path | None
+) -> Installer:
+    """An installer whose steps (head's build backend, its import after the upgrade) see the
+    build environment's allow-list and run in bubblewrap where it can: writable only the
+    work folder (the clone, the dists, the venv) and what each step builds in the cache."""
+    confine, _ = build_sandbox.confinement(
+        python=python, repo=repo, checkout=Path(work), envs_dir=Path(cache), hidden=[]
+    )
+    return Installer(python, uv, log, build_env(dict(os.environ)), confine)
 
 
 def _build_files(
@@ -277,7 +292,7 @@ def build(
     log = os.path.join(work, "build.log")
     open(log, "wb").close()
     uv = None if installer_name == "pip" else find_uv()
-    installer = Installer(python, uv, log, dict(os.environ))
+    installer = _confined_installer(python, uv, log, work, cache, repo)
     try:
         interp = _interpreter(python, installer)
         fields["python_version"] = interp["version"]
@@ -428,7 +443,7 @@ def upgrade(
     log = os.path.join(work, "upgrade.log")
     open(log, "wb").close()
     uv = None if installer_name == "pip" else find_uv()
-    installer = Installer(python, uv, log, dict(os.environ))
+    installer = _confined_installer(python, uv, log, work, cache, None)
     fields: dict[str, Any] = {
         "base_commit": base_commit, "head_commit": head_commit,
         "base_wheel": os.path.basename(base_wheel), "base_wheel_sha256": _sha256_file(base_wheel),

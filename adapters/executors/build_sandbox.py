@@ -14,8 +14,10 @@ machine each build step runs in bubblewrap, as shards do, where it can:
 - the network as the gate has it (installs download).
 
 Where bwrap cannot run, the step runs as before and the environment says so in its warnings.
-Not confined: builds on SSH hosts and in pods (a pod is its own machine), and a build can still
-write into uv's and pip's caches, which later builds install from.
+The release builds (`adapters/distributions.py`: head's sdist and wheel, the upgrade from
+base's wheel) run the same way. Not confined: builds on SSH hosts and in pods (a pod is its
+own machine), and a build can still write into uv's and pip's caches, which later builds
+install from.
 """
 
 from __future__ import annotations
@@ -70,9 +72,11 @@ def _git_dir(repo: Path) -> str | None:
 
 
 def confinement(
-    *, python: str, repo: Path, checkout: Path, envs_dir: Path, hidden: list[str]
+    *, python: str, repo: Path | None, checkout: Path, envs_dir: Path, hidden: list[str]
 ) -> tuple[Callable[[list[str], str | None, list[str]], list[str]], list[str]]:
-    """A `confine` for `environment.prepare` and the sandboxes it used (one per step)."""
+    """A `confine` for `environment.prepare` and the sandboxes it used (one per step). `repo`
+    (the user's repository, hidden but for its `.git`) is None for a step with no checkout
+    of it (the release upgrade installs wheels)."""
     home = Path.home()
     caches = [c for c in (_tool_cache("uv"), _tool_cache("pip")) if c]
     for cache in caches:
@@ -83,7 +87,7 @@ def confinement(
         *sandbox.prefixes(sys.executable),
         *(os.path.dirname(os.path.realpath(t)) for t in tools),
         *(str(home / c) for c in (".config/uv", ".config/pip", ".pip", ".pydistutils.cfg")),
-        *[d for d in (_git_dir(repo),) if d],
+        *[d for d in (_git_dir(repo) if repo else None,) if d],
         str(envs_dir),  # the environments built: read, never written, by another's build
     ]
     writable = [str(checkout), *caches]
@@ -92,7 +96,8 @@ def confinement(
     def confine(argv: list[str], cwd: str | None, building: list[str]) -> list[str]:
         wrapped, how = sandbox.wrap(
             argv, cwd=cwd or str(checkout), writable=[*writable, *building], readable=readable,
-            hidden=[str(repo), *hidden], path=os.environ.get("PATH"), by_uid=False,
+            hidden=[*([str(repo)] if repo else []), *hidden], path=os.environ.get("PATH"),
+            by_uid=False,
         )  # fmt: skip
         used.append(how)
         return wrapped

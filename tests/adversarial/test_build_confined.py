@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -176,3 +177,35 @@ def test_a_confined_step_writes_only_its_checkout_and_what_it_builds() -> None:
         assert (envs / "ready").read_text() == "base's environment"
     finally:
         shutil.rmtree(top, ignore_errors=True)
+
+
+def test_head_release_build_finds_no_secret(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The release build (`uv build` of head's sdist and wheel, for the approval report) runs
+    head's build backend too: with the same allow-list, and in bwrap where it can."""
+    from adapters import distributions
+
+    real_cache = build_sandbox._tool_cache("uv")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".netrc").write_text(f"machine example.org password {SECRET}\n")
+    monkeypatch.setenv("HOME", str(home))
+    if real_cache:
+        monkeypatch.setenv("UV_CACHE_DIR", real_cache)
+    monkeypatch.setenv("GITHUB_TOKEN", SECRET)
+    snooping = SNOOPING_SETUP.format(
+        secret=SECRET, paths={"netrc": str(home / ".netrc")}, planted=str(tmp_path / "planted")
+    )
+    repo = make_repo(tmp_path, {
+        "pyproject.toml": PYPROJECT.format(version="2.0"), "setup.py": snooping,
+        "src/snoop/__init__.py": INIT, ".gitignore": "src/snoop/_found.py\n",
+    })  # fmt: skip
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()  # fmt: skip
+    built = distributions.build(repo, head, "head", str(tmp_path / "cache"), check_readme=False)
+    assert built.fields["status"] == "built", built.fields
+    assert built.wheel is not None
+    with zipfile.ZipFile(built.wheel) as wheel:
+        found = wheel.read("snoop/_found.py").decode()
+    assert found == "FOUND = {'env': []}\n"
