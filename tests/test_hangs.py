@@ -43,10 +43,18 @@ def test_the_plugins_line_names_the_file_the_test_and_both_times() -> None:
     assert parse_time_limit(tail, ["tests/other.py"]) is None
 
 
+# A project whose own `addopts` run pytest-xdist: the worker running the hung file names it
+# and ends the shard, as the session does without xdist.
+XDIST = {"pyproject.toml": '[tool.pytest.ini_options]\naddopts = "-n 2 -p xdist"\n'}
+
+
 @pytest.mark.slow
-def test_a_hang_at_head_only_is_named_in_seconds_and_fails_the_gate(tmp_path: Path) -> None:
+@pytest.mark.parametrize("project", [{}, XDIST], ids=["plain", "own-xdist"])
+def test_a_hang_at_head_only_is_named_in_seconds_and_fails_the_gate(
+    tmp_path: Path, project: dict[str, str]
+) -> None:
     repo = make_repo(tmp_path, {"tests/test_a.py": FAST, "tests/test_b.py": QUICK,
-                                "tests/test_c.py": FAST})  # fmt: skip
+                                "tests/test_c.py": FAST, **project})  # fmt: skip
     tag(repo, "v1")
     commit(repo, {"tests/test_b.py": HANGS}, "head: test_y never returns")
     started = time.monotonic()
@@ -64,28 +72,6 @@ def test_a_hang_at_head_only_is_named_in_seconds_and_fails_the_gate(tmp_path: Pa
     assert "s at base)" in shown
     kinds = [e["kind"] for e in events(tmp_path, str(document["run_id"]))]
     assert kinds.count("IsolationRecorded") >= 2  # alone at head and at base
-
-
-@pytest.mark.slow
-def test_a_hang_at_head_under_the_projects_own_xdist_is_ended_at_the_files_limit(
-    tmp_path: Path,
-) -> None:
-    """A project whose own `addopts` run pytest-xdist (`-n 2`): the worker running the hung
-    file names it and ends the shard, so the gate takes seconds, not `--timeout`."""
-    xdist = '[tool.pytest.ini_options]\naddopts = "-n 2 -p xdist"\n'
-    repo = make_repo(tmp_path, {"tests/test_a.py": FAST, "tests/test_b.py": QUICK,
-                                "tests/test_c.py": FAST, "pyproject.toml": xdist})  # fmt: skip
-    tag(repo, "v1")
-    commit(repo, {"tests/test_b.py": HANGS}, "head: test_y never returns")
-    started = time.monotonic()
-    result = gate(tmp_path, repo, "--timeout", "600", "--time-floor-s", "3")
-    elapsed = time.monotonic() - started
-    assert result.code == 1, result.stderr
-    document = result.document
-    assert "tests/test_b.py::test_y" in document["introduced"]
-    (hang,) = document["hung"]
-    assert hang["test"] == "tests/test_b.py::test_y" and hang["limit_s"] == 3.0
-    assert elapsed < 150, elapsed  # not --timeout (600 s) per round
 
 
 @pytest.mark.slow

@@ -59,20 +59,27 @@ TEST = (
 )
 
 
-def test_a_build_finds_no_secret_and_writes_nothing_outside_its_folders(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    if sandbox.bwrap() is None:
-        pytest.skip("bubblewrap cannot run here: builds run unconfined")
+def secrets_around(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The gate's tokens in its environment and a `~/.netrc` in a home of the test's own
+    (uv's real cache kept: the downloads already made); returns that home."""
     real_cache = build_sandbox._tool_cache("uv")
     home = tmp_path / "home"
     home.mkdir()
     (home / ".netrc").write_text(f"machine example.org password {SECRET}\n")
     monkeypatch.setenv("HOME", str(home))
     if real_cache:
-        monkeypatch.setenv("UV_CACHE_DIR", real_cache)  # the downloads already made
+        monkeypatch.setenv("UV_CACHE_DIR", real_cache)
     monkeypatch.setenv("GITHUB_TOKEN", SECRET)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+    return home
+
+
+def test_a_build_finds_no_secret_and_writes_nothing_outside_its_folders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if sandbox.bwrap() is None:
+        pytest.skip("bubblewrap cannot run here: builds run unconfined")
+    home = secrets_around(tmp_path, monkeypatch)
     files = {
         "pyproject.toml": PYPROJECT.format(version="1.0"),
         "setup.py": "from setuptools import setup\nsetup()\n",
@@ -186,14 +193,7 @@ def test_head_release_build_finds_no_secret(
     head's build backend too: with the same allow-list, and in bwrap where it can."""
     from adapters import distributions
 
-    real_cache = build_sandbox._tool_cache("uv")
-    home = tmp_path / "home"
-    home.mkdir()
-    (home / ".netrc").write_text(f"machine example.org password {SECRET}\n")
-    monkeypatch.setenv("HOME", str(home))
-    if real_cache:
-        monkeypatch.setenv("UV_CACHE_DIR", real_cache)
-    monkeypatch.setenv("GITHUB_TOKEN", SECRET)
+    home = secrets_around(tmp_path, monkeypatch)
     snooping = SNOOPING_SETUP.format(
         secret=SECRET, paths={"netrc": str(home / ".netrc")}, planted=str(tmp_path / "planted")
     )
