@@ -33,6 +33,7 @@ import tarfile
 import tempfile
 import time
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -225,13 +226,20 @@ def _prune(folder: str, keep: int) -> None:
 
 
 def _confined_installer(
-    python: str, uv: str | None, log: str, work: str, cache: str, repo: Path | None
+    python: str,
+    uv: str | None,
+    log: str,
+    work: str,
+    cache: str,
+    repo: Path | None,
+    hidden: Sequence[str],
 ) -> Installer:
     """An installer whose steps (head's build backend, its import after the upgrade) see the
     build environment's allow-list and run in bubblewrap where it can: writable only the
-    work folder (the clone, the dists, the venv) and what each step builds in the cache."""
+    work folder (the clone, the dists, the venv) and what each step builds in the cache;
+    `hidden` (the ledger's folder) out of sight."""
     confine, _ = build_sandbox.confinement(
-        python=python, repo=repo, checkout=Path(work), envs_dir=Path(cache), hidden=[]
+        python=python, repo=repo, checkout=Path(work), envs_dir=Path(cache), hidden=list(hidden)
     )
     return Installer(python, uv, log, build_env(dict(os.environ)), confine)
 
@@ -270,6 +278,7 @@ def build(
     python: str = sys.executable,
     check_readme: bool = True,
     installer_name: str = "auto",
+    hidden: Sequence[str] = (),
 ) -> Built:
     """The commit's sdist and wheel (built or from the cache), described; never raises for a
     project that does not build."""
@@ -292,7 +301,7 @@ def build(
     log = os.path.join(work, "build.log")
     open(log, "wb").close()
     uv = None if installer_name == "pip" else find_uv()
-    installer = _confined_installer(python, uv, log, work, cache, repo)
+    installer = _confined_installer(python, uv, log, work, cache, repo, hidden)
     try:
         interp = _interpreter(python, installer)
         fields["python_version"] = interp["version"]
@@ -434,6 +443,7 @@ def upgrade(
     *,
     python: str = sys.executable,
     installer_name: str = "auto",
+    hidden: Sequence[str] = (),
 ) -> Upgraded:
     """Install base's wheel, then head's over it, in a fresh environment (cached by both
     wheels' hashes and the interpreter)."""
@@ -443,7 +453,7 @@ def upgrade(
     log = os.path.join(work, "upgrade.log")
     open(log, "wb").close()
     uv = None if installer_name == "pip" else find_uv()
-    installer = _confined_installer(python, uv, log, work, cache, None)
+    installer = _confined_installer(python, uv, log, work, cache, None, hidden)
     fields: dict[str, Any] = {
         "base_commit": base_commit, "head_commit": head_commit,
         "base_wheel": os.path.basename(base_wheel), "base_wheel_sha256": _sha256_file(base_wheel),

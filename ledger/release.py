@@ -56,12 +56,14 @@ def release_builds(process: HookContext, state: RunState) -> bool:
     ledger, run_id, started = process.ledger, process.run_id, process.started
     repo = Path(started.repo)
     cache = str(environments_dir())
+    hidden = ledger.private_folders()  # out of sight of head's build backend
     if step == "distributions":
         process.observer.notice("building head's sdist and wheel")
         try:
             built = distributions.build(
-                repo, started.head, "head", cache, python=_python_for(state, "head")
-            )
+                repo, started.head, "head", cache, python=_python_for(state, "head"),
+                hidden=hidden,
+            )  # fmt: skip
         except Exception as error:  # the gate's own fault: recorded, never a crashed run
             built = distributions.Built(
                 {"revision": "head", "commit": started.head, "status": "error",
@@ -77,9 +79,11 @@ def release_builds(process: HookContext, state: RunState) -> bool:
     events: list[ev.Event] = []
     artifacts: dict[str, bytes] = {}
     try:
-        head_built = distributions.build(repo, started.head, "head", cache, python=python)
+        head_built = distributions.build(
+            repo, started.head, "head", cache, python=python, hidden=hidden
+        )
         base_built = distributions.build(
-            repo, started.base, "base", cache, python=python, check_readme=False
+            repo, started.base, "base", cache, python=python, check_readme=False, hidden=hidden
         )
         events.append(ledger.make(ev.DistributionsBuilt, run_id, **base_built.fields))
         artifacts |= base_built.artifacts
@@ -93,7 +97,7 @@ def release_builds(process: HookContext, state: RunState) -> bool:
         else:
             upgraded = distributions.upgrade(
                 base_built.wheel, head_built.wheel, started.base, started.head, cache,
-                python=python,
+                python=python, hidden=hidden,
             )  # fmt: skip
     except Exception as error:  # the gate's own fault: recorded, never a crashed run
         skipped = f"the gate could not try it: {type(error).__name__}: {error}"

@@ -240,6 +240,14 @@ class Ledger:
     def close(self) -> None:
         self.store.close()
 
+    def private_folders(self) -> tuple[str, ...]:
+        """What the project's code (its suite, its builds) must never see of the ledger: a
+        SQLite ledger's folder (the database, its key, its views); a PostgreSQL ledger has
+        none on this machine."""
+        if self.store.dialect != "sqlite":
+            return ()
+        return (os.path.dirname(os.path.abspath(self.store.description)),)
+
     # -- writing --
 
     def new_run_id(self) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 from adapters import git
@@ -84,8 +83,7 @@ def _lanes(options: GateOptions, ledger: Ledger) -> list[Lane]:
             (i["label"], options.lane_request(_located(i, options)))
             for i in options.interpreters
         ]
-    sqlite = ledger.store.dialect == "sqlite"
-    hidden = (str(Path(ledger.store.description).parent),) if sqlite else ()
+    hidden = ledger.private_folders()
     requests = [(label, r.model_copy(update={"hidden": hidden})) for label, r in requests]
     lanes: list[Lane] = []
     try:
