@@ -33,8 +33,8 @@ from adapters.executors import sandbox
 from adapters.executors.environment import find_tox, find_uv
 
 UNCONFINED_WARNING = (
-    "the environment build ran unconfined (bubblewrap is not available): the project's build "
-    "code could read what the gate's user can"
+    "the environment build ran unconfined (bubblewrap is not available here, or "
+    "LEDGER_SANDBOX=none): the project's build code could read what the gate's user can"
 )
 
 
@@ -43,7 +43,7 @@ def _tool_cache(tool: str) -> str | None:
     """Where uv (`uv cache dir`) or pip (`pip cache dir`) keeps its cache, or None."""
     argv = [sys.executable, "-m", "pip", "cache", "dir"]
     if tool == "uv":
-        uv = environment_uv()
+        uv = find_uv(None)
         if uv is None:
             return None
         argv = [uv, "cache", "dir"]
@@ -53,10 +53,6 @@ def _tool_cache(tool: str) -> str | None:
         return None
     found = done.stdout.decode(errors="replace").strip().splitlines()
     return found[-1] if done.returncode == 0 and found else None
-
-
-def environment_uv() -> str | None:
-    return find_uv(None)
 
 
 def _git_dir(repo: Path) -> str | None:
@@ -81,7 +77,7 @@ def confinement(
     caches = [c for c in (_tool_cache("uv"), _tool_cache("pip")) if c]
     for cache in caches:
         os.makedirs(cache, exist_ok=True)  # a bind needs its folder; the tool makes it anyway
-    tools = [t for t in (environment_uv(), find_tox()) if t]
+    tools = [t for t in (find_uv(None), find_tox()) if t]
     readable = [
         *sandbox.prefixes(python),
         *sandbox.prefixes(sys.executable),

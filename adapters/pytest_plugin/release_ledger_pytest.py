@@ -238,8 +238,9 @@ class WorkerMarks:
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
         name = self._file_of(item)
         if name != self.file:
-            self.file = name
+            # the start first: the watchdog never sees the new file with the old one's start
             self.started = time.perf_counter()
+            self.file = name
             self.pending_start = _memory_kb()
         self.following = None if nextitem is None else self._file_of(nextitem)
         self.running_test = item.nodeid
