@@ -245,7 +245,8 @@ EXECUTOR_SETTINGS: tuple[Setting, ...] = tuple(
 # own settings come from their options models), and `validate` checks its ranges. A table key
 # is read at base (the gate's policy) unless it is `at_head` (how the code is installed).
 SETTINGS: tuple[Setting, ...] = (
-    Setting("base", "The previous release (tag, branch, SHA); or base in [tool.release-ledger].",
+    Setting("base", "The previous release (tag, branch, SHA); or base in [tool.release-ledger] "
+            "(a tag there).",
             flag="--base", table="base", table_type=str, metavar="REV"),
     Setting("head", "The candidate.", flag="--head", default="HEAD", metavar="REV"),
     Setting("repo", "Repository.", kind="path", flag="--repo", default="."),
