@@ -80,9 +80,12 @@ import tempfile
 import threading
 import time
 import xml.etree.ElementTree as ET
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:  # annotations only: the plugin imports nothing beyond what it needs
+    from collections.abc import Callable
 
 FORMAT_VERSION = "2"  # 2: collect_kb, reset, baseline, empty
 PREFIX = "release-ledger"
@@ -204,29 +207,13 @@ class WorkerMarks:
         self.started = 0.0
         self.pending_start: tuple[int, int] | None = None
         self.running_test = ""
-        self.limits = _parse_limits(os.environ.get(LIMITS_VARIABLE))
-        if self.limits:
-            threading.Thread(target=self._watch_time, name="release-ledger-limits",
-                             daemon=True).start()  # fmt: skip
+        # This worker's run of one file against the file's limit (never sooner than without
+        # xdist: a segment is at most the whole file); its end ends the whole shard.
+        _watch_limits(_parse_limits(os.environ.get(LIMITS_VARIABLE)), self._running,
+                      out=_STDERR, whole_group=True)  # fmt: skip
 
-    def _watch_time(self) -> None:
-        """Kill the shard once this worker's run of one file has gone past the file's limit
-        (never sooner than without xdist: a segment is at most the whole file)."""
-        while True:
-            time.sleep(0.1)
-            file, started = self.file, self.started
-            limit = self.limits.get(file) if file is not None else None
-            if limit is None or not started:
-                continue
-            ran = time.perf_counter() - started
-            if ran <= limit or file != self.file:
-                continue
-            line = (f"\n{MARKER} time-limit {file} {self.running_test or '-'} after "
-                    f"{ran:.1f} s (limit {limit:g} s)\n")  # fmt: skip
-            os.write(_STDERR, line.encode("utf-8", "replace"))
-            with contextlib.suppress(OSError):
-                os.killpg(0, signal.SIGKILL)  # the controller and the other workers with it
-            os._exit(TIME_LIMIT_EXIT)
+    def _running(self) -> tuple[str | None, float, str]:
+        return self.file, self.started, self.running_test
 
     def _file_of(self, item: pytest.Item) -> str:
         path = getattr(item, "path", None)
@@ -329,26 +316,13 @@ class ReleaseLedgerReport:
         # xdist: the ids the workers collected, by the file part of the node id, not finished
         self.pending: dict[str, set[str]] | None = None
         self.running_test = ""  # the node id of the test running now (time limits)
-        self.limits = _file_limits(config)
-        if self.limits:
-            threading.Thread(target=self._watch_time, name="release-ledger-limits",
-                             daemon=True).start()  # fmt: skip
+        _watch_limits(_file_limits(config), self._running, out=_STDOUT, whole_group=False)
 
-    def _watch_time(self) -> None:
-        """End the session once the running file has run past its limit, naming the test."""
-        while True:
-            time.sleep(0.1)
-            entry = self.current
-            limit = self.limits.get(entry.name) if entry is not None else None
-            if entry is None or limit is None or not entry.started:
-                continue
-            ran = time.perf_counter() - entry.started
-            if ran <= limit:
-                continue
-            line = (f"\n{MARKER} time-limit {entry.name} {self.running_test or '-'} after "
-                    f"{ran:.1f} s (limit {limit:g} s)\n")  # fmt: skip
-            os.write(_STDOUT, line.encode("utf-8", "replace"))
-            os._exit(TIME_LIMIT_EXIT)
+    def _running(self) -> tuple[str | None, float, str]:
+        entry = self.current
+        if entry is None:
+            return None, 0.0, self.running_test
+        return entry.name, entry.started, self.running_test
 
     # -- paths and ids ---------------------------------------------------------------------
 
@@ -761,6 +735,42 @@ def _file_limits(config: pytest.Config) -> dict[str, float]:
     if not raw or hasattr(config, "workerinput") or getattr(config.option, "numprocesses", None):
         return {}
     return _parse_limits(raw)
+
+
+def _watch_limits(
+    limits: dict[str, float],
+    running: Callable[[], tuple[str | None, float, str]],
+    *,
+    out: int,
+    whole_group: bool,
+) -> None:
+    """With limits, a watchdog thread: once the running file (`running`: file, its start,
+    the test) has run past its limit, print the time-limit line on `out` and end the
+    process, with its whole process group when `whole_group` (an xdist worker ends the
+    controller and the other workers too)."""
+    if not limits:
+        return
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.1)
+            file, started, _ = running()
+            limit = limits.get(file) if file is not None else None
+            if limit is None or not started:
+                continue
+            ran = time.perf_counter() - started
+            now, _, test = running()
+            if ran <= limit or now != file:
+                continue
+            line = (f"\n{MARKER} time-limit {file} {test or '-'} after {ran:.1f} s "
+                    f"(limit {limit:g} s)\n")  # fmt: skip
+            os.write(out, line.encode("utf-8", "replace"))
+            if whole_group:
+                with contextlib.suppress(OSError):
+                    os.killpg(0, signal.SIGKILL)
+            os._exit(TIME_LIMIT_EXIT)
+
+    threading.Thread(target=watch, name="release-ledger-limits", daemon=True).start()
 
 
 def _parse_limits(raw: str | None) -> dict[str, float]:
