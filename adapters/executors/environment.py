@@ -225,6 +225,13 @@ class Installer:
         self.env.pop("VIRTUAL_ENV", None)
         self.env.pop("PYTHONPATH", None)
 
+    def staging(self, entry: str) -> str:
+        """A fresh folder beside `entry` to build it in (published by renaming), which the
+        confined steps may write."""
+        folder = tempfile.mkdtemp(prefix=".build-", dir=os.path.dirname(entry))
+        self.writable.append(folder)
+        return folder
+
     def take_log_tail(self) -> str:
         """The log's end since the last call (one source's install), then a fresh log."""
         try:
@@ -469,8 +476,7 @@ def _build_project(
         if found is not None:
             return os.path.join(entry, "wheel", str(found.get("wheel"))), found, True
         os.makedirs(os.path.dirname(entry), exist_ok=True)
-        staging = tempfile.mkdtemp(prefix=".build-", dir=os.path.dirname(entry))
-        installer.writable.append(staging)
+        staging = installer.staging(entry)
         try:
             wheel = installer.wheel(checkout, os.path.join(staging, "wheel"))
             _clean_checkout(checkout, installer)
@@ -610,7 +616,11 @@ PASS_ENV_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\*?$")
 def build_env(env: dict[str, str], pass_env: tuple[str, ...] | list[str] = ()) -> dict[str, str]:
     """The environment a build step runs with: of `env` only the allowed names and
     `pass_env`, never the gate's own settings."""
-    allowed = (*SHARD_ENV_ALLOWED, *BUILD_ENV_ALLOWED, *pass_env)
+    return _allowed(env, (*SHARD_ENV_ALLOWED, *BUILD_ENV_ALLOWED, *pass_env))
+
+
+def _allowed(env: dict[str, str], allowed: tuple[str, ...]) -> dict[str, str]:
+    """Of `env`, the names `allowed` lists and never `SHARD_ENV_NEVER`."""
     return {
         k: v
         for k, v in env.items()
@@ -644,12 +654,7 @@ def shard_env(
     front; `home` and `tmp` (the attempt's own, so nothing the suite leaves in its home or
     temporary folder reaches anything else) as HOME and TMPDIR; no bytecode written; the
     files' time limits for the gate's pytest plugin (`FILE_LIMITS_VARIABLE`)."""
-    allowed = (*SHARD_ENV_ALLOWED, *pass_env)
-    kept = {
-        k: v
-        for k, v in env.items()
-        if env_name_matches(k, allowed) and not env_name_matches(k, SHARD_ENV_NEVER)
-    }
+    kept = _allowed(env, (*SHARD_ENV_ALLOWED, *pass_env))
     if not extra.get("VIRTUAL_ENV") and env.get("PYTHONPATH"):
         # `--env none`: the gate's interpreter and path are the suite's. With a venv the
         # revision is installed in it, and the gate's PYTHONPATH is never part of the
@@ -1026,8 +1031,7 @@ def _build_env(
     """A fresh venv with the revision's wheel really installed (so every process the suite
     starts imports it) and the source's dependencies; uv's cache shares the downloads."""
     os.makedirs(os.path.dirname(entry), exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=".build-", dir=os.path.dirname(entry))
-    installer.writable.append(staging)
+    staging = installer.staging(entry)
     try:
         python = installer.venv(os.path.join(staging, "venv"))
         if not os.path.isfile(wheel):
@@ -1083,8 +1087,7 @@ def _command(
             found = _ready(entry) if commit else None
             if found is None:
                 os.makedirs(os.path.dirname(entry), exist_ok=True)
-                staging = tempfile.mkdtemp(prefix=".build-", dir=os.path.dirname(entry))
-                installer.writable.append(staging)
+                staging = installer.staging(entry)
                 try:
                     venv = os.path.join(staging, "venv")
                     python = installer.venv(venv)
