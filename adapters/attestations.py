@@ -21,7 +21,7 @@ from in_toto_attestation.v1.statement import Statement  # type: ignore[import-un
 from securesystemslib.dsse import Envelope
 from securesystemslib.signer import CryptoSigner, Key, Signer, SSlibKey
 
-from domain.errors import BadInput
+from release_ledger.domain.errors import BadInput
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 PREDICATES = {

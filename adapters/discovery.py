@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from domain.errors import BadInput
+from release_ledger.domain.errors import BadInput
 
 DEFAULT_PYTHON_FILES = ("test_*.py", "*_test.py")
 DEFAULT_DOCTEST_GLOBS = ("test*.txt",)

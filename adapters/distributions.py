@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adapters import git
-from adapters.executors import build_sandbox
-from adapters.executors.environment import (
+from release_ledger.adapters import git
+from release_ledger.adapters.executors import build_sandbox
+from release_ledger.adapters.executors.environment import (
     LOG_TAIL_BYTES,
     Installer,
     SetupFailed,
@@ -53,8 +53,8 @@ from adapters.executors.environment import (
     build_env,
     find_uv,
 )
-from domain.chain import sha256_hex
-from domain.errors import BadInput
+from release_ledger.domain.chain import sha256_hex
+from release_ledger.domain.errors import BadInput
 
 FORMAT = 1  # bump when a cached build's layout or meaning changes
 # What checks a README as PyPI renders it (`[md]`: Markdown READMEs need cmarkgfm).

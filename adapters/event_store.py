@@ -21,19 +21,24 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
-from adapters.store_artifacts import Artifacts
-from adapters.store_chain import Chain
-from adapters.store_db import Database
-from adapters.store_errors import ConcurrencyConflict, LeaseHeld, LeaseLost, StoreBusy
-from adapters.store_index import LedgerIndex
-from adapters.store_leases import Leases
-from adapters.store_readings import Readings
-from adapters.store_records import Sealer
-from adapters.store_seals import Seals
-from adapters.store_streams import Notifications, Streams
+from release_ledger.adapters.store_artifacts import Artifacts
+from release_ledger.adapters.store_chain import Chain
+from release_ledger.adapters.store_db import Database
+from release_ledger.adapters.store_errors import (
+    ConcurrencyConflict,
+    LeaseHeld,
+    LeaseLost,
+    StoreBusy,
+)
+from release_ledger.adapters.store_index import LedgerIndex
+from release_ledger.adapters.store_leases import Leases
+from release_ledger.adapters.store_readings import Readings
+from release_ledger.adapters.store_records import Sealer
+from release_ledger.adapters.store_seals import Seals
+from release_ledger.adapters.store_streams import Notifications, Streams
 
 if TYPE_CHECKING:
-    from adapters.store_port import (
+    from release_ledger.adapters.store_port import (
         ArtifactStore,
         ChainStore,
         IndexStore,

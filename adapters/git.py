@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from domain.errors import BadInput
+from release_ledger.domain.errors import BadInput
 
 # Variables that would point git at another repository than the one we name with `-C`
 # (they are set when the gate runs inside a git hook).

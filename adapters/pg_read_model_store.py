@@ -14,7 +14,7 @@ import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from adapters.read_model_store import (
+from release_ledger.adapters.read_model_store import (
     TRACKING,
     TRACKING_NAME,
     TableSpec,
@@ -22,8 +22,8 @@ from adapters.read_model_store import (
     digest,
     first_difference,
 )
-from adapters.read_model_totals import Changes, SummarySpec, is_summary
-from domain.errors import BadInput
+from release_ledger.adapters.read_model_totals import Changes, SummarySpec, is_summary
+from release_ledger.domain.errors import BadInput
 
 _TYPES = {str: "text", int: "bigint", float: "double precision"}
 META = "views_meta"

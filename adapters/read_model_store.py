@@ -21,8 +21,8 @@ from urllib.parse import quote
 
 import sqlite_utils
 
-from adapters.read_model_totals import Changes, SummarySpec, is_summary
-from domain.errors import BadInput
+from release_ledger.adapters.read_model_totals import Changes, SummarySpec, is_summary
+from release_ledger.domain.errors import BadInput
 
 TRACKING = "tracking"
 TRACKING_NAME = "views"

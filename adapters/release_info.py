@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from adapters import git
-from domain.chain import sha256_hex
+from release_ledger.adapters import git
+from release_ledger.domain.chain import sha256_hex
 
 CHANGELOG_STEMS = ("changes", "changelog", "history", "news", "releasenotes", "release-notes")
 CHANGELOG_SUFFIXES = ("", ".md", ".rst", ".txt", ".markdown")

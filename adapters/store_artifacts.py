@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from domain.chain import sha256_hex
+from release_ledger.domain.chain import sha256_hex
 
 if TYPE_CHECKING:
-    from adapters.store_db import Database
+    from release_ledger.adapters.store_db import Database
 
 
 class Artifacts:

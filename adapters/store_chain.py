@@ -10,13 +10,20 @@ import hashlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from domain.chain import GENESIS, HEADER_END, HEADER_MIDDLE, HEADER_START, intact, split_state
-from domain.errors import BrokenRun
+from release_ledger.domain.chain import (
+    GENESIS,
+    HEADER_END,
+    HEADER_MIDDLE,
+    HEADER_START,
+    intact,
+    split_state,
+)
+from release_ledger.domain.errors import BrokenRun
 
 if TYPE_CHECKING:
-    from adapters.store_db import Database
-    from adapters.store_records import RunRow
-    from adapters.store_seals import Seals
+    from release_ledger.adapters.store_db import Database
+    from release_ledger.adapters.store_records import RunRow
+    from release_ledger.adapters.store_seals import Seals
 
 Link = tuple[int, str, str, str, bytes]  # position, kind, hash, prev, payload
 

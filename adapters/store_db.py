@@ -15,9 +15,9 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from adapters.store_dialects import LOCK_WAIT_S, es_error, library_error
-from adapters.store_errors import StoreBusy
-from domain.errors import BadInput
+from release_ledger.adapters.store_dialects import LOCK_WAIT_S, es_error, library_error
+from release_ledger.adapters.store_errors import StoreBusy
+from release_ledger.domain.errors import BadInput
 
 
 class Database:
@@ -103,7 +103,7 @@ class Database:
                 return list(reader.execute(sql, tuple(params)).fetchall())
             except sqlite3.Error as error:
                 raise library_error(error, sqlite3) from error
-        from adapters.pg_reader import dbapi
+        from release_ledger.adapters.pg_reader import dbapi
 
         try:
             return list(reader.execute(sql, tuple(params)).fetchall())

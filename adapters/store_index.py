@@ -8,12 +8,12 @@ import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from adapters.store_chain import lock_tip
-from adapters.store_records import ContentHit, IndexedRun, RunRow
+from release_ledger.adapters.store_chain import lock_tip
+from release_ledger.adapters.store_records import ContentHit, IndexedRun, RunRow
 
 if TYPE_CHECKING:
-    from adapters.store_db import Database
-    from adapters.store_records import IndexWrite
+    from release_ledger.adapters.store_db import Database
+    from release_ledger.adapters.store_records import IndexWrite
 
 RUN_ROW_TABLES = ("ledger_index", "ledger_questions", "ledger_status")  # a run's rows
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from adapters.store_errors import LeaseHeld, LeaseLost
-from adapters.store_records import Lease
+from release_ledger.adapters.store_errors import LeaseHeld, LeaseLost
+from release_ledger.adapters.store_records import Lease
 
 if TYPE_CHECKING:
-    from adapters.store_db import Database
+    from release_ledger.adapters.store_db import Database
 
 
 class Leases:

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlparse
 
-from adapters.event_store import EventStore
-from adapters.store_db import Database
-from adapters.store_dialects import (
+from release_ledger.adapters.event_store import EventStore
+from release_ledger.adapters.store_db import Database
+from release_ledger.adapters.store_dialects import (
     DEFAULT_SQLITE_PATH,
     EVENTS_TABLE,
     FORMAT,
@@ -25,7 +25,7 @@ from adapters.store_dialects import (
     sqlite_datastore,
     sqlite_recorder,
 )
-from domain.errors import BadInput
+from release_ledger.domain.errors import BadInput
 
 # --- opening by URL -------------------------------------------------------------------------
 
@@ -228,7 +228,7 @@ def _open_postgres(url: str) -> EventStore:
     where = f"{parsed.hostname}:{port}/{dbname}"
     user, password = unquote(parsed.username or ""), unquote(parsed.password or "")
     try:
-        from adapters import pg_reader
+        from release_ledger.adapters import pg_reader
 
         # A direct connection first: the pool's own error hides the reason (refused, auth,
         # ...). It stays open as the reader: a reading command needs no pool (nor psycopg 3).

@@ -17,7 +17,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from adapters.store_records import (
+    from release_ledger.adapters.store_records import (
         ContentHit,
         IndexedRun,
         IndexWrite,
@@ -28,8 +28,8 @@ if TYPE_CHECKING:
         RunRow,
         Sealer,
     )
-    from domain.errors import BrokenRun
-    from domain.events import Event
+    from release_ledger.domain.errors import BrokenRun
+    from release_ledger.domain.events import Event
 
 
 # The format of the index rows this code derives (`projections/content_index.py`): a ledger

@@ -7,11 +7,11 @@ from __future__ import annotations
 import zlib
 from typing import TYPE_CHECKING
 
-from adapters.store_dialects import READINGS_TABLE
-from adapters.store_records import KeptReading
+from release_ledger.adapters.store_dialects import READINGS_TABLE
+from release_ledger.adapters.store_records import KeptReading
 
 if TYPE_CHECKING:
-    from adapters.store_db import Database
+    from release_ledger.adapters.store_db import Database
 
 
 class Readings:

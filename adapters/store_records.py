@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from domain.events import Event
+    from release_ledger.domain.events import Event
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,12 @@ import hmac
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from adapters.store_dialects import SEALS_TABLE
-from domain.errors import BrokenRun
+from release_ledger.adapters.store_dialects import SEALS_TABLE
+from release_ledger.domain.errors import BrokenRun
 
 if TYPE_CHECKING:
-    from adapters.store_db import Database
-    from adapters.store_records import Sealer
+    from release_ledger.adapters.store_db import Database
+    from release_ledger.adapters.store_records import Sealer
 
 
 class Seals:

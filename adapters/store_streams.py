@@ -13,25 +13,25 @@ import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from adapters.gc_pause import gc_paused
-from adapters.store_chain import Link, lock_tip
-from adapters.store_dialects import EVENTS_TABLE, es_error
-from adapters.store_errors import ConcurrencyConflict
-from adapters.store_records import RawRecord, Recorded, RunRow
-from domain.chain import decode_state, link, split_state
-from domain.errors import BrokenRun
+from release_ledger.adapters.gc_pause import gc_paused
+from release_ledger.adapters.store_chain import Link, lock_tip
+from release_ledger.adapters.store_dialects import EVENTS_TABLE, es_error
+from release_ledger.adapters.store_errors import ConcurrencyConflict
+from release_ledger.adapters.store_records import RawRecord, Recorded, RunRow
+from release_ledger.domain.chain import decode_state, link, split_state
+from release_ledger.domain.errors import BrokenRun
 
 if TYPE_CHECKING:
     from eventsourcing.persistence import StoredEvent
 
-    from adapters.store_artifacts import Artifacts
-    from adapters.store_chain import Chain
-    from adapters.store_db import Database
-    from adapters.store_index import LedgerIndex
-    from adapters.store_leases import Leases
-    from adapters.store_records import IndexWrite, Lease
-    from adapters.store_seals import Seals
-    from domain.events import Event, RunStarted
+    from release_ledger.adapters.store_artifacts import Artifacts
+    from release_ledger.adapters.store_chain import Chain
+    from release_ledger.adapters.store_db import Database
+    from release_ledger.adapters.store_index import LedgerIndex
+    from release_ledger.adapters.store_leases import Leases
+    from release_ledger.adapters.store_records import IndexWrite, Lease
+    from release_ledger.adapters.store_seals import Seals
+    from release_ledger.domain.events import Event, RunStarted
 
 
 class Streams:
@@ -88,7 +88,7 @@ class Streams:
         if not events:
             return []
         blobs = self._artifacts.checked(artifacts)
-        from domain.events import RunStarted, event_to_json
+        from release_ledger.domain.events import RunStarted, event_to_json
 
         payloads = [event_to_json(e).encode() for e in events]
         started = next((e for e in events if isinstance(e, RunStarted)), None)
@@ -294,7 +294,7 @@ def _parse_run(run_id: str, links: list[Link]) -> list[Event]:
 
 def _first_undecodable(run_id: str, links: list[Link]) -> list[Event]:
     """Parse one event at a time to name the first that cannot be decoded as its stored kind."""
-    from domain.events import event_from_json
+    from release_ledger.domain.events import event_from_json
 
     events: list[Event] = []
     for position, kind, _, _, payload in links:
@@ -313,7 +313,7 @@ def _first_undecodable(run_id: str, links: list[Link]) -> list[Event]:
 
 def _parse(payloads: list[bytes], topics: list[str]) -> list[Event]:
     """Validate stored payloads, one call per kind; each must be the kind it was stored as."""
-    from domain.events import events_as_stored, events_from_json
+    from release_ledger.domain.events import events_as_stored, events_from_json
 
     fast = events_as_stored(payloads, topics)
     if fast is not None:

@@ -31,8 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from adapters.executors import build_sandbox, environment, sandbox  # noqa: E402
-from adapters.git import Worktrees  # noqa: E402
+from release_ledger.adapters.executors import build_sandbox, environment, sandbox  # noqa: E402
+from release_ledger.adapters.git import Worktrees  # noqa: E402
 from tests.gitrepo import make_repo  # noqa: E402
 from tests.realworld.sdists import _unpack, sdist  # noqa: E402
 

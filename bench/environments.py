@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from adapters.executors import environment
+from release_ledger.adapters.executors import environment
 from tests.realworld.sdists import release_pair
 
 PROJECTS = {

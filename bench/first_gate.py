@@ -40,7 +40,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from domain.memory import DEFAULT_BASELINE_MB  # noqa: E402
+from release_ledger.domain.memory import DEFAULT_BASELINE_MB  # noqa: E402
 from tests.gitrepo import git  # noqa: E402
 from tests.realworld.sdists import release_pair  # noqa: E402
 
@@ -65,13 +65,14 @@ def _timed(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> tup
 def _gate(work: Path, repo: Path, base: str, ledger: str, tag: str, *extra: str) -> dict[str, Any]:
     env = dict(os.environ, LEDGER_WORKTREES_DIR=str(work / f"worktrees-{tag}"))
     env.pop("LEDGER_URL", None)
-    argv = [sys.executable, "-m", "cli", "gate", "--repo", str(repo), "--base", f"v{base}",
+    argv = [sys.executable, "-m", "release_ledger", "gate",
+            "--repo", str(repo), "--base", f"v{base}",
             "--env", "none", "--questions", "0", "--no-release-builds", "--json",
             "--ledger", ledger, *extra]  # fmt: skip
     seconds, out = _timed(argv, ROOT, env)
     document = json.loads(out)
     exported = subprocess.run(
-        [sys.executable, "-m", "cli", "export", document["run_id"], "--ledger", ledger],
+        [sys.executable, "-m", "release_ledger", "export", document["run_id"], "--ledger", ledger],
         cwd=ROOT, capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     events = [json.loads(line)["event"] for line in exported.splitlines()]

@@ -13,7 +13,8 @@ git repository with revisions v0, v1, ... v<repeat>, rc, and times, side by side
   earlier gate ran, so its shards really run);
 - gate, measurements and baseline reused: the last gate again (only head runs).
 
-Each gate is a real `python -m cli` process (start-up, checkouts, ledger included). Best of
+Each gate is a real `python -m release_ledger` process (start-up, checkouts, ledger included).
+Best of
 --repeat for each figure; CPU seconds of all processes beside wall seconds, so a loaded machine
 can be told apart from overhead. Target: gate (measurements reused) / plain <= 1.0 on 2 cores.
 Per-phase seconds come from the ledger's events.
@@ -152,7 +153,8 @@ def gate(workdir: Path, repo: Path, env: dict[str, str], base: str, jobs: int) -
     tuple[float, float], dict[str, object]
 ]:  # fmt: skip
     argv = [
-        sys.executable, "-m", "cli", "gate", "--base", base, "--head", "rc", "--repo", str(repo),
+        sys.executable, "-m", "release_ledger", "gate", "--base", base, "--head", "rc",
+        "--repo", str(repo),
         "--jobs", str(jobs), "--questions", "0", "--json",
         "--ledger", f"sqlite:///{workdir / 'ledger.db'}",
     ]  # fmt: skip
@@ -166,7 +168,7 @@ def gate(workdir: Path, repo: Path, env: dict[str, str], base: str, jobs: int) -
 
 
 def run_events(workdir: Path, run_id: str, env: dict[str, str]) -> list[dict[str, object]]:
-    argv = [sys.executable, "-m", "cli", "export", run_id,
+    argv = [sys.executable, "-m", "release_ledger", "export", run_id,
             "--ledger", f"sqlite:///{workdir / 'ledger.db'}"]  # fmt: skip
     _, out = timed(argv, workdir, env)
     return [json.loads(line)["event"] for line in out.splitlines() if line.strip()]

@@ -70,7 +70,7 @@ def main() -> None:
         plain_s, _ = timed([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
                            base, env)  # fmt: skip
         gate_s, out = timed(
-            [sys.executable, "-m", "cli", "gate", "--base", "v1", "--repo", str(repo),
+            [sys.executable, "-m", "release_ledger", "gate", "--base", "v1", "--repo", str(repo),
              "--ledger", f"sqlite:///{work}/ledger.db", "--jobs", str(args.jobs),
              "--timeout", str(args.timeout), "--env", "none", "--no-release-builds",
              "--questions", "0", "--json"],

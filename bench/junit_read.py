@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-OURS = "from cli.main import main; main()"
+OURS = "from release_ledger.cli.main import main; main()"
 JUNITPARSER = """
 import sys
 from junitparser import Error, Failure, JUnitXml, Skipped

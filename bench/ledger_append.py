@@ -34,10 +34,10 @@ from urllib.parse import urlparse, urlunparse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from domain.chain import link
-from domain.events import Event, FileMeasured, RunStarted, event_to_json
-from ledger.bootstrap import open_ledger
-from ledger.service import Ledger
+from release_ledger.domain.chain import link
+from release_ledger.domain.events import Event, FileMeasured, RunStarted, event_to_json
+from release_ledger.ledger.bootstrap import open_ledger
+from release_ledger.ledger.service import Ledger
 
 EVENTS = 10_000
 RUNS = 1_000

@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from adapters.executors.local import LocalExecutor
-from adapters.git import Worktrees
-from domain.execution import DEFAULT_PYTEST_COMMAND, ShardRun, expand_command
+from release_ledger.adapters.executors.local import LocalExecutor
+from release_ledger.adapters.git import Worktrees
+from release_ledger.domain.execution import DEFAULT_PYTEST_COMMAND, ShardRun, expand_command
 from tests.gitrepo import head, make_repo
 
 TEST_FILE = "import time\n\n" + "".join(

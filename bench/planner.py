@@ -15,8 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from domain.memory import FileCost
-from domain.planning import makespan, makespan_lower_bound, plan_shards
+from release_ledger.domain.memory import FileCost
+from release_ledger.domain.planning import makespan, makespan_lower_bound, plan_shards
 
 BUDGET_MB = 8192.0
 TIME_TARGET_S = 1.0

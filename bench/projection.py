@@ -35,12 +35,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from domain import events as ev  # noqa: E402
-from domain.run_state import fold  # noqa: E402
-from ledger import views  # noqa: E402
-from ledger.bootstrap import open_ledger  # noqa: E402
-from ledger.service import Ledger  # noqa: E402
-from projections.read_models import run_rows, verdicts_of  # noqa: E402
+from release_ledger.domain import events as ev  # noqa: E402
+from release_ledger.domain.run_state import fold  # noqa: E402
+from release_ledger.ledger import views  # noqa: E402
+from release_ledger.ledger.bootstrap import open_ledger  # noqa: E402
+from release_ledger.ledger.service import Ledger  # noqa: E402
+from release_ledger.projections.read_models import run_rows, verdicts_of  # noqa: E402
 from tests.synthetic_runs import synthetic_run  # noqa: E402
 
 SHARDS = 16
@@ -179,7 +179,7 @@ def time_cli(args: list[str], repeat: int) -> list[float]:
     for _ in range(repeat):
         t = time.perf_counter()
         done = subprocess.run(
-            [sys.executable, "-m", "cli", *args], cwd=ROOT, env=env, capture_output=True,
+            [sys.executable, "-m", "release_ledger", *args], cwd=ROOT, env=env, capture_output=True,
             check=False,
         )  # fmt: skip
         times.append(time.perf_counter() - t)

@@ -4,7 +4,8 @@ Run: `python bench/realworld.py [--project NAME]... [--large] [--shards 2] [--jo
 project of the corpus in `tests/realworld/` (a pair of consecutive releases built from their
 public sdists into a git repository; sdists cached outside the repository, see
 `tests/realworld/sdists.py`) it prints: test files, tests at head, the gate's verdict, the
-gate's wall seconds (a real `python -m cli gate` process, fresh ledger and a fresh environment
+gate's wall seconds (a real `python -m release_ledger gate` process, fresh ledger and a fresh
+environment
 cache, so files are measured, both revisions' environments built and both revisions run), plain
 `python -m pytest` wall seconds in a checkout of head plus one of base (one process each, in
 sequence, each in the project's own environment built beforehand, or this interpreter for the
@@ -27,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from adapters.executors.environment import find_uv  # noqa: E402
+from release_ledger.adapters.executors.environment import find_uv  # noqa: E402
 from tests.gitrepo import git  # noqa: E402
 from tests.realworld.sdists import project_python, release_pair  # noqa: E402
 
@@ -105,7 +106,7 @@ def measure(project: Project, shards: int, jobs: int) -> dict[str, object]:
         env.pop("LEDGER_URL", None)
         started = time.perf_counter()
         done = subprocess.run(
-            [sys.executable, "-m", "cli", "gate", "--repo", str(repo), "--base",
+            [sys.executable, "-m", "release_ledger", "gate", "--repo", str(repo), "--base",
              f"v{project.base}", "--shards", str(shards), "--jobs", str(jobs), "--questions",
              "0", "--json", "--ledger", ledger, *extra],
             cwd=ROOT, env=env, capture_output=True, text=True, check=False,
@@ -116,7 +117,8 @@ def measure(project: Project, shards: int, jobs: int) -> dict[str, object]:
         except json.JSONDecodeError:
             return {"project": project.name, "error": (done.stderr or done.stdout)[-300:]}
         exported = subprocess.run(
-            [sys.executable, "-m", "cli", "export", document["run_id"], "--ledger", ledger],
+            [sys.executable, "-m", "release_ledger", "export", document["run_id"],
+             "--ledger", ledger],
             cwd=ROOT, env=env, capture_output=True, text=True, check=False,
         ).stdout  # fmt: skip
         files = 0

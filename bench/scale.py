@@ -39,10 +39,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from adapters.store_dialects import READINGS_TABLE  # noqa: E402
 from bench.projection import make_run, raw_reference, run_id_of  # noqa: E402
-from ledger import views  # noqa: E402
-from ledger.bootstrap import open_ledger  # noqa: E402
+from release_ledger.adapters.store_dialects import READINGS_TABLE  # noqa: E402
+from release_ledger.ledger import views  # noqa: E402
+from release_ledger.ledger.bootstrap import open_ledger  # noqa: E402
 from tests.gitrepo import commit, make_repo, tag  # noqa: E402
 
 TARGET_CLI = 0.3
@@ -103,7 +103,7 @@ def checkpoint(ledger_file: Path) -> None:
 
 
 def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "cli", *args]
+    return [sys.executable, "-m", "release_ledger", *args]
 
 
 def synthesise(url: str, runs: int, per_run: int) -> tuple[int, float]:

@@ -179,7 +179,7 @@ class Soak:
     def argv(self, *args: str) -> list[str]:
         views = self.options.views if args[0] == "rebuild" else None
         extra = ["--views", views] if views else []
-        return [sys.executable, "-m", "cli", *args, *extra, "--ledger", self.url]
+        return [sys.executable, "-m", "release_ledger", *args, *extra, "--ledger", self.url]
 
     def run(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(

@@ -36,8 +36,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.scale import checkpoint, cli, env, synthesise  # noqa: E402
-from ledger import history, views  # noqa: E402
-from ledger.bootstrap import open_ledger  # noqa: E402
+from release_ledger.ledger import history, views  # noqa: E402
+from release_ledger.ledger.bootstrap import open_ledger  # noqa: E402
 
 TARGET = 0.3
 # The reference: one test's counts per revision and state from its history rows, as

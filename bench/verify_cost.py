@@ -27,9 +27,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from projection import make_run, time_cli  # noqa: E402
 
-from adapters.store_chain import Chain  # noqa: E402
-from domain.chain import split_state  # noqa: E402
-from ledger.bootstrap import open_ledger  # noqa: E402
+from release_ledger.adapters.store_chain import Chain  # noqa: E402
+from release_ledger.domain.chain import split_state  # noqa: E402
+from release_ledger.ledger.bootstrap import open_ledger  # noqa: E402
 
 TARGET = 0.10
 

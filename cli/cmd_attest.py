@@ -8,9 +8,9 @@ from pathlib import Path
 
 import click
 
-from cli.options import EXIT_FAILED, OutFile, common, emit_json
-from domain.errors import BadInput
-from ledger.bootstrap import opened
+from release_ledger.cli.options import EXIT_FAILED, OutFile, common, emit_json
+from release_ledger.ledger.bootstrap import opened
+from release_ledger.ledger.vocabulary import BadInput
 
 
 @click.command("attest")
@@ -40,7 +40,7 @@ def attest(
       ledger attest 3f2a --key release.key --out verdict.intoto.jsonl
       ledger attest 3f2a            (unsigned statements, said so on stderr)
     """
-    from ledger import attest as attestation
+    from release_ledger.ledger import attest as attestation
 
     if generate is not None:
         if run is not None or key is not None or out is not None:
@@ -92,7 +92,7 @@ def verify_attestation(bundle: str, pub: str, ledger_url: str | None, as_json: b
       ledger verify-attestation verdict.intoto.jsonl --pub release.key.pub
       ledger verify-attestation verdict.intoto.jsonl --pub release.key.pub --ledger sqlite:///l.db
     """
-    from ledger import attest as attestation
+    from release_ledger.ledger import attest as attestation
 
     key = attestation.load_public(Path(pub))
     lines = attestation.read_bundle(Path(bundle))

@@ -9,17 +9,15 @@ from typing import Any, TypeVar
 
 import click
 
-from adapters.executors import REGISTRY as EXECUTORS
-from cli.options import common
-from cli.progress import RichObserver
-from cli.render import finish_verdict
-from domain.settings import Setting
-from ledger import report as reports
-from ledger import use_cases
-from ledger.bootstrap import opened
-from ledger.gate import GateInterrupted, warnings_for
-from ledger.options import EXECUTOR_SETTINGS, SETTINGS, validate
-from ledger.settings import gate_options
+from release_ledger.cli.options import common
+from release_ledger.cli.progress import RichObserver
+from release_ledger.cli.render import finish_verdict
+from release_ledger.ledger import report as reports
+from release_ledger.ledger import use_cases
+from release_ledger.ledger.bootstrap import opened
+from release_ledger.ledger.gate import GateInterrupted, warnings_for
+from release_ledger.ledger.options import EXECUTOR_SETTINGS, EXECUTORS, SETTINGS, Setting, validate
+from release_ledger.ledger.settings import gate_options
 
 F = TypeVar("F", bound=Callable[..., Any])
 

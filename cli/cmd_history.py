@@ -6,10 +6,10 @@ from typing import Any
 
 import click
 
-from cli.options import PAGE, common, emit_json
-from domain.text import one_line
-from ledger import history
-from ledger.bootstrap import opened
+from release_ledger.cli.options import PAGE, common, emit_json
+from release_ledger.ledger import history
+from release_ledger.ledger.bootstrap import opened
+from release_ledger.ledger.vocabulary import one_line
 
 _VIEWS = click.option(
     "--views",

@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from cli.options import EXIT_OK, EXIT_UNMEASURED, common, emit_json
-from ledger.junit_reports import read_report_files
+from release_ledger.cli.options import EXIT_OK, EXIT_UNMEASURED, common, emit_json
+from release_ledger.ledger.junit_reports import read_report_files
 
 
 def _line(row: dict[str, Any]) -> str:

@@ -9,12 +9,12 @@ import sys
 
 import click
 
-from cli.options import EXIT_FAILED, OutFile, common, emit_json
-from cli.render import print_verdict
-from ledger import owner
-from ledger.bootstrap import opened
-from ledger.service import Ledger
-from ledger.views import catch_up_after_gate
+from release_ledger.cli.options import EXIT_FAILED, OutFile, common, emit_json
+from release_ledger.cli.render import print_verdict
+from release_ledger.ledger import owner
+from release_ledger.ledger.bootstrap import opened
+from release_ledger.ledger.service import Ledger
+from release_ledger.ledger.views import catch_up_after_gate
 
 
 def _refresh_views(ledger: Ledger) -> None:
@@ -48,7 +48,7 @@ def expire(run: str | None, ledger_url: str | None, as_json: bool) -> None:
       ledger expire --run 3f2a --json
       */5 * * * *  ledger expire --ledger postgresql://gate@db/ledger   (crontab)
     """
-    from ledger.expire import expire as expire_all
+    from release_ledger.ledger.expire import expire as expire_all
 
     with opened(ledger_url, create=False) as ledger:
         result = expire_all(ledger, run)

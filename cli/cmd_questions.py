@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import click
 
-from cli.options import PAGE, common, emit_json
-from domain.text import one_line
-from ledger import read_side
-from ledger.bootstrap import opened
+from release_ledger.cli.options import PAGE, common, emit_json
+from release_ledger.ledger import read_side
+from release_ledger.ledger.bootstrap import opened
+from release_ledger.ledger.vocabulary import one_line
 
 DEFAULT_PAGE = 100
 

@@ -10,9 +10,9 @@ import sys
 
 import click
 
-from cli.options import common, emit_json
-from cli.render import finish_verdict
-from ledger import replay
+from release_ledger.cli.options import common, emit_json
+from release_ledger.cli.render import finish_verdict
+from release_ledger.ledger import replay
 
 
 @click.command("verdict")
@@ -31,7 +31,7 @@ def verdict(
       ledger verdict 3f2a --rule strict --json
       ledger verdict 3f2a --compare zero-failures
     """
-    from ledger.bootstrap import opened
+    from release_ledger.ledger.bootstrap import opened
 
     with opened(ledger_url, create=False) as ledger:
         run_id = ledger.resolve(run)
@@ -40,7 +40,7 @@ def verdict(
             if as_json:
                 emit_json(comparison)
             else:
-                from cli.render_compare import print_comparison
+                from release_ledger.cli.render_compare import print_comparison
 
                 print_comparison(comparison)
             sys.exit(replay.exit_code(str(comparison["verdicts"][0]["status"])))

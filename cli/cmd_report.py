@@ -6,10 +6,10 @@ import hashlib
 
 import click
 
-from cli.options import common, emit_json
-from domain.errors import BadInput
-from ledger import report as reports
-from ledger.bootstrap import opened
+from release_ledger.cli.options import common, emit_json
+from release_ledger.ledger import report as reports
+from release_ledger.ledger.bootstrap import opened
+from release_ledger.ledger.vocabulary import BadInput
 
 
 @click.command("report")

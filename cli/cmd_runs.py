@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from cli.options import EXIT_FAILED, PAGE, common, emit_json
-from cli.render import (
+from release_ledger.cli.options import EXIT_FAILED, PAGE, common, emit_json
+from release_ledger.cli.render import (
     attribution_lines,
     base_reuse_line,
     cause_lines,
@@ -17,9 +17,9 @@ from cli.render import (
     finding_lines,
     interpreter_lines,
 )
-from domain.text import one_line
-from ledger import queries
-from ledger.bootstrap import opened
+from release_ledger.ledger import queries
+from release_ledger.ledger.bootstrap import opened
+from release_ledger.ledger.vocabulary import one_line
 
 
 @click.command("runs")

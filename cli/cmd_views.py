@@ -9,9 +9,9 @@ from typing import Any
 
 import click
 
-from cli.options import EXIT_FAILED, common, emit_json
-from ledger import views as views_use_cases
-from ledger.bootstrap import opened
+from release_ledger.cli.options import EXIT_FAILED, common, emit_json
+from release_ledger.ledger import views as views_use_cases
+from release_ledger.ledger.bootstrap import opened
 
 
 @click.command("rebuild")

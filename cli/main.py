@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from cli import commands
+from release_ledger.cli import commands
 
 
 @click.group(

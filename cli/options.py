@@ -15,8 +15,13 @@ from typing import Any, TypeVar
 
 import click
 
-from adapters.store_errors import LeaseHeld, LeaseLost, StoreBusy
-from domain.errors import BadInput, IntegrityProblem
+from release_ledger.ledger.vocabulary import (
+    BadInput,
+    IntegrityProblem,
+    LeaseHeld,
+    LeaseLost,
+    StoreBusy,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 

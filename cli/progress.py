@@ -14,7 +14,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from domain.text import one_line
+from release_ledger.ledger.vocabulary import one_line
 
 
 class RichObserver:

@@ -7,11 +7,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from domain.attribution import CAUSE_WORDS
-from domain.clusters import Cluster, headline
-from domain.resources import OutOfMemory, change_line
-from domain.text import one_line
-from domain.timing import Hang
+from release_ledger.ledger.vocabulary import (
+    CAUSE_WORDS,
+    Cluster,
+    Hang,
+    OutOfMemory,
+    change_line,
+    headline,
+    one_line,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -100,8 +104,8 @@ def print_verdict(
 
 def finish_verdict(document: dict[str, Any], as_json: bool, replayed: bool = False) -> None:
     """Print the verdict (JSON or a table) and exit with its status's code."""
-    from cli.options import emit_json
-    from ledger.replay import exit_code
+    from release_ledger.cli.options import emit_json
+    from release_ledger.ledger.replay import exit_code
 
     if as_json:
         emit_json(document)

@@ -8,7 +8,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from cli.render import STATUS_STYLE, cell, lines_cell
+from release_ledger.cli.render import STATUS_STYLE, cell, lines_cell
 
 _LISTS = ("introduced", "preexisting", "fixed", "flaky", "skipped")
 

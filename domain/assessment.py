@@ -14,12 +14,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from domain.failures import failure_kind
-from domain.junit import Rejection, Report, read_report, report_from_data, report_to_data
-from domain.versions import READER_VERSION as READER_VERSION
+from release_ledger.domain.failures import failure_kind
+from release_ledger.domain.junit import (
+    Rejection,
+    Report,
+    read_report,
+    report_from_data,
+    report_to_data,
+)
+from release_ledger.domain.versions import READER_VERSION as READER_VERSION
 
 if TYPE_CHECKING:  # the executors' models (pydantic) load with the executors, not with a replay
-    from domain.execution import Observation
+    from release_ledger.domain.execution import Observation
 
 # Reasons a shard (or a file) could not be measured.
 SIGNAL = "signal"

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the words below are read by `ledger show`, which loads no event model
-    from domain.events import PackageMove
-    from domain.run_state import RunState
+    from release_ledger.domain.events import PackageMove
+    from release_ledger.domain.run_state import RunState
 
 CODE = "code"
 DEPENDENCIES = "dependencies"
@@ -48,7 +48,7 @@ def causes(state: RunState) -> dict[str, Cause]:
         reason = (assessment.reason if assessment is not None else None) or "unmeasured"
         why = f"the rerun with base's package set was not measured ({reason}: {detail})"
         return {test: Cause(UNKNOWN, why) for test in view.tests}
-    from domain.junit import FAILING, test_id
+    from release_ledger.domain.junit import FAILING, test_id
 
     outcomes = {test_id(case): case.outcome for case in assessment.report.cases}
     found: dict[str, Cause] = {}

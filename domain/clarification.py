@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from domain.run_state import QuestionView, RunState
-from domain.verdict import (
+from release_ledger.domain.run_state import QuestionView, RunState
+from release_ledger.domain.verdict import (
     ALLOW,
     BLOCK,
     TOPIC_FLAKY,

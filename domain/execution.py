@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from domain.failures import FailureKind
+from release_ledger.domain.failures import FailureKind
 
 Revision = Literal["head", "base"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from domain import events as ev
+from release_ledger.domain import events as ev
 
 # A question's states: undecided ones are listed by `ledger questions`.
 OPEN, EXPIRED, PARKED = "open", "expired", "parked"

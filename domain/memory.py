@@ -74,11 +74,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from domain.errors import PlacementError
-from domain.junit import Report
+from release_ledger.domain.errors import PlacementError
+from release_ledger.domain.junit import Report
 
 if TYPE_CHECKING:
-    from domain.run_state import RunState, ShardView
+    from release_ledger.domain.run_state import RunState, ShardView
 
 DEFAULT_BASELINE_MB = 64.0  # interpreter + pytest + plugins before any measurement says
 KB_PER_MB = 1024.0

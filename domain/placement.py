@@ -11,9 +11,9 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from domain.errors import PlacementError
-from domain.events import MemberLease
-from domain.memory import pod_request_mb
+from release_ledger.domain.errors import PlacementError
+from release_ledger.domain.events import MemberLease
+from release_ledger.domain.memory import pod_request_mb
 
 __all__ = ["Placement", "PlacementError", "ShardNeed", "place_shards"]
 

@@ -11,9 +11,14 @@ import heapq
 import math
 from collections.abc import Mapping, Sequence
 
-from domain.errors import BadInput
-from domain.events import PlannedShard
-from domain.memory import DEFAULT_BASELINE_MB, FileCost, planned_memory, shared_imports_mb
+from release_ledger.domain.errors import BadInput
+from release_ledger.domain.events import PlannedShard
+from release_ledger.domain.memory import (
+    DEFAULT_BASELINE_MB,
+    FileCost,
+    planned_memory,
+    shared_imports_mb,
+)
 
 NOMINAL_SECONDS_PER_TEST = 0.02
 NOMINAL_SECONDS_PER_FILE = 0.05

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # `ledger show` formats a change without loading the fold
-    from domain.junit import Report
-    from domain.run_state import RunState, ShardView
+    from release_ledger.domain.junit import Report
+    from release_ledger.domain.run_state import RunState, ShardView
 
 HEAVIER = "heavier"
 SLOWER = "slower"
@@ -69,7 +69,7 @@ def thresholds(state: RunState) -> dict[str, float]:
 
 def _figures(report: Report | None, files: tuple[str, ...]) -> dict[str, tuple[float, float]]:
     """(peak MB alone, seconds) of each file the plugin measured in the report."""
-    from domain.memory import shard_measurements
+    from release_ledger.domain.memory import shard_measurements
 
     if report is None or not report.plugin:
         return {}
@@ -80,7 +80,7 @@ def _figures(report: Report | None, files: tuple[str, ...]) -> dict[str, tuple[f
 def _base_report(shard: ShardView, file: str) -> Report | None:
     """The report base's figures of `file` come from: this run's, or the earlier run's its
     base results were reused from."""
-    from domain.run_state import BASE
+    from release_ledger.domain.run_state import BASE
 
     if file in shard.reused:
         return shard.reused[file].source.report
@@ -91,7 +91,7 @@ def _base_report(shard: ShardView, file: str) -> Report | None:
 def resource_changes(state: RunState) -> tuple[tuple[ResourceChange, ...], ...]:
     """(heavier, slower): the files over the run's thresholds, sorted by file. Computed once
     per state (every rule reads them alike, as `classify`'s classification)."""
-    from domain.run_state import HEAD
+    from release_ledger.domain.run_state import HEAD
 
     cached = state.cache.get("resources")
     if isinstance(cached, tuple):
@@ -146,7 +146,7 @@ class OutOfMemory:
 def out_of_memory(state: RunState) -> tuple[OutOfMemory, ...]:
     """Files whose isolation at head was killed over its limit and whose isolation at base
     was measured: the memory blow-up is head's."""
-    from domain.run_state import BASE, HEAD
+    from release_ledger.domain.run_state import BASE, HEAD
 
     found = []
     for (file, revision), isolation in sorted(state.isolations.items()):

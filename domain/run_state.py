@@ -13,8 +13,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from domain import events as ev
-from domain.assessment import (
+from release_ledger.domain import events as ev
+from release_ledger.domain.assessment import (
     ASSESSMENT_FORMAT,
     INCOMPLETE,
     Assessment,
@@ -22,9 +22,9 @@ from domain.assessment import (
     last_started_file,
     plugin_running_file,
 )
-from domain.failures import blames_executor, excludes_member
-from domain.junit import Report
-from domain.lifecycles import (
+from release_ledger.domain.failures import blames_executor, excludes_member
+from release_ledger.domain.junit import Report
+from release_ledger.domain.lifecycles import (
     ASSUMED,
     COMPLETED,
     INTERRUPTED,
@@ -33,8 +33,8 @@ from domain.lifecycles import (
     RUN_STEPS,
     TAKEN,
 )
-from domain.memory import FileCost
-from domain.versions import READER_VERSION
+from release_ledger.domain.memory import FileCost
+from release_ledger.domain.versions import READER_VERSION
 
 HEAD = "head"
 BASE = "base"

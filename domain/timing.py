@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from domain.junit import Report
-    from domain.run_state import RunState
+    from release_ledger.domain.junit import Report
+    from release_ledger.domain.run_state import RunState
 
 # Defaults: x10 of the known time and at least 10 s. Measured noise between base and head of
 # the same code on five real suites was at most x1.31 (x3.8 on a 6 ms file), so a normal file
@@ -97,7 +97,7 @@ def shard_timeout(
 def known_seconds(state: RunState) -> dict[str, float]:
     """What each file is known to take: the most its measurement and this run's base
     attempts and isolations (the plugin's per-file figures) say."""
-    from domain.run_state import BASE
+    from release_ledger.domain.run_state import BASE
 
     known = {file: seconds for file, (_, seconds, _) in state.measured.items()}
 
@@ -150,7 +150,7 @@ def hangs(state: RunState, base_times: Mapping[str, float]) -> tuple[Hang, ...]:
     """The tests head's isolation ended at their file's limit, with base's evidence: its
     isolation ended on the same test (at both), or the test's time at base (`base_times`,
     the measured base reports' case times)."""
-    from domain.run_state import BASE, HEAD
+    from release_ledger.domain.run_state import BASE, HEAD
 
     found = []
     for (file, revision), isolation in sorted(state.isolations.items()):
@@ -172,7 +172,7 @@ def hangs(state: RunState, base_times: Mapping[str, float]) -> tuple[Hang, ...]:
 
 def _passed_in(report: Report | None, test: str) -> float | None:
     """The test's own time in a report where it passed (None: absent, or not passed)."""
-    from domain.junit import test_id
+    from release_ledger.domain.junit import test_id
 
     for case in report.cases if report is not None else ():
         if test_id(case) == test and case.outcome == "passed":

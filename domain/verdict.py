@@ -14,14 +14,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from domain.attribution import DEPENDENCIES, causes, moves_text
-from domain.clusters import Cluster, cluster, merged
-from domain.failures import blames_executor
-from domain.junit import FAILING, Report, TestCase, test_id
-from domain.resources import OutOfMemory, ResourceChange, out_of_memory, resource_changes
-from domain.run_state import BASE, HEAD, RunState, ShardView
-from domain.text import some
-from domain.timing import TIMEOUT, Hang, hangs
+from release_ledger.domain.attribution import DEPENDENCIES, causes, moves_text
+from release_ledger.domain.clusters import Cluster, cluster, merged
+from release_ledger.domain.failures import blames_executor
+from release_ledger.domain.junit import FAILING, Report, TestCase, test_id
+from release_ledger.domain.resources import (
+    OutOfMemory,
+    ResourceChange,
+    out_of_memory,
+    resource_changes,
+)
+from release_ledger.domain.run_state import BASE, HEAD, RunState, ShardView
+from release_ledger.domain.text import some
+from release_ledger.domain.timing import TIMEOUT, Hang, hangs
 
 # Question topics the gate asks; their answers change the verdict.
 TOPIC_UNMEASURED = "unmeasured"

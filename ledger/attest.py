@@ -12,15 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from adapters import attestations as crypto
-from adapters.store_records import Recorded
-from domain import events as ev
-from domain.errors import BadInput
-from domain.rules import get_rule, verdict_under
-from domain.run_state import fold
-from ledger.gate import TOOL_VERSION
-from ledger.service import ConcurrencyConflict, Ledger
-from projections import attestation as att
+from release_ledger.adapters import attestations as crypto
+from release_ledger.adapters.store_records import Recorded
+from release_ledger.domain import events as ev
+from release_ledger.domain.errors import BadInput
+from release_ledger.domain.rules import get_rule, verdict_under
+from release_ledger.domain.run_state import fold
+from release_ledger.ledger.gate import TOOL_VERSION
+from release_ledger.ledger.service import ConcurrencyConflict, Ledger
+from release_ledger.projections import attestation as att
 
 ATTEMPTS = 5
 

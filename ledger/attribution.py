@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from adapters.executors import Executor
-from domain import events as ev
-from domain.chain import sha256_hex
-from domain.execution import Observation, ShardRun
-from ledger.service import Ledger
-from projections.checks import packages_of
+from release_ledger.adapters.executors import Executor
+from release_ledger.domain import events as ev
+from release_ledger.domain.chain import sha256_hex
+from release_ledger.domain.execution import Observation, ShardRun
+from release_ledger.ledger.service import Ledger
+from release_ledger.projections.checks import packages_of
 
 # Builds an executor whose environments install the given frozen package set (`pinned`).
 PinnedExecutor = Callable[[str], Executor]

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ledger.read_side import refresh_status_after
-from ledger.service import Clock, Ledger
+from release_ledger.ledger.read_side import refresh_status_after
+from release_ledger.ledger.service import Clock, Ledger
 
 
 def open_ledger(url: str | None, *, create: bool = True, clock: Clock | None = None) -> Ledger:

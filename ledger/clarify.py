@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from adapters.store_errors import ConcurrencyConflict
-from domain import events as ev
-from domain.clarification import candidates, overdue, plan, waiting_on
-from domain.run_state import RunState
-from ledger.hooks import GateSuspended, HookContext
-from ledger.read_side import verdict_of
-from ledger.service import Ledger
-from projections.timeline import describe
+from release_ledger.adapters.store_errors import ConcurrencyConflict
+from release_ledger.domain import events as ev
+from release_ledger.domain.clarification import candidates, overdue, plan, waiting_on
+from release_ledger.domain.run_state import RunState
+from release_ledger.ledger.hooks import GateSuspended, HookContext
+from release_ledger.ledger.read_side import verdict_of
+from release_ledger.ledger.service import Ledger
+from release_ledger.projections.timeline import describe
 
 POLL_S = 0.5  # how often a waiting gate looks for answers another process appended
 

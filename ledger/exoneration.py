@@ -16,9 +16,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from domain import events as ev
-from domain.junit import FAILING
-from ledger.service import Ledger
+from release_ledger.domain import events as ev
+from release_ledger.domain.junit import FAILING
+from release_ledger.ledger.service import Ledger
 
 # (run id, position, revision, outcome): one observation of a test at a commit.
 Seen = tuple[str, int, str, str]
@@ -120,7 +120,7 @@ def record_exonerations(
 def _history(ledger: Ledger) -> Any | None:
     """The read models, caught up with every event so far (this run's included), or None
     when there are none to read (`ledger.views.catch_up_after_gate` says why)."""
-    from ledger import views
+    from release_ledger.ledger import views
 
     if views.catch_up_after_gate(ledger) is not None:
         return None

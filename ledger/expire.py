@@ -15,15 +15,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from adapters.store_errors import ConcurrencyConflict
-from domain import events as ev
-from domain.clarification import overdue, waiting_on
-from domain.run_state import fold
-from ledger.clarify import expiry_events, question_events
-from ledger.options import options_from
-from ledger.projection import project, verdict_of
-from ledger.service import Ledger
-from projections.next_step import next_step, release_step
+from release_ledger.adapters.store_errors import ConcurrencyConflict
+from release_ledger.domain import events as ev
+from release_ledger.domain.clarification import overdue, waiting_on
+from release_ledger.domain.run_state import fold
+from release_ledger.ledger.clarify import expiry_events, question_events
+from release_ledger.ledger.options import options_from
+from release_ledger.ledger.projection import project, verdict_of
+from release_ledger.ledger.service import Ledger
+from release_ledger.projections.next_step import next_step, release_step
 
 ATTEMPTS = 20
 # What the first look folds: the questions' lives and the run's own.

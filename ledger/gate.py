@@ -20,28 +20,28 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from adapters import git
-from adapters.discovery import discover_test_files, nominal_inputs
-from adapters.executors import Capabilities, Executor, spec_for
-from adapters.store_errors import LeaseLost
-from domain import content
-from domain import events as ev
-from domain.assessment import assess_observation
-from domain.chain import sha256_hex
-from domain.errors import BadInput
-from domain.execution import (
+from release_ledger.adapters import git
+from release_ledger.adapters.discovery import discover_test_files, nominal_inputs
+from release_ledger.adapters.executors import Capabilities, Executor, spec_for
+from release_ledger.adapters.store_errors import LeaseLost
+from release_ledger.domain import content
+from release_ledger.domain import events as ev
+from release_ledger.domain.assessment import assess_observation
+from release_ledger.domain.chain import sha256_hex
+from release_ledger.domain.errors import BadInput
+from release_ledger.domain.execution import (
     Observation,
     ShardRun,
 )
-from domain.memory import (
+from release_ledger.domain.memory import (
     DEFAULT_BASELINE_MB,
     FileCost,
     attempt_limit_mb,
     file_terms,
     shard_measurements,
 )
-from domain.planning import nominal_cost, plan_shards
-from domain.run_state import (
+from release_ledger.domain.planning import nominal_cost, plan_shards
+from release_ledger.domain.run_state import (
     BASE,
     HEAD,
     NO_TESTS_COLLECTED,
@@ -49,18 +49,24 @@ from domain.run_state import (
     attempt_assessment,
     lane,
 )
-from domain.timing import file_limits, known_seconds, parse_time_limit, shard_timeout
-from domain.verdict import Verdict
-from ledger.attribution import PinnedExecutor, record_attribution
-from ledger.exoneration import record_exonerations
-from ledger.hooks import GateSuspended, HookContext, Observer, QuietObserver, StepHook
-from ledger.options import GateOptions, options_from, validate
-from ledger.placement import place_round
-from ledger.read_side import project, verdict_of
-from ledger.result_cache import ContentKeys, content_keys, find_reuse
-from ledger.service import Ledger
-from projections.next_step import RunRequest, Step, StepKind, next_step
-from projections.timeline import describe
+from release_ledger.domain.timing import file_limits, known_seconds, parse_time_limit, shard_timeout
+from release_ledger.domain.verdict import Verdict
+from release_ledger.ledger.attribution import PinnedExecutor, record_attribution
+from release_ledger.ledger.exoneration import record_exonerations
+from release_ledger.ledger.hooks import (
+    GateSuspended,
+    HookContext,
+    Observer,
+    QuietObserver,
+    StepHook,
+)
+from release_ledger.ledger.options import GateOptions, options_from, validate
+from release_ledger.ledger.placement import place_round
+from release_ledger.ledger.read_side import project, verdict_of
+from release_ledger.ledger.result_cache import ContentKeys, content_keys, find_reuse
+from release_ledger.ledger.service import Ledger
+from release_ledger.projections.next_step import RunRequest, Step, StepKind, next_step
+from release_ledger.projections.timeline import describe
 
 
 def _tool_version() -> str:
@@ -127,7 +133,7 @@ def start(ledger: Ledger, options: GateOptions) -> str:
         python_version=".".join(str(v) for v in sys.version_info[:3]),
         runtime_pin=git.runtime_pin(repo, head),
     )
-    from ledger.release import release_event
+    from release_ledger.ledger.release import release_event
 
     inspected, artifacts = release_event(ledger, started)
     ledger.append(run_id, [started, inspected], artifacts=artifacts)
@@ -429,8 +435,8 @@ class GateProcess:
         and command are the same (its measurement key, looked up in the ledger's content
         index), with the lowest ceiling any of them saw: never by path alone, so a changed
         file, dependency declaration or command is measured again."""
-        from ledger.read_side import content
-        from projections.content_index import MEASUREMENT
+        from release_ledger.ledger.read_side import content
+        from release_ledger.projections.content_index import MEASUREMENT
 
         wanted: dict[str, list[str]] = {}
         for file, (_, key) in self._measurement_keys(files).items():

@@ -14,8 +14,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from domain.errors import BadInput
-from ledger.service import Ledger
+from release_ledger.domain.errors import BadInput
+from release_ledger.ledger.service import Ledger
 
 # Tests (with an interpreter) whose outcome differed at one commit: the (test, commit) pairs
 # that ever failed, from their own index (few), with a passing row at that commit.
@@ -37,11 +37,11 @@ def open_history(ledger: Ledger, views: str | None = None) -> Any:
     """The read models, caught up with the ledger. Views already current (the usual case:
     every gate catches them up) are read as they are, without loading what catching up
     needs; anything else (behind, another ledger's, an older layout) is caught up first."""
-    from ledger.views_location import views_path
+    from release_ledger.ledger.views_location import views_path
 
     path = views_path(ledger, views)
     if isinstance(path, Path) and path.is_file():
-        from adapters.views_reader import ViewsReader
+        from release_ledger.adapters.views_reader import ViewsReader
 
         try:
             reader = ViewsReader(path)
@@ -52,7 +52,7 @@ def open_history(ledger: Ledger, views: str | None = None) -> Any:
             if current and reader.ledger_id() == ledger.store.ledger_id() and _has_history(reader):
                 return reader
             reader.close()
-    from ledger import views as views_use_cases
+    from release_ledger.ledger import views as views_use_cases
 
     views_use_cases.catch_up_file(ledger, path)
     return views_use_cases.open_target(ledger, path)

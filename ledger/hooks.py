@@ -13,10 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from domain import events as ev
-from domain.run_state import RunState
-from ledger.options import GateOptions
-from ledger.service import Ledger
+from release_ledger.domain import events as ev
+from release_ledger.domain.run_state import RunState
+from release_ledger.ledger.options import GateOptions
+from release_ledger.ledger.service import Ledger
 
 
 class GateSuspended(Exception):

@@ -7,8 +7,8 @@ import stat
 from collections.abc import Iterator, Sequence
 from typing import Any, BinaryIO
 
-from domain.errors import BadInput
-from domain.junit import CHUNK, Rejection, Report, read_report_chunks
+from release_ledger.domain.errors import BadInput
+from release_ledger.domain.junit import CHUNK, Rejection, Report, read_report_chunks
 
 
 def _chunks(stream: BinaryIO) -> Iterator[bytes]:

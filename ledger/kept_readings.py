@@ -15,11 +15,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from adapters.gc_pause import gc_paused
-from adapters.ledger_key import seal, sealed
-from adapters.source_digest import source_digest
-from adapters.store_records import KeptReading
-from ledger.service import Ledger
+from release_ledger.adapters.gc_pause import gc_paused
+from release_ledger.adapters.ledger_key import seal, sealed
+from release_ledger.adapters.source_digest import source_digest
+from release_ledger.adapters.store_records import KeptReading
+from release_ledger.ledger.service import Ledger
 
 Reading = dict[str, Any]  # events, grouped, conclusion, verdict (see `make_reading`)
 
@@ -57,13 +57,13 @@ def make_reading(ledger: Ledger, run_id: str) -> tuple[Reading, int, str]:
     head they were made from: the timeline (every event, and grouped), the conclusion that
     `ledger show` prints and the verdict document of `ledger verdict`, both under the run's
     own rule."""
-    from domain.chain import GENESIS
-    from domain.rules import get_rule
-    from domain.rules import verdict_under as verdict_of
-    from domain.run_state import fold
-    from projections.environment_skips import environment_skips
-    from projections.timeline import grouped_timeline, timeline
-    from projections.verdict_view import base_reuse, verdict_document
+    from release_ledger.domain.chain import GENESIS
+    from release_ledger.domain.rules import get_rule
+    from release_ledger.domain.rules import verdict_under as verdict_of
+    from release_ledger.domain.run_state import fold
+    from release_ledger.projections.environment_skips import environment_skips
+    from release_ledger.projections.timeline import grouped_timeline, timeline
+    from release_ledger.projections.verdict_view import base_reuse, verdict_document
 
     with gc_paused():
         recorded = ledger.store.read(run_id)

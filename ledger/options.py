@@ -12,14 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adapters.executors import REGISTRY
-from domain import events as ev
-from domain.errors import BadInput
-from domain.execution import DEFAULT_PYTEST_COMMAND, EnvironmentRequest
-from domain.resources import DEFAULT_THRESHOLDS
-from domain.rules import get_rule
-from domain.settings import Setting, unique
-from domain.timing import DEFAULT_FILE_FLOOR_S, DEFAULT_TIME_FACTOR
+from release_ledger.adapters.executors import REGISTRY
+from release_ledger.domain import events as ev
+from release_ledger.domain.errors import BadInput
+from release_ledger.domain.execution import DEFAULT_PYTEST_COMMAND, EnvironmentRequest
+from release_ledger.domain.resources import DEFAULT_THRESHOLDS
+from release_ledger.domain.rules import get_rule
+from release_ledger.domain.settings import Setting, unique
+from release_ledger.domain.timing import DEFAULT_FILE_FLOOR_S, DEFAULT_TIME_FACTOR
 
 
 @dataclass(frozen=True)
@@ -236,6 +236,8 @@ def _shown(name: str) -> str:
 
 # Each executor's own settings (its flags and table keys), from its options model: shared
 # flags declared once.
+# The executors by name, as the command line offers them (`--executor`); cli/ names no adapter.
+EXECUTORS = REGISTRY
 EXECUTOR_SETTINGS: tuple[Setting, ...] = tuple(
     unique([setting for spec in REGISTRY.values() for setting in spec.settings])
 )

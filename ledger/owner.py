@@ -12,26 +12,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from adapters import git
-from adapters.store_errors import ConcurrencyConflict
-from adapters.store_records import Recorded
-from domain import events as ev
-from domain.errors import BadInput
-from domain.rules import get_rule
-from domain.run_state import QuestionView, RunState
-from ledger import read_side
-from ledger.clarify import expiry_events
-from ledger.read_side import project
-from ledger.release import release_event
-from ledger.service import Ledger
-from projections.approval import (
+from release_ledger.adapters import git
+from release_ledger.adapters.store_errors import ConcurrencyConflict
+from release_ledger.adapters.store_records import Recorded
+from release_ledger.domain import events as ev
+from release_ledger.domain.errors import BadInput
+from release_ledger.domain.rules import get_rule
+from release_ledger.domain.run_state import QuestionView, RunState
+from release_ledger.ledger import read_side
+from release_ledger.ledger.clarify import expiry_events
+from release_ledger.ledger.read_side import project
+from release_ledger.ledger.release import release_event
+from release_ledger.ledger.service import Ledger
+from release_ledger.projections.approval import (
     CURRENT_FORMAT,
     RESERVED,
     ApprovalReport,
     approval_report,
 )
-from projections.checks import KEY_PATTERN, check_key
-from projections.verdict_view import verdict_document
+from release_ledger.projections.checks import KEY_PATTERN, check_key
+from release_ledger.projections.verdict_view import verdict_document
 
 ATTEMPTS = 20  # optimistic appends retried after another writer got in first
 ANSWERABLE = ("open", "expired", "parked", "taken")

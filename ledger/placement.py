@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from domain import events as ev
-from domain.placement import PlacementError, place_shards
-from domain.run_state import RunState
-from ledger.service import Ledger
+from release_ledger.domain import events as ev
+from release_ledger.domain.placement import PlacementError, place_shards
+from release_ledger.domain.run_state import RunState
+from release_ledger.ledger.service import Ledger
 
 
 class _Need:

@@ -3,6 +3,6 @@ side's one entry, and these are its functions)."""
 
 from __future__ import annotations
 
-from ledger.read_side import project, verdict_of
+from release_ledger.ledger.read_side import project, verdict_of
 
 __all__ = ["project", "verdict_of"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ledger import read_side
-from ledger.service import Ledger
+from release_ledger.ledger import read_side
+from release_ledger.ledger.service import Ledger
 
 
 def list_runs(

@@ -26,23 +26,23 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from adapters.gc_pause import gc_paused
-from adapters.store_records import ContentHit, IndexedRun
-from domain.errors import BrokenRun
-from ledger import kept_readings
-from ledger.service import Ledger, verdict_events
+from release_ledger.adapters.gc_pause import gc_paused
+from release_ledger.adapters.store_records import ContentHit, IndexedRun
+from release_ledger.domain.errors import BrokenRun
+from release_ledger.ledger import kept_readings
+from release_ledger.ledger.service import Ledger, verdict_events
 
 if TYPE_CHECKING:  # imported where used: `ledger runs` and `ledger questions` need no fold
-    from domain.events import Event
-    from domain.run_state import QuestionView, RunState
-    from domain.verdict import Verdict
+    from release_ledger.domain.events import Event
+    from release_ledger.domain.run_state import QuestionView, RunState
+    from release_ledger.domain.verdict import Verdict
 
 DEFAULT_PAGE = 100
 
 
 def project(ledger: Ledger, run_id: str) -> RunState:
     """The run's state from the ledger: its events and the artifacts they reference."""
-    from domain.run_state import fold
+    from release_ledger.domain.run_state import fold
 
     with gc_paused():
         records = ledger.store.read_events(run_id)
@@ -51,7 +51,7 @@ def project(ledger: Ledger, run_id: str) -> RunState:
 
 def verdict_of(state: RunState, rule: str | None = None) -> Verdict:
     """The verdict under `rule`, or under the rule the run was started with."""
-    from domain.rules import verdict_under
+    from release_ledger.domain.rules import verdict_under
 
     return verdict_under(state, rule)
 
@@ -68,8 +68,8 @@ def run_reading(ledger: Ledger, run_id: str) -> dict[str, Any]:
 def status_code(rule: str) -> str:
     """What a remembered verdict status depends on besides the events: the rule's and the
     reader's versions (a new version computes it again)."""
-    from domain.rules import get_rule
-    from domain.versions import READER_VERSION
+    from release_ledger.domain.rules import get_rule
+    from release_ledger.domain.versions import READER_VERSION
 
     try:
         version = get_rule(rule).version
@@ -103,7 +103,7 @@ def sealed_code(ledger: Ledger, run_id: str, length: int, code: str, status: str
     """The status row's code with the ledger's seal over what it remembers (`CODE#HMAC`): a
     status set by hand in the database is computed again, never shown; None without a key
     (then nothing is remembered)."""
-    from adapters.ledger_key import seal
+    from release_ledger.adapters.ledger_key import seal
 
     key = ledger.sealing_key()
     return None if key is None else f"{code}#{seal(key, run_id, str(length), code, status)}"
@@ -161,8 +161,8 @@ def list_runs(
 
 def _folded_status(ledger: Ledger, run_id: str) -> str:
     """The status from the run's events (a ledger without its indexes: read-only, old)."""
-    from domain.run_state import fold
-    from projections.status import run_status
+    from release_ledger.domain.run_state import fold
+    from release_ledger.projections.status import run_status
 
     records = ledger.store.read_events(run_id)
     events = [e for _, e in records]
@@ -223,7 +223,7 @@ def open_question_count(ledger: Ledger) -> int:
 @functools.cache
 def _question_kinds() -> frozenset[str]:
     """What the question fold reads: a run's start and its questions' lives."""
-    from domain.events import QUESTION, kinds_with
+    from release_ledger.domain.events import QUESTION, kinds_with
 
     return kinds_with(QUESTION) | {"RunStarted"}
 
@@ -238,7 +238,7 @@ def pending_questions(
     now = ledger.clock.now()
     if not run_prefix and ledger.indexed:
         return [_indexed_question_dict(q, now) for q in open_questions(ledger, limit, offset)]
-    from domain.run_state import fold
+    from release_ledger.domain.run_state import fold
 
     found = []
     ids = [ledger.resolve(run_prefix)] if run_prefix else list(run_ids(ledger))
@@ -334,7 +334,7 @@ def cached_results(
 ) -> dict[str, CachedResult]:
     """For each file (mapped to its result key), the newest cached result from a run whose
     chain is whole (a broken run proves nothing), other than `exclude_run`."""
-    from projections.content_index import RESULT
+    from release_ledger.projections.content_index import RESULT
 
     by_key: dict[str, list[ContentHit]] = {}
     for hit in content(ledger, RESULT, keys.values()):

@@ -13,15 +13,15 @@ import os
 import sys
 from pathlib import Path
 
-from adapters import distributions
-from adapters.executors.local import environments_dir
-from adapters.release_info import inspect_release
-from domain import events as ev
-from domain.run_state import RunState
-from ledger.hooks import HookContext
-from ledger.service import Ledger
-from projections.next_step import release_step
-from projections.timeline import describe
+from release_ledger.adapters import distributions
+from release_ledger.adapters.executors.local import environments_dir
+from release_ledger.adapters.release_info import inspect_release
+from release_ledger.domain import events as ev
+from release_ledger.domain.run_state import RunState
+from release_ledger.ledger.hooks import HookContext
+from release_ledger.ledger.service import Ledger
+from release_ledger.projections.next_step import release_step
+from release_ledger.projections.timeline import describe
 
 
 def release_event(

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from domain.errors import BadInput
-from domain.rules import get_rule
-from ledger.projection import project, verdict_of
-from ledger.service import Ledger
-from projections.html_report import html_report
-from projections.junit_out import head_junit
+from release_ledger.domain.errors import BadInput
+from release_ledger.domain.rules import get_rule
+from release_ledger.ledger.projection import project, verdict_of
+from release_ledger.ledger.service import Ledger
+from release_ledger.projections.html_report import html_report
+from release_ledger.projections.junit_out import head_junit
 
 
 def html_page(ledger: Ledger, run_id: str, rule: str | None = None) -> str:

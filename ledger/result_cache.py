@@ -18,13 +18,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from domain import events as ev
-from domain.content import command_key, environment_key, result_key
-from ledger import read_side
-from ledger.read_side import CachedResult
-from ledger.service import Ledger
-from projections.content_index import READER
-from projections.next_step import RunRequest
+from release_ledger.domain import events as ev
+from release_ledger.domain.content import command_key, environment_key, result_key
+from release_ledger.ledger import read_side
+from release_ledger.ledger.read_side import CachedResult
+from release_ledger.ledger.service import Ledger
+from release_ledger.projections.content_index import READER
+from release_ledger.projections.next_step import RunRequest
 
 
 @dataclass(frozen=True)

@@ -15,17 +15,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from adapters.clock import SystemClock
-from adapters.store_errors import ConcurrencyConflict, LeaseLost
-from adapters.store_open import MEMORY_DESCRIPTION, open_store
-from adapters.store_port import INDEX_FORMAT, Store
-from adapters.store_records import IndexWrite, Lease, Recorded, RunRow
-from domain.chain import StoredLink, find_break, sha256_hex
-from domain.errors import BadInput, BrokenRun, IntegrityProblem
+from release_ledger.adapters.clock import SystemClock
+from release_ledger.adapters.store_errors import ConcurrencyConflict, LeaseLost
+from release_ledger.adapters.store_open import MEMORY_DESCRIPTION, open_store
+from release_ledger.adapters.store_port import INDEX_FORMAT, Store
+from release_ledger.adapters.store_records import IndexWrite, Lease, Recorded, RunRow
+from release_ledger.domain.chain import StoredLink, find_break, sha256_hex
+from release_ledger.domain.errors import BadInput, BrokenRun, IntegrityProblem
 
 if TYPE_CHECKING:  # the event models (pydantic) load where events are made or read, so
     # commands that only read the ledger's indexes (`ledger runs`, `questions`) never pay for them
-    from domain.events import Event, RunStarted
+    from release_ledger.domain.events import Event, RunStarted
 
 E = TypeVar("E", bound="Event")
 
@@ -36,7 +36,7 @@ def owner_input() -> frozenset[str]:
     """What processes other than a run's driver may append to it while it is driven: the
     owner's answers (with the deadlines they observe), external checks, approvals (the
     events' `OWNER_INPUT` trait; read when a write needs it, so reads never load the models)."""
-    from domain.events import OWNER_INPUT, kinds_with
+    from release_ledger.domain.events import OWNER_INPUT, kinds_with
 
     return kinds_with(OWNER_INPUT)
 
@@ -44,7 +44,7 @@ def owner_input() -> frozenset[str]:
 @functools.cache
 def verdict_events() -> frozenset[str]:
     """Events after which a run's verdict status (shown by `ledger runs`) is computed again."""
-    from domain.events import AFFECTS_VERDICT, kinds_with
+    from release_ledger.domain.events import AFFECTS_VERDICT, kinds_with
 
     return kinds_with(AFFECTS_VERDICT)
 
@@ -141,7 +141,7 @@ class Ledger:
         self, events: Sequence[Event], artifacts: dict[str, bytes] | None = None
     ) -> IndexWrite | None:
         """What appending `events` changes in the ledger's indexes (pure derivation)."""
-        from projections import content_index
+        from release_ledger.projections import content_index
 
         found = dict(artifacts or {})
         missing = [h for h in content_index.needs_artifacts(events) if h not in found]
@@ -177,8 +177,8 @@ class Ledger:
     def rebuilt_index_rows(self) -> list[tuple[Any, ...]]:
         """The index rows a re-index from the events would write, in `index_rows()` order,
         computed without writing (for `ledger rebuild --check`)."""
-        from domain.errors import BrokenRun
-        from domain.lifecycles import LISTED, QUESTION_STEPS
+        from release_ledger.domain.errors import BrokenRun
+        from release_ledger.domain.lifecycles import LISTED, QUESTION_STEPS
 
         content: list[tuple[Any, ...]] = []
         questions: list[tuple[Any, ...]] = []
@@ -257,7 +257,7 @@ class Ledger:
         """Build an event stamped with the run and the clock's time (and, in an interpreter's
         lane, with its label when the event is a per-interpreter fact)."""
         if self.interpreter:
-            from domain.events import OnInterpreter
+            from release_ledger.domain.events import OnInterpreter
 
             if issubclass(cls, OnInterpreter):
                 fields.setdefault("interpreter", self.interpreter)
@@ -446,8 +446,8 @@ class Ledger:
         append seals its run's (length, tip) and every read checks the seal; a key made now
         first seals the runs already there (trusted on first use)."""
         if not hasattr(self, "_sealing_key"):
-            from adapters.ledger_key import key_id, key_path, load_key, seal
-            from adapters.store_records import Sealer
+            from release_ledger.adapters.ledger_key import key_id, key_path, load_key, seal
+            from release_ledger.adapters.store_records import Sealer
 
             store = self.store
             if store.description.endswith("(not created yet)"):
@@ -480,7 +480,7 @@ class Ledger:
         return data
 
     def started(self, run_id: str) -> RunStarted:
-        from domain.events import RunStarted
+        from release_ledger.domain.events import RunStarted
 
         records = self.store.read(run_id)
         first = records[0].event if records else None
@@ -531,7 +531,7 @@ class Ledger:
         return len(links), again.tip if again.length == len(links) else None
 
     def _verify_run(self, run_id: str, row: RunRow | None) -> VerifyResult:
-        from domain.events import event_from_json
+        from release_ledger.domain.events import event_from_json
 
         seal = self.store.seal_of(run_id)  # before the events: see `check_seal`
         raw = self.store.read_raw(run_id)

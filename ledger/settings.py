@@ -18,18 +18,18 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from adapters import git, interpreters
-from adapters.executors import spec_for
-from adapters.executors.environment import (
+from release_ledger.adapters import git, interpreters
+from release_ledger.adapters.executors import spec_for
+from release_ledger.adapters.executors.environment import (
     PASS_ENV_PATTERN,
     SHARD_ENV_NEVER,
     env_name_matches,
     find_uv,
 )
-from adapters.interpreters import Interpreter
-from domain.errors import BadInput
-from domain.execution import DEFAULT_PYTEST_COMMAND
-from ledger.options import DEFAULTS, EXECUTOR_SETTINGS, SETTINGS, GateOptions
+from release_ledger.adapters.interpreters import Interpreter
+from release_ledger.domain.errors import BadInput
+from release_ledger.domain.execution import DEFAULT_PYTEST_COMMAND
+from release_ledger.ledger.options import DEFAULTS, EXECUTOR_SETTINGS, SETTINGS, GateOptions
 
 
 def _table_model() -> type[BaseModel]:
@@ -243,7 +243,7 @@ def declared_versions(repo: Path, head: str) -> list[str]:
     `requires-python` (tox's own loader reads its configuration, from a copy of head's)."""
     import tempfile
 
-    from adapters.executors.environment import TOX_FILES, find_tox, tox_declared
+    from release_ledger.adapters.executors.environment import TOX_FILES, find_tox, tox_declared
 
     document = _pyproject_at(repo, head)
     try:

@@ -7,25 +7,25 @@ import os
 import sys
 from typing import Any
 
-from adapters import git
-from adapters.executors import Executor, build_executor, spec_for, validate_options
-from adapters.executors.environment import find_uv
-from adapters.executors.local import LocalExecutor
-from adapters.interpreters import available
-from adapters.machine import memory_mb
-from domain import events as ev
-from domain.errors import BadInput
-from domain.execution import EnvironmentRequest
-from ledger.attribution import PinnedExecutor
-from ledger.clarify import clarify
-from ledger.gate import GateProcess, Observer, start
-from ledger.options import GateOptions, options_from, validate
-from ledger.projection import project
-from ledger.release import release_builds
-from ledger.replay import verdict_for
-from ledger.service import Ledger
-from ledger.settings import runs_locally
-from ledger.views import catch_up_after_gate
+from release_ledger.adapters import git
+from release_ledger.adapters.executors import Executor, build_executor, spec_for, validate_options
+from release_ledger.adapters.executors.environment import find_uv
+from release_ledger.adapters.executors.local import LocalExecutor
+from release_ledger.adapters.interpreters import available
+from release_ledger.adapters.machine import memory_mb
+from release_ledger.domain import events as ev
+from release_ledger.domain.errors import BadInput
+from release_ledger.domain.execution import EnvironmentRequest
+from release_ledger.ledger.attribution import PinnedExecutor
+from release_ledger.ledger.clarify import clarify
+from release_ledger.ledger.gate import GateProcess, Observer, start
+from release_ledger.ledger.options import GateOptions, options_from, validate
+from release_ledger.ledger.projection import project
+from release_ledger.ledger.release import release_builds
+from release_ledger.ledger.replay import verdict_for
+from release_ledger.ledger.service import Ledger
+from release_ledger.ledger.settings import runs_locally
+from release_ledger.ledger.views import catch_up_after_gate
 
 
 def run_gate(ledger: Ledger, options: GateOptions, observer: Observer) -> dict[str, Any]:

@@ -17,24 +17,24 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from adapters.gc_pause import gc_paused
-from domain.assessment import Assessment, assessment_from_json, assessment_to_json
-from domain.errors import BadInput, BrokenRun
-from domain.run_state import AssessmentMemo
-from domain.versions import READER_VERSION
-from ledger import read_side
-from ledger.service import Ledger
-from ledger.views_location import (  # noqa: F401  (re-exported: where the views live)
+from release_ledger.adapters.gc_pause import gc_paused
+from release_ledger.domain.assessment import Assessment, assessment_from_json, assessment_to_json
+from release_ledger.domain.errors import BadInput, BrokenRun
+from release_ledger.domain.run_state import AssessmentMemo
+from release_ledger.domain.versions import READER_VERSION
+from release_ledger.ledger import read_side
+from release_ledger.ledger.service import Ledger
+from release_ledger.ledger.views_location import (  # noqa: F401  (re-exported: where the views live)
     PG_SCHEMA,
     SHARED_VIEWS_FILE,
     VIEWS_SUFFIX,
     views_path,
 )
-from projections.read_models import TABLES, RunRows, run_rows
+from release_ledger.projections.read_models import TABLES, RunRows, run_rows
 
 if TYPE_CHECKING:
-    from adapters.pg_read_model_store import PostgresReadModelStore
-    from adapters.read_model_store import AssessmentSource, ReadModelStore
+    from release_ledger.adapters.pg_read_model_store import PostgresReadModelStore
+    from release_ledger.adapters.read_model_store import AssessmentSource, ReadModelStore
 
     Views = ReadModelStore | PostgresReadModelStore
 
@@ -45,7 +45,7 @@ def _open(ledger: Ledger, target: Path | str) -> Views:
     """A views file, or a schema of the PostgreSQL ledger's own database."""
     if isinstance(target, Path):
         return open_views(target)
-    from adapters.pg_read_model_store import PostgresReadModelStore
+    from release_ledger.adapters.pg_read_model_store import PostgresReadModelStore
 
     if ledger.store.url is None:
         raise BadInput("the views schema needs a PostgreSQL ledger")
@@ -59,7 +59,7 @@ def open_target(ledger: Ledger, target: Path | str) -> Views:
 
 def open_views(path: Path) -> ReadModelStore:
     # Imported here: sqlite-utils costs start-up time that `ledger verdict` should not pay.
-    from adapters.read_model_store import ReadModelStore
+    from release_ledger.adapters.read_model_store import ReadModelStore
 
     return ReadModelStore(path, TABLES)
 
@@ -278,7 +278,7 @@ def _source(ledger: Ledger, source: Path | str | None) -> AssessmentSource | Non
     """The kept assessments of a views file of this ledger, opened read-only; None without."""
     if source is None:
         return None
-    from adapters.read_model_store import AssessmentSource
+    from release_ledger.adapters.read_model_store import AssessmentSource
 
     opened = AssessmentSource(Path(source), ledger.store.ledger_id())
     if not opened.usable:
@@ -317,7 +317,7 @@ def _worker_project(run_ids: list[str]) -> Chunk:
 
 
 def _scratch_schema(ledger: Ledger, schema: str, purpose: str) -> PostgresReadModelStore:
-    from adapters.pg_read_model_store import PostgresReadModelStore
+    from release_ledger.adapters.pg_read_model_store import PostgresReadModelStore
 
     assert ledger.store.url is not None
     name = f"{schema}_{purpose}_{os.getpid()}_{int(time.time() * 1000) % 10**9}"
@@ -530,7 +530,7 @@ def _schema_ready(ledger: Ledger, schema: str) -> bool:
     """The views schema exists in this layout and belongs to this ledger."""
     import psycopg
 
-    from adapters.pg_read_model_store import META
+    from release_ledger.adapters.pg_read_model_store import META
 
     assert ledger.store.url is not None
     with psycopg.connect(ledger.store.url, connect_timeout=5) as conn:
@@ -540,7 +540,7 @@ def _schema_ready(ledger: Ledger, schema: str) -> bool:
         rows: dict[str, str] = dict(
             conn.execute(f'SELECT key, value FROM "{schema}"."{META}"').fetchall()
         )
-    from adapters.read_model_store import _schema_version
+    from release_ledger.adapters.read_model_store import _schema_version
 
     return (
         rows.get("schema_version") == str(_schema_version(TABLES))

@@ -8,8 +8,8 @@ import sqlite3
 from pathlib import Path
 from urllib.parse import quote
 
-from domain.errors import BadInput
-from ledger.service import Ledger
+from release_ledger.domain.errors import BadInput
+from release_ledger.ledger.service import Ledger
 
 VIEWS_SUFFIX = ".views.db"  # `ledger.db` -> `ledger.views.db`, beside it
 SHARED_VIEWS_FILE = "views.db"  # one file per folder before: two ledgers there shared it
@@ -40,7 +40,7 @@ def _adopt_shared_views(shared: Path, own: Path, ledger_id: str) -> None:
     wal = shared.with_name(shared.name + "-wal")
     if own.exists() or not shared.is_file() or (wal.exists() and wal.stat().st_size):
         return  # (a file with a write-ahead log in use is not moved: it is rebuilt instead)
-    from adapters.read_model_store import META
+    from release_ledger.adapters.read_model_store import META
 
     try:
         conn = sqlite3.connect(f"file:{quote(str(shared))}?mode=ro", uri=True, timeout=5)

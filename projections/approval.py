@@ -27,12 +27,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from domain import events as ev
-from domain.clusters import Cluster, headline
-from domain.run_state import RunState, fold
-from domain.text import markdown_code, markdown_text
-from domain.verdict import Verdict
-from projections.checks import (
+from release_ledger.domain import events as ev
+from release_ledger.domain.clusters import Cluster, headline
+from release_ledger.domain.run_state import RunState, fold
+from release_ledger.domain.text import markdown_code, markdown_text
+from release_ledger.domain.verdict import Verdict
+from release_ledger.projections.checks import (
     BUILTIN_CHECKS,
     CHECKS_OF_FORMAT,
     GATE,
@@ -45,7 +45,7 @@ from projections.checks import (
     pin_metric,
     pin_satisfied,
 )
-from projections.environment_skips import environment_skips
+from release_ledger.projections.environment_skips import environment_skips
 
 __all__ = ["ApprovalReport", "approval_report", "outcome_of", "pin_satisfied", "render_rollback"]
 

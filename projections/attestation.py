@@ -14,10 +14,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from domain.junit import test_id
-from domain.run_state import RunState
-from domain.verdict import Verdict
-from projections.verdict_view import verdict_document
+from release_ledger.domain.junit import test_id
+from release_ledger.domain.run_state import RunState
+from release_ledger.domain.verdict import Verdict
+from release_ledger.projections.verdict_view import verdict_document
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 TEST_RESULT = "https://in-toto.io/attestation/test-result/v0.1"

@@ -17,11 +17,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from domain import events as ev
-from domain.clusters import headline
-from domain.run_state import RunState
-from domain.text import some
-from domain.verdict import Verdict
+from release_ledger.domain import events as ev
+from release_ledger.domain.clusters import headline
+from release_ledger.domain.run_state import RunState
+from release_ledger.domain.text import some
+from release_ledger.domain.verdict import Verdict
 
 GATE = "gate"
 RUNTIME_PIN = "runtime-pin"

@@ -20,11 +20,11 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from domain import events as ev
-from domain.assessment import READER_VERSION
-from domain.content import result_key
-from domain.lifecycles import QUESTION_STEPS, RUN_STEPS, index_change
-from domain.run_state import attempt_assessment
+from release_ledger.domain import events as ev
+from release_ledger.domain.assessment import READER_VERSION
+from release_ledger.domain.content import result_key
+from release_ledger.domain.lifecycles import QUESTION_STEPS, RUN_STEPS, index_change
+from release_ledger.domain.run_state import attempt_assessment
 
 RESULT = "result"
 READER = f"reader-{READER_VERSION}"

@@ -17,10 +17,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from domain import events as ev
-from domain.junit import TestCase, test_id
-from domain.run_state import BASE, HEAD, RunState
-from domain.verdict import shard_unmeasured
+from release_ledger.domain import events as ev
+from release_ledger.domain.junit import TestCase, test_id
+from release_ledger.domain.run_state import BASE, HEAD, RunState
+from release_ledger.domain.verdict import shard_unmeasured
 
 # ModuleNotFoundError's own words (pytest.importorskip quotes them after `could not import`).
 _MISSING = re.compile(r"No module named '?([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)'?")

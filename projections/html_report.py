@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from domain import events as ev
-from domain.attribution import CAUSE_WORDS
-from domain.clusters import Cluster, headline
-from domain.run_state import RunState, ShardView
-from domain.text import one_line
-from domain.verdict import Verdict
-from projections.approval import ApprovalReport, approval_report, judged
+from release_ledger.domain import events as ev
+from release_ledger.domain.attribution import CAUSE_WORDS
+from release_ledger.domain.clusters import Cluster, headline
+from release_ledger.domain.run_state import RunState, ShardView
+from release_ledger.domain.text import one_line
+from release_ledger.domain.verdict import Verdict
+from release_ledger.projections.approval import ApprovalReport, approval_report, judged
 
 LABEL_W = 190  # px of lane labels left of the plot
 PLOT_W = 900

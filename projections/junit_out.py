@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from domain.junit import TestCase
-from domain.run_state import RunState
-from domain.verdict import Verdict
+from release_ledger.domain.junit import TestCase
+from release_ledger.domain.run_state import RunState
+from release_ledger.domain.verdict import Verdict
 
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 _RESULT_TAG = {"failed": "failure", "error": "error", "skipped": "skipped"}

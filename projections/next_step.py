@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from domain.assessment import ENV_SETUP, OOM, TIMEOUT, UNPLACED
-from domain.failures import blames_executor
-from domain.junit import FAILING, test_id
-from domain.planning import child_shard_ids, split_in_halves
-from domain.run_state import BASE, HEAD, AttemptView, RunState, ShardView
-from domain.verdict import classify, shard_unmeasured
+from release_ledger.domain.assessment import ENV_SETUP, OOM, TIMEOUT, UNPLACED
+from release_ledger.domain.failures import blames_executor
+from release_ledger.domain.junit import FAILING, test_id
+from release_ledger.domain.planning import child_shard_ids, split_in_halves
+from release_ledger.domain.run_state import BASE, HEAD, AttemptView, RunState, ShardView
+from release_ledger.domain.verdict import classify, shard_unmeasured
 
 StepKind = Literal[
     "discover", "measure", "plan", "run", "split", "isolate", "exonerate", "attribute",

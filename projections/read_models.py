@@ -24,14 +24,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from domain import events as ev
-from domain.assessment import Assessment, assess
-from domain.junit import FAILING, test_id
-from domain.rules import REGISTRY
-from domain.run_state import AssessmentMemo, AttemptView, RunState, fold
-from domain.verdict import Verdict
-from projections.rule_comparison import shard_classes, test_classes
-from projections.verdict_view import base_reuse, verdict_document
+from release_ledger.domain import events as ev
+from release_ledger.domain.assessment import Assessment, assess
+from release_ledger.domain.junit import FAILING, test_id
+from release_ledger.domain.rules import REGISTRY
+from release_ledger.domain.run_state import AssessmentMemo, AttemptView, RunState, fold
+from release_ledger.domain.verdict import Verdict
+from release_ledger.projections.rule_comparison import shard_classes, test_classes
+from release_ledger.projections.verdict_view import base_reuse, verdict_document
 
 Row = tuple[Any, ...]
 

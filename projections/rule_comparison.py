@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain.run_state import RunState
-from domain.verdict import Verdict, shard_unmeasured
-from projections.verdict_view import verdict_document
+from release_ledger.domain.run_state import RunState
+from release_ledger.domain.verdict import Verdict, shard_unmeasured
+from release_ledger.projections.verdict_view import verdict_document
 
 PASSED = "passed"
 FAILS_GATE = "fails-gate"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from domain import events as ev
+from release_ledger.domain import events as ev
 
 
 def run_status(events: Sequence[ev.Event]) -> str:

@@ -9,13 +9,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from domain import events as ev
-from domain.attribution import moves_text
-from domain.failures import failure_kind
-from domain.junit import Report, read_report, test_id
-from domain.run_state import fold
-from domain.verdict import classify
-from projections.environment_skips import environment_skips, summary
+from release_ledger.domain import events as ev
+from release_ledger.domain.attribution import moves_text
+from release_ledger.domain.failures import failure_kind
+from release_ledger.domain.junit import Report, read_report, test_id
+from release_ledger.domain.run_state import fold
+from release_ledger.domain.verdict import classify
+from release_ledger.projections.environment_skips import environment_skips, summary
 
 Describer = Callable[[Any, Mapping[str, bytes]], str]
 

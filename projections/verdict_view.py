@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain.run_state import BASE, RunState
-from domain.verdict import Verdict
-from projections.environment_skips import environment_skips
+from release_ledger.domain.run_state import BASE, RunState
+from release_ledger.domain.verdict import Verdict
+from release_ledger.projections.environment_skips import environment_skips
 
 
 def verdict_document(run_id: str, state: RunState, verdict: Verdict) -> dict[str, Any]:

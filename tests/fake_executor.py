@@ -14,7 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from domain.execution import EnvironmentReport, EnvironmentRequest, Observation, ShardRun
+from release_ledger.domain.execution import (
+    EnvironmentReport,
+    EnvironmentRequest,
+    Observation,
+    ShardRun,
+)
 from tests.runbuilder import junit
 
 DIES = "dies"  # the file kills its shard (signal 9) whatever else runs with it

@@ -21,7 +21,7 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from cli.main import cli
+from release_ledger.cli.main import cli
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -79,8 +79,8 @@ def process_env(workdir: Path) -> dict[str, str]:
 
 
 def ledger_command(workdir: Path, *args: str) -> list[str]:
-    """The argv of `python -m cli ARGS --ledger <workdir ledger>`, for a real process."""
-    return [sys.executable, "-m", "cli", *args, "--ledger", ledger_url(workdir)]
+    """The argv of `python -m release_ledger ARGS --ledger <workdir ledger>`, for a real process."""
+    return [sys.executable, "-m", "release_ledger", *args, "--ledger", ledger_url(workdir)]
 
 
 def _interruptible_by_ctrl_c() -> None:

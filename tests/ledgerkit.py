@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
-from adapters.clock import FixedClock
-from domain import events as ev
-from ledger import bootstrap
-from ledger.service import Ledger
+from release_ledger.adapters.clock import FixedClock
+from release_ledger.domain import events as ev
+from release_ledger.ledger import bootstrap
+from release_ledger.ledger.service import Ledger
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -50,14 +50,14 @@ def measured(ledger: Ledger, run_id: str, index: int) -> ev.FileMeasured:
 def run_cli(
     *args: str, cwd: Path, env: Mapping[str, str] | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
-    """`ledger ARGS` as a real process (python -m cli), importing this checkout."""
+    """`ledger ARGS` as a real process (python -m release_ledger), importing this checkout."""
     full_env = {k: v for k, v in os.environ.items() if k != "LEDGER_URL"}
     full_env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(REPO_ROOT), full_env.get("PYTHONPATH", "")) if p
     )
     full_env.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "cli", *args],
+        [sys.executable, "-m", "release_ledger", *args],
         cwd=cwd,
         env=full_env,
         capture_output=True,

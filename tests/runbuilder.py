@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from domain import events as ev
-from domain.chain import sha256_hex
+from release_ledger.domain import events as ev
+from release_ledger.domain.chain import sha256_hex
 
 
 def junit(cases: dict[str, str], details: dict[str, tuple[str, str]] | None = None) -> bytes:

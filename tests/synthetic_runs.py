@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from xml.sax.saxutils import quoteattr
 
-from domain import events as ev
-from domain.chain import sha256_hex
+from release_ledger.domain import events as ev
+from release_ledger.domain.chain import sha256_hex
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 HEAD_SHA = "a" * 40

@@ -8,15 +8,20 @@ from pathlib import Path
 
 import pytest
 
-from adapters.clock import FixedClock
-from domain import events as ev
-from domain.errors import BadInput
-from domain.rules import REGISTRY, Rule, get_rule
-from domain.verdict import Policy, judge
-from ledger import owner
-from ledger.bootstrap import open_ledger
-from ledger.service import Ledger
-from projections.approval import approval_report, outcome_of, pin_satisfied, render_rollback
+from release_ledger.adapters.clock import FixedClock
+from release_ledger.domain import events as ev
+from release_ledger.domain.errors import BadInput
+from release_ledger.domain.rules import REGISTRY, Rule, get_rule
+from release_ledger.domain.verdict import Policy, judge
+from release_ledger.ledger import owner
+from release_ledger.ledger.bootstrap import open_ledger
+from release_ledger.ledger.service import Ledger
+from release_ledger.projections.approval import (
+    approval_report,
+    outcome_of,
+    pin_satisfied,
+    render_rollback,
+)
 from tests.gatekit import ledger_url, run_ledger
 from tests.runbuilder import RunBuilder
 
@@ -322,7 +327,7 @@ def test_waiving_the_only_file_measures_no_test_so_the_gate_stays_unmeasured(
 
 
 def _state(ledger: Ledger, run_id: str):  # type: ignore[no-untyped-def]
-    from ledger.gate import project
+    from release_ledger.ledger.gate import project
 
     return project(ledger, run_id)
 

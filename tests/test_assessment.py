@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from domain.assessment import assess, last_started_file, pytest_summary
+from release_ledger.domain.assessment import assess, last_started_file, pytest_summary
 
 FILES = ["tests/test_a.py"]
 

@@ -16,14 +16,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from in_toto_attestation.v1.statement import Statement  # type: ignore[import-untyped]
 
-from adapters import attestations as crypto
-from domain import events as ev
-from domain.rules import verdict_under
-from domain.run_state import fold
-from domain.statuses import EXIT_CODES
-from ledger import attest as attestation
-from ledger.service import Ledger
-from projections import attestation as att
+from release_ledger.adapters import attestations as crypto
+from release_ledger.domain import events as ev
+from release_ledger.domain.rules import verdict_under
+from release_ledger.domain.run_state import fold
+from release_ledger.domain.statuses import EXIT_CODES
+from release_ledger.ledger import attest as attestation
+from release_ledger.ledger.service import Ledger
+from release_ledger.projections import attestation as att
 from tests.adversarial.kit import failed_run, set_state, state_at
 from tests.ledgerkit import open_ledger, run_cli
 from tests.runbuilder import RunBuilder

@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from domain import events as ev
-from domain.attribution import CODE, DEPENDENCIES, UNKNOWN, causes, moves_text
-from domain.chain import sha256_hex
-from domain.rules import get_rule
-from domain.run_state import fold
-from ledger.attribution import package_moves
-from projections.next_step import next_step, pending_attribution
-from projections.timeline import describe
+from release_ledger.domain import events as ev
+from release_ledger.domain.attribution import CODE, DEPENDENCIES, UNKNOWN, causes, moves_text
+from release_ledger.domain.chain import sha256_hex
+from release_ledger.domain.rules import get_rule
+from release_ledger.domain.run_state import fold
+from release_ledger.ledger.attribution import package_moves
+from release_ledger.projections.next_step import next_step, pending_attribution
+from release_ledger.projections.timeline import describe
 from tests import gatekit
 from tests.gitrepo import commit, make_repo, tag
 from tests.runbuilder import RunBuilder, junit
@@ -115,8 +115,8 @@ def test_a_failure_that_passes_with_bases_packages_is_the_dependency_changes() -
 
 
 def test_the_approval_report_and_the_html_page_name_the_dependency_change() -> None:
-    from projections.checks import gate_value
-    from projections.html_report import classification_html
+    from release_ledger.projections.checks import gate_value
+    from release_ledger.projections.html_report import classification_html
 
     state = _state(_attributed(_run(), {CODE_TEST: "failed", DEP_TEST: "passed"}))
     verdict = get_rule("default").decide(state)

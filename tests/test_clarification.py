@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from domain import events as ev
-from domain.clarification import (
+from release_ledger.domain import events as ev
+from release_ledger.domain.clarification import (
     DEFAULT_BUDGET,
     Candidate,
     candidates,
@@ -19,8 +19,8 @@ from domain.clarification import (
     plan,
     waiting_on,
 )
-from domain.rules import get_rule
-from domain.run_state import fold
+from release_ledger.domain.rules import get_rule
+from release_ledger.domain.run_state import fold
 from tests.runbuilder import RunBuilder
 
 A, B, K = "tests/test_a.py", "tests/test_b.py", "tests/test_kill.py"

@@ -274,7 +274,7 @@ def test_usage_errors_are_one_line(args: tuple[str, ...], tmp_path: Path) -> Non
 
 
 def _all_commands() -> list[str]:
-    from cli.main import cli
+    from release_ledger.cli.main import cli
 
     assert isinstance(cli, click.Group)
     return sorted(cli.list_commands(click.Context(cli)))  # commands may load lazily
@@ -286,7 +286,7 @@ def test_the_four_ledger_commands_exist() -> None:
 
 @pytest.mark.parametrize("name", _all_commands())
 def test_every_subcommand_help_shows_an_example(name: str) -> None:
-    from cli.main import cli
+    from release_ledger.cli.main import cli
 
     result = CliRunner().invoke(cli, [name, "--help"])
     assert result.exit_code == 0, result.output

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cli.cmd_junit import junit
+from release_ledger.cli.cmd_junit import junit
 
 VALID = (
     '<?xml version="1.0" encoding="utf-8"?>'
@@ -108,7 +108,7 @@ def test_help_shows_an_example() -> None:
 @pytest.mark.slow
 def test_the_ledger_command_runs_junit(reports: dict[str, str]) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "cli", "junit", reports["bad"], "--json"],
+        [sys.executable, "-m", "release_ledger", "junit", reports["bad"], "--json"],
         capture_output=True,
         text=True,
         cwd=Path(__file__).resolve().parents[1],

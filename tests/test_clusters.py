@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from domain.clusters import Cluster, cluster, headline, mask, merged, signature
-from domain.rules import get_rule
-from domain.run_state import fold
-from projections.approval import approval_report
-from projections.html_report import classification_html
+from release_ledger.domain.clusters import Cluster, cluster, headline, mask, merged, signature
+from release_ledger.domain.rules import get_rule
+from release_ledger.domain.run_state import fold
+from release_ledger.projections.approval import approval_report
+from release_ledger.projections.html_report import classification_html
 from tests.gatekit import gate, run_ledger
 from tests.gitrepo import commit, make_repo, tag
 from tests.runbuilder import RunBuilder

@@ -19,10 +19,10 @@ EVENTS_PER_WRITER = 500
 WRITER = """
 import sys, time
 from pathlib import Path
-from adapters.clock import SystemClock
-from domain.events import FileMeasured
-from ledger.bootstrap import open_ledger
-from ledger.service import Ledger
+from release_ledger.adapters.clock import SystemClock
+from release_ledger.domain.events import FileMeasured
+from release_ledger.ledger.bootstrap import open_ledger
+from release_ledger.ledger.service import Ledger
 
 url, run_id, name, count, sync = sys.argv[1:6]
 count, sync = int(count), Path(sync)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from adapters import git
-from adapters.executors import environment
-from domain import content
+from release_ledger.adapters import git
+from release_ledger.adapters.executors import environment
+from release_ledger.domain import content
 from tests.gitrepo import commit, make_repo
 
 

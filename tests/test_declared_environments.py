@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.executors import environment
+from release_ledger.adapters.executors import environment
 from tests import gatekit
 from tests.gatekit import events, run_ledger
 from tests.gitrepo import commit, make_repo, tag
@@ -313,8 +313,8 @@ def test_unpinned_dependencies_resolve_as_the_index_stood_at_the_snapshot(tmp_pa
 def test_the_snapshot_defaults_to_the_head_commits_date_and_a_bad_date_is_bad_input(
     tmp_path: Path,
 ) -> None:
-    from domain.errors import BadInput
-    from ledger.settings import snapshot
+    from release_ledger.domain.errors import BadInput
+    from release_ledger.ledger.settings import snapshot
 
     repo = make_repo(tmp_path, {"tests/test_a.py": "def test_a():\n    pass\n"})
     tag(repo, "v1")

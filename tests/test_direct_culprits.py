@@ -4,10 +4,10 @@ markers naming the file running when a shard died do the same after the retries.
 
 from __future__ import annotations
 
-from domain import events as ev
-from domain.chain import sha256_hex
-from domain.run_state import fold
-from projections.next_step import next_step
+from release_ledger.domain import events as ev
+from release_ledger.domain.chain import sha256_hex
+from release_ledger.domain.run_state import fold
+from release_ledger.projections.next_step import next_step
 from tests.runbuilder import RunBuilder
 
 A, B, C, D = (f"tests/test_{x}.py" for x in "abcd")

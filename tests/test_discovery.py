@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters.discovery import discover_test_files, read_pytest_config
-from domain.errors import BadInput
+from release_ledger.adapters.discovery import discover_test_files, read_pytest_config
+from release_ledger.domain.errors import BadInput
 from tests.gitrepo import write
 
 PASS = "def test_ok():\n    pass\n"

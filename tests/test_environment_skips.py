@@ -13,21 +13,21 @@ from xml.sax.saxutils import quoteattr
 from hypothesis import given
 from hypothesis import strategies as st
 
-from domain import events as ev
-from domain.chain import sha256_hex
-from domain.junit import TestCase
-from domain.rules import get_rule
-from domain.run_state import fold
-from projections.approval import approval_report
-from projections.environment_skips import (
+from release_ledger.domain import events as ev
+from release_ledger.domain.chain import sha256_hex
+from release_ledger.domain.junit import TestCase
+from release_ledger.domain.rules import get_rule
+from release_ledger.domain.run_state import fold
+from release_ledger.projections.approval import approval_report
+from release_ledger.projections.environment_skips import (
     EnvironmentSkip,
     environment_skips,
     extras_requiring,
     missing_module,
     skipped_at_both,
 )
-from projections.timeline import timeline
-from projections.verdict_view import verdict_document
+from release_ledger.projections.timeline import timeline
+from release_ledger.projections.verdict_view import verdict_document
 from tests.runbuilder import RunBuilder
 
 A = "tests/test_arrays.py"

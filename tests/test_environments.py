@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from adapters.executors import environment
+from release_ledger.adapters.executors import environment
 from tests import gatekit
 from tests.gatekit import Result, events, run_ledger
 from tests.gitrepo import commit, make_repo, tag

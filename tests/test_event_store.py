@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from adapters.clock import FixedClock
-from adapters.event_store import ConcurrencyConflict
-from adapters.store_open import sqlite_path
-from domain import events as ev
-from domain.chain import GENESIS, chain_hash, sha256_hex
-from domain.errors import BadInput
-from domain.events import event_to_json
-from ledger import bootstrap
-from ledger.service import Ledger
+from release_ledger.adapters.clock import FixedClock
+from release_ledger.adapters.event_store import ConcurrencyConflict
+from release_ledger.adapters.store_open import sqlite_path
+from release_ledger.domain import events as ev
+from release_ledger.domain.chain import GENESIS, chain_hash, sha256_hex
+from release_ledger.domain.errors import BadInput
+from release_ledger.domain.events import event_to_json
+from release_ledger.ledger import bootstrap
+from release_ledger.ledger.service import Ledger
 from tests.ledgerkit import T0, measured, open_ledger, run_cli, start_run
 
 

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from domain import events as ev
-from domain.events import EVENT_TYPES, Event, event_from_json, event_to_json
+from release_ledger.domain import events as ev
+from release_ledger.domain.events import EVENT_TYPES, Event, event_from_json, event_to_json
 
 AT = datetime(2026, 3, 1, 12, 30, 15, 123456, tzinfo=UTC)
 RUN = "0123456789abcdef0123456789abcdef"

@@ -14,7 +14,7 @@ EXAMPLES = ["examples/github-actions.yml", "examples/gitlab-ci.yml"]
 
 
 def _options(name: str) -> set[str]:
-    from cli.main import cli
+    from release_ledger.cli.main import cli
 
     assert isinstance(cli, click.Group)
     command = cli.get_command(click.Context(cli), name)

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from domain import events as ev
-from ledger.bootstrap import open_ledger
-from ledger.gate import GateProcess, start
-from ledger.options import GateOptions
-from ledger.read_side import project, verdict_of
-from ledger.service import Ledger
+from release_ledger.domain import events as ev
+from release_ledger.ledger.bootstrap import open_ledger
+from release_ledger.ledger.gate import GateProcess, start
+from release_ledger.ledger.options import GateOptions
+from release_ledger.ledger.read_side import project, verdict_of
+from release_ledger.ledger.service import Ledger
 from tests.fake_executor import FakeExecutor, Suite, two_commit_repo
 from tests.gitrepo import commit, make_repo, tag
 
@@ -71,7 +71,7 @@ def test_a_test_that_failed_at_base_in_an_earlier_gate_is_exonerated_naming_that
 ) -> None:
     # It failed at v1 in an earlier gate run with another command (so base's results are not
     # reused from it: they are run again, and pass).
-    from domain.execution import DEFAULT_PYTEST_COMMAND
+    from release_ledger.domain.execution import DEFAULT_PYTEST_COMMAND
 
     other = (*DEFAULT_PYTEST_COMMAND, "-p", "no:randomly")
     earlier = _gate(ledger, repo, _suite(base_b="failed"), command=other)
@@ -211,7 +211,7 @@ def test_a_real_gate_exonerates_a_quarantined_failure_and_strict_replays_it_as_f
 def test_a_head_cannot_quarantine_the_failure_it_introduces(tmp_path: Path, repo: Path) -> None:
     """The candidate's own table may not exonerate its failures: only base's quarantine (the
     release already approved) or `--quarantine` given to the gate counts."""
-    from ledger.settings import gate_options
+    from release_ledger.ledger.settings import gate_options
 
     commit(repo, {"pyproject.toml": f'[tool.release-ledger]\nquarantine = ["{B}"]\n'})
     assert gate_options({"repo": str(repo), "base": "v1"}).quarantine == ()

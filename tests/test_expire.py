@@ -7,11 +7,11 @@ import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from adapters.clock import FixedClock
-from domain import events as ev
-from ledger.bootstrap import open_ledger
-from ledger.expire import expire
-from ledger.service import Ledger
+from release_ledger.adapters.clock import FixedClock
+from release_ledger.domain import events as ev
+from release_ledger.ledger.bootstrap import open_ledger
+from release_ledger.ledger.expire import expire
+from release_ledger.ledger.service import Ledger
 from tests.gatekit import ledger_url, run_ledger
 from tests.runbuilder import RunBuilder
 

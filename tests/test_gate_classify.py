@@ -44,7 +44,7 @@ def regression(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str
 def test_junit_out_holds_the_head_results_and_reads_back_strictly(
     regression: tuple[Path, dict[str, Any], int],
 ) -> None:
-    from domain.junit import Report, read_report, test_id
+    from release_ledger.domain.junit import Report, read_report, test_id
 
     workdir, document, _ = regression
     report = read_report((workdir / "head-junit.xml").read_bytes())

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.git import (
+from release_ledger.adapters.git import (
     WorktreeBusy,
     Worktrees,
     files_at_commit,
@@ -21,7 +21,7 @@ from adapters.git import (
     resolve_commit,
     runtime_pin,
 )
-from domain.errors import BadInput
+from release_ledger.domain.errors import BadInput
 from tests.gitrepo import commit, git, head, make_repo, tag, write
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -253,7 +253,7 @@ def test_threads_sharing_one_worktrees_object_hold_one_lease_released_by_close(
 _CHECKOUT_SCRIPT = """
 import sys
 from pathlib import Path
-from adapters.git import Worktrees
+from release_ledger.adapters.git import Worktrees
 path = Worktrees(Path(sys.argv[1]), Path(sys.argv[2])).checkout(sys.argv[3])
 print(path)
 """
@@ -281,7 +281,7 @@ def test_two_processes_checking_out_one_commit_get_one_clean_worktree(
 _HOLD_SCRIPT = """
 import sys
 from pathlib import Path
-from adapters.git import Worktrees
+from release_ledger.adapters.git import Worktrees
 path = Worktrees(Path(sys.argv[1]), Path(sys.argv[2])).checkout(sys.argv[3])
 (path / "written-by-a-running-test.txt").write_text("busy")
 print(path, flush=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from domain.timing import file_limits, parse_time_limit, shard_timeout
+from release_ledger.domain.timing import file_limits, parse_time_limit, shard_timeout
 from tests.gatekit import events, gate, run_ledger
 from tests.gitrepo import commit, make_repo, tag
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from domain import events as ev
-from domain.junit import Report, read_report
-from domain.rules import get_rule
-from projections.html_report import html_report
+from release_ledger.domain import events as ev
+from release_ledger.domain.junit import Report, read_report
+from release_ledger.domain.rules import get_rule
+from release_ledger.projections.html_report import html_report
 from tests import chromium
 from tests.gatekit import ledger_url, run_ledger
 from tests.runbuilder import RunBuilder, junit
@@ -90,7 +90,7 @@ def test_timeline_bisection_and_tables() -> None:
 
 
 def test_cli_writes_html_and_junit(tmp_path: Path) -> None:
-    from ledger.bootstrap import open_ledger
+    from release_ledger.ledger.bootstrap import open_ledger
 
     run = story()
     led = open_ledger(ledger_url(tmp_path))

@@ -15,14 +15,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters import interpreters
-from adapters.executors.environment import find_uv
-from adapters.executors.port import per_interpreter
-from domain import events as ev
-from domain.errors import BadInput
-from domain.rules import get_rule
-from domain.run_state import fold, lane
-from domain.verdict import Verdict, combine
+from release_ledger.adapters import interpreters
+from release_ledger.adapters.executors.environment import find_uv
+from release_ledger.adapters.executors.port import per_interpreter
+from release_ledger.domain import events as ev
+from release_ledger.domain.errors import BadInput
+from release_ledger.domain.rules import get_rule
+from release_ledger.domain.run_state import fold, lane
+from release_ledger.domain.verdict import Verdict, combine
 from tests import gatekit
 from tests.gatekit import events, run_ledger
 from tests.gitrepo import commit, make_repo, tag
@@ -117,7 +117,7 @@ def matrix_run(outcomes: dict[str, str]) -> RunBuilder:
 
 
 def _report(run: RunBuilder, outcome: str) -> str:
-    from domain.chain import sha256_hex
+    from release_ledger.domain.chain import sha256_hex
     from tests.runbuilder import junit
 
     data = junit({"tests/test_a.py::test_a": outcome})
@@ -299,7 +299,7 @@ def test_auto_takes_the_versions_the_project_declares_that_this_machine_has(
     tmp_path: Path,
 ) -> None:
     _have("3.11", "3.12")
-    from ledger.settings import interpreters_for
+    from release_ledger.ledger.settings import interpreters_for
 
     repo = _matrix_repo(tmp_path)
     chosen = [i.label for i in interpreters_for(repo, "HEAD", "auto")]
@@ -340,10 +340,10 @@ def test_auto_for_a_project_that_names_no_version_is_exit_2(tmp_path: Path) -> N
 @pytest.mark.slow
 def test_an_interrupted_matrix_resumes_with_the_interpreters_it_recorded(tmp_path: Path) -> None:
     _have("3.11", "3.12")
-    from ledger import use_cases
-    from ledger.bootstrap import opened
-    from ledger.gate import GateProcess, start
-    from ledger.settings import gate_options
+    from release_ledger.ledger import use_cases
+    from release_ledger.ledger.bootstrap import opened
+    from release_ledger.ledger.gate import GateProcess, start
+    from release_ledger.ledger.settings import gate_options
 
     repo = _matrix_repo(tmp_path)
     options = gate_options({"repo": str(repo), "base": "v1", "python": "3.11,3.12",
@@ -367,7 +367,7 @@ def test_an_interrupted_matrix_resumes_with_the_interpreters_it_recorded(tmp_pat
 
 
 def gatekit_observer() -> Any:
-    from ledger.gate import QuietObserver
+    from release_ledger.ledger.gate import QuietObserver
 
     return QuietObserver()
 
@@ -380,7 +380,7 @@ def test_the_gates_plugin_writes_its_report_on_the_oldest_interpreters_a_matrix_
     """The plugin runs inside every interpreter of the matrix, not only the gate's own."""
     import subprocess
 
-    from adapters.pytest_plugin import PLUGIN_DIR, PLUGIN_MODULE
+    from release_ledger.adapters.pytest_plugin import PLUGIN_DIR, PLUGIN_MODULE
 
     found = _have(label)[label]
     uv = find_uv()

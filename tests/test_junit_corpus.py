@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from domain.junit import Rejection, Report, read_report, read_report_chunks, test_id
+from release_ledger.domain.junit import Rejection, Report, read_report, read_report_chunks, test_id
 
 CORPUS = Path(
     os.environ.get(

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain.junit import (
+from release_ledger.domain.junit import (
     Outcome,
     Rejection,
     Report,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from domain.junit import (
+from release_ledger.domain.junit import (
     MAX_TEXT,
     Rejection,
     Report,

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 
-import domain.assessment
-from domain import run_state
-from domain.assessment import Assessment, assessment_from_json, assessment_to_json
-from domain.junit import Report, read_report
-from ledger import views
-from ledger.bootstrap import open_ledger
-from ledger.service import Ledger
+import release_ledger.domain.assessment
+from release_ledger.domain import run_state
+from release_ledger.domain.assessment import Assessment, assessment_from_json, assessment_to_json
+from release_ledger.domain.junit import Report, read_report
+from release_ledger.ledger import views
+from release_ledger.ledger.bootstrap import open_ledger
+from release_ledger.ledger.service import Ledger
 from tests import test_junit_properties as plain
 from tests import test_plugin_report_properties as plugin
 from tests.synthetic_runs import synthetic_run
@@ -111,13 +111,13 @@ def ledger(tmp_path: Path) -> Ledger:
 def _reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Count the reports read (the reader called) from here on."""
     calls: list[int] = []
-    real = domain.assessment.read_report
+    real = release_ledger.domain.assessment.read_report
 
     def counting(data: bytes, expected_files: object = None) -> object:
         calls.append(1)
         return real(data, expected_files)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(domain.assessment, "read_report", counting)
+    monkeypatch.setattr(release_ledger.domain.assessment, "read_report", counting)
     run_state._ASSESSMENTS.clear()  # the in-process memo would hide the reads
     return calls
 

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from domain import events as ev
-from domain.errors import BrokenRun
-from ledger import kept_readings, queries, replay
-from ledger.bootstrap import open_ledger
-from ledger.service import Ledger
+from release_ledger.domain import events as ev
+from release_ledger.domain.errors import BrokenRun
+from release_ledger.ledger import kept_readings, queries, replay
+from release_ledger.ledger.bootstrap import open_ledger
+from release_ledger.ledger.service import Ledger
 from tests.adversarial.kit import ph, set_state, state_at
 from tests.gatekit import gate
 from tests.gatekit import ledger_url as gate_ledger_url
@@ -151,14 +151,14 @@ def test_a_kept_reading_loads_no_event_model(ledger_url: str, tmp_path: Path) ->
     ledger.append(run.run_id, run.events, artifacts=run.artifacts)
     ledger.close()
     first, _ = _imported(["show", RUN, "--json", "--ledger", ledger_url], tmp_path)
-    assert "domain.events" in first and "pydantic" in first
+    assert "release_ledger.domain.events" in first and "pydantic" in first
     for args in (["show", RUN, "--json"], ["verdict", RUN, "--json"]):
         names, out = _imported([*args, "--ledger", ledger_url], tmp_path, codes=(0, 1, 3, 4))
         assert _heavy(names) == [], f"`ledger {' '.join(args)}` imported {_heavy(names)}"
         assert json.loads(out)["run_id"] == RUN
     strict = ["verdict", RUN, "--rule", "strict", "--json", "--ledger", ledger_url]
     replayed, _ = _imported(strict, tmp_path, codes=(0, 1, 3, 4))
-    assert "domain.run_state" in replayed
+    assert "release_ledger.domain.run_state" in replayed
 
 
 PASS = "def test_ok():\n    pass\n"
@@ -187,15 +187,17 @@ def test_every_module_of_the_event_store_is_in_the_code_digest() -> None:
     import fnmatch
     import sys
 
-    import adapters.event_store
-    import adapters.store_open  # the store as the ledger opens it
-    from adapters.source_digest import READING_SOURCES, ROOT
+    import release_ledger.adapters.event_store
+    import release_ledger.adapters.store_open  # the store as the ledger opens it
+    from release_ledger.adapters.source_digest import READING_SOURCES, ROOT
 
-    assert adapters.event_store.EventStore and adapters.store_open.open_store
+    assert release_ledger.adapters.event_store.EventStore
+    assert release_ledger.adapters.store_open.open_store
     parts = [
-        Path(str(module.__file__)).relative_to(ROOT).as_posix()
+        Path(str(module.__file__)).resolve().relative_to(ROOT).as_posix()
         for name, module in sorted(sys.modules.items())
-        if name == "adapters.event_store" or name.startswith("adapters.store_")
+        if name == "release_ledger.adapters.event_store"
+        or name.startswith("release_ledger.adapters.store_")
     ]
     assert len(parts) >= 10  # event_store and its parts
     uncovered = [p for p in parts if not any(fnmatch.fnmatch(p, s) for s in READING_SOURCES)]

@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 from defusedxml import ElementTree
 
-from adapters.executors.kubernetes.executor import (
+from release_ledger.adapters.executors.kubernetes.executor import (
     K8sTimings,
     KubernetesExecutor,
     build_kubernetes_executor,
 )
-from adapters.executors.kubernetes.jobs import MemberSettings, job_manifest, job_name
-from domain.errors import BadInput
-from domain.execution import EnvironmentRequest, ShardRun
+from release_ledger.adapters.executors.kubernetes.jobs import MemberSettings, job_manifest, job_name
+from release_ledger.domain.errors import BadInput
+from release_ledger.domain.execution import EnvironmentRequest, ShardRun
 from tests.gitrepo import git, make_repo
 from tests.k8s_standin import StandinMember, standin_pool, write_kubeconfig
 

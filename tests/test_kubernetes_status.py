@@ -7,7 +7,11 @@ from typing import Any
 
 import pytest
 
-from adapters.executors.kubernetes.status import count_gate_jobs, free_mb_per_node, job_outcome
+from release_ledger.adapters.executors.kubernetes.status import (
+    count_gate_jobs,
+    free_mb_per_node,
+    job_outcome,
+)
 
 pytestmark = pytest.mark.kubernetes
 

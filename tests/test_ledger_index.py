@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from domain import events as ev
-from domain.errors import BadInput, BrokenRun
-from domain.rules import get_rule
-from domain.run_state import fold
-from ledger import owner, read_side
-from ledger.service import Ledger
-from projections.status import run_status
+from release_ledger.domain import events as ev
+from release_ledger.domain.errors import BadInput, BrokenRun
+from release_ledger.domain.rules import get_rule
+from release_ledger.domain.run_state import fold
+from release_ledger.ledger import owner, read_side
+from release_ledger.ledger.service import Ledger
+from release_ledger.projections.status import run_status
 from tests.ledgerkit import open_ledger
 from tests.synthetic_runs import synthetic_run
 

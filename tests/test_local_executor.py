@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from adapters.executors.local import LocalExecutor
-from adapters.git import Worktrees
-from domain.errors import BadInput
-from domain.execution import ShardRun
+from release_ledger.adapters.executors.local import LocalExecutor
+from release_ledger.adapters.git import Worktrees
+from release_ledger.domain.errors import BadInput
+from release_ledger.domain.execution import ShardRun
 from tests.gitrepo import commit, git, head, make_repo, write
 
 PASS = "def test_one():\n    assert 1 + 1 == 2\n\ndef test_two():\n    pass\n"

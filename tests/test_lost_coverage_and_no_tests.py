@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from domain import events as ev
-from domain.rules import REGISTRY, get_rule
-from domain.run_state import fold
-from domain.verdict import Verdict
-from projections.approval import approval_report
-from projections.read_models import run_rows
-from projections.timeline import timeline
+from release_ledger.domain import events as ev
+from release_ledger.domain.rules import REGISTRY, get_rule
+from release_ledger.domain.run_state import fold
+from release_ledger.domain.verdict import Verdict
+from release_ledger.projections.approval import approval_report
+from release_ledger.projections.read_models import run_rows
+from release_ledger.projections.timeline import timeline
 from tests.gatekit import gate, run_ledger
 from tests.gitrepo import commit, make_repo, tag
 from tests.runbuilder import RunBuilder

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from domain import events as ev
-from domain.memory import FileCost, attempt_limit_mb
-from domain.run_state import RunState, ShardView
+from release_ledger.domain import events as ev
+from release_ledger.domain.memory import FileCost, attempt_limit_mb
+from release_ledger.domain.run_state import RunState, ShardView
 from tests.gatekit import events, gate, kinds
 from tests.gitrepo import commit, make_repo, tag
 
@@ -291,8 +291,8 @@ def test_reservations_follow_the_plan_the_budget_or_the_isolation_budget() -> No
 
 
 def test_a_lineage_killed_over_its_memory_gets_the_whole_budget() -> None:
-    from domain.assessment import Assessment
-    from domain.run_state import AttemptView
+    from release_ledger.domain.assessment import Assessment
+    from release_ledger.domain.run_state import AttemptView
 
     state = _state(("a.py", "b.py"))
     state.costs = {f: FileCost(100, 1.0, retained_mb=10, transient_mb=0) for f in ("a.py", "b.py")}

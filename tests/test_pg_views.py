@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from domain import events as ev
-from ledger import views
+from release_ledger.domain import events as ev
+from release_ledger.ledger import views
 from tests.ledgerkit import open_ledger
 from tests.synthetic_runs import synthetic_run
 

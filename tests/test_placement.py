@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain.events import MemberLease, PlannedShard
-from domain.memory import pod_request_mb
-from domain.placement import Placement, PlacementError, place_shards
+from release_ledger.domain.events import MemberLease, PlannedShard
+from release_ledger.domain.memory import pod_request_mb
+from release_ledger.domain.placement import Placement, PlacementError, place_shards
 
 
 @dataclass(frozen=True)

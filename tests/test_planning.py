@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain.errors import BadInput
-from domain.memory import FileCost, planned_memory, shared_imports_mb
-from domain.planning import (
+from release_ledger.domain.errors import BadInput
+from release_ledger.domain.memory import FileCost, planned_memory, shared_imports_mb
+from release_ledger.domain.planning import (
     child_shard_ids,
     makespan,
     makespan_lower_bound,

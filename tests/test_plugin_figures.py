@@ -3,8 +3,8 @@ finishing took — from plugin reports only — and the gate turns them into the
 
 from __future__ import annotations
 
-from domain.junit import FileFigures, Report, read_report
-from domain.memory import file_terms
+from release_ledger.domain.junit import FileFigures, Report, read_report
+from release_ledger.domain.memory import file_terms
 
 HEAD = (
     '<?xml version="1.0" encoding="utf-8"?>\n<testsuites tests="{tests}" failures="0" errors="0">'

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain.junit import Rejection, Report, read_report, test_id
+from release_ledger.domain.junit import Rejection, Report, read_report, test_id
 
 identifier = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_0123456789", min_size=1, max_size=6)
 odd = st.text(alphabet="ab1-._ /:[]()<>&\"'é💥", min_size=0, max_size=8)

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from domain.execution import EnvironmentRequest
-from domain.verdict import Verdict
-from ledger.bootstrap import open_ledger
-from ledger.gate import GateProcess, start
-from ledger.options import GateOptions
-from ledger.service import Ledger
+from release_ledger.domain.execution import EnvironmentRequest
+from release_ledger.domain.verdict import Verdict
+from release_ledger.ledger.bootstrap import open_ledger
+from release_ledger.ledger.gate import GateProcess, start
+from release_ledger.ledger.options import GateOptions
+from release_ledger.ledger.service import Ledger
 from tests.fake_executor import DIES, FakeExecutor, Suite, two_commit_repo
 
 FILES = [f"tests/test_{name}.py" for name in "abcd"]

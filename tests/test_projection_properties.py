@@ -22,12 +22,12 @@ from unittest import mock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from domain.events import event_from_json, event_to_json
-from ledger import views
-from ledger.bootstrap import open_ledger
-from ledger.service import Ledger
-from ledger.use_cases import verdict_for
-from projections.read_models import run_rows
+from release_ledger.domain.events import event_from_json, event_to_json
+from release_ledger.ledger import views
+from release_ledger.ledger.bootstrap import open_ledger
+from release_ledger.ledger.service import Ledger
+from release_ledger.ledger.use_cases import verdict_for
+from release_ledger.projections.read_models import run_rows
 from tests.synthetic_runs import SyntheticRun, interleave, synthetic_run
 
 SETTINGS = settings(

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from domain import events as ev
-from domain.lifecycles import QUESTION_STEPS, RUN_STEPS
-from domain.run_state import FOLDED, NOT_FOLDED
-from projections.content_index import NOT_INDEXED, index_feeds
-from projections.read_models import READ_FROM_EVENTS
-from projections.timeline import DESCRIBERS
+from release_ledger.domain import events as ev
+from release_ledger.domain.lifecycles import QUESTION_STEPS, RUN_STEPS
+from release_ledger.domain.run_state import FOLDED, NOT_FOLDED
+from release_ledger.projections.content_index import NOT_INDEXED, index_feeds
+from release_ledger.projections.read_models import READ_FROM_EVENTS
+from release_ledger.projections.timeline import DESCRIBERS
 
 ALL = set(ev.ALL_EVENTS)
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from adapters.pytest_plugin import PLUGIN_DIR, PLUGIN_MODULE, with_plugin_path
-from domain.assessment import assess, plugin_running_file
-from domain.execution import DEFAULT_PYTEST_COMMAND, expand_command
-from domain.junit import Rejection, Report, read_report, test_id
+from release_ledger.adapters.pytest_plugin import PLUGIN_DIR, PLUGIN_MODULE, with_plugin_path
+from release_ledger.domain.assessment import assess, plugin_running_file
+from release_ledger.domain.execution import DEFAULT_PYTEST_COMMAND, expand_command
+from release_ledger.domain.junit import Rejection, Report, read_report, test_id
 
 INTERPRETERS = [pytest.param(sys.executable, id="installed")]
 if os.environ.get("LEDGER_TEST_PYTEST8_PYTHON"):
@@ -99,8 +99,8 @@ def test_the_plugin_module_is_self_contained() -> None:
 def test_pods_are_sent_the_plugin_and_the_command_that_loads_it() -> None:
     import json
 
-    from adapters.executors.kubernetes.jobs import MemberSettings, job_manifest
-    from domain.execution import ShardRun
+    from release_ledger.adapters.executors.kubernetes.jobs import MemberSettings, job_manifest
+    from release_ledger.domain.execution import ShardRun
 
     run = ShardRun(run_id="r", shard_id="s1", attempt=1, revision="head", commit="a" * 40,
                    files=("tests/test_a.py",), command=DEFAULT_PYTEST_COMMAND)  # fmt: skip

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters.read_model_store import ReadModelStore
-from projections.read_models import RUN_TABLE_NAMES, TABLES
+from release_ledger.adapters.read_model_store import ReadModelStore
+from release_ledger.projections.read_models import RUN_TABLE_NAMES, TABLES
 
 # What each summary must hold, counted from its source table directly.
 ORACLES = {
@@ -111,7 +111,7 @@ def test_running_totals_equal_a_fresh_count_whatever_the_order_of_writes(
 
 @pytest.fixture
 def pg_stores(postgres_url: str) -> Iterator[tuple[Any, Any]]:
-    from adapters.pg_read_model_store import PostgresReadModelStore
+    from release_ledger.adapters.pg_read_model_store import PostgresReadModelStore
 
     store = PostgresReadModelStore(postgres_url, "totals_kept", TABLES)
     fresh = PostgresReadModelStore(postgres_url, "totals_fresh", TABLES)

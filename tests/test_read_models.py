@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from domain import events as ev
-from domain.rules import REGISTRY
-from ledger import views
-from ledger.bootstrap import open_ledger
-from ledger.service import Ledger
-from ledger.use_cases import verdict_for
-from projections.read_models import RUN_TABLE_NAMES, canonical_json, run_rows
+from release_ledger.domain import events as ev
+from release_ledger.domain.rules import REGISTRY
+from release_ledger.ledger import views
+from release_ledger.ledger.bootstrap import open_ledger
+from release_ledger.ledger.service import Ledger
+from release_ledger.ledger.use_cases import verdict_for
+from release_ledger.projections.read_models import RUN_TABLE_NAMES, canonical_json, run_rows
 from tests.ledgerkit import run_cli
 from tests.synthetic_runs import SyntheticRun, synthetic_run
 

@@ -10,20 +10,25 @@ from typing import Any
 
 import pytest
 
-from adapters import distributions
-from adapters.executors.local import LocalExecutor, environments_dir
-from adapters.release_info import inspect_release
-from domain import events as ev
-from domain.rules import get_rule
-from ledger.bootstrap import open_ledger
-from ledger.gate import GateProcess, start
-from ledger.hooks import GateSuspended, HookContext
-from ledger.options import GateOptions
-from ledger.projection import project
-from ledger.release import release_builds
-from projections.approval import approval_report
-from projections.checks import Metric, dependency_changes, normal_version, packages_of
-from projections.next_step import release_step
+from release_ledger.adapters import distributions
+from release_ledger.adapters.executors.local import LocalExecutor, environments_dir
+from release_ledger.adapters.release_info import inspect_release
+from release_ledger.domain import events as ev
+from release_ledger.domain.rules import get_rule
+from release_ledger.ledger.bootstrap import open_ledger
+from release_ledger.ledger.gate import GateProcess, start
+from release_ledger.ledger.hooks import GateSuspended, HookContext
+from release_ledger.ledger.options import GateOptions
+from release_ledger.ledger.projection import project
+from release_ledger.ledger.release import release_builds
+from release_ledger.projections.approval import approval_report
+from release_ledger.projections.checks import (
+    Metric,
+    dependency_changes,
+    normal_version,
+    packages_of,
+)
+from release_ledger.projections.next_step import release_step
 from tests.gatekit import events, gate, run_ledger
 from tests.gitrepo import commit, make_repo, tag
 from tests.runbuilder import RunBuilder
@@ -218,7 +223,7 @@ def test_upgrade_without_an_event_follows_head_build() -> None:
 
 
 def test_release_step_is_a_function_of_the_recorded_events() -> None:
-    from domain.run_state import fold
+    from release_ledger.domain.run_state import fold
 
     run = with_builds(gated())
     assert release_step(fold(run.events, run.artifacts)) == "distributions"
@@ -235,7 +240,7 @@ def test_release_step_is_a_function_of_the_recorded_events() -> None:
 def test_expire_leaves_a_run_with_release_builds_to_do_to_resume(sqlite_url: str) -> None:
     """`ledger expire` completes runs that can conclude; one whose builds are still to be
     recorded is the gate's to finish (`ledger resume`), like shards still to run."""
-    from ledger.expire import expire
+    from release_ledger.ledger.expire import expire
 
     run = with_builds(gated())
     ledger = open_ledger(sqlite_url)

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from adapters.clock import FixedClock
-from adapters.release_info import inspect_release, version_from_tag
-from domain import events as ev
-from domain.rules import get_rule
-from ledger import owner
-from ledger.bootstrap import open_ledger
-from ledger.service import Ledger
-from projections.approval import approval_report
-from projections.checks import check_key, names_version
+from release_ledger.adapters.clock import FixedClock
+from release_ledger.adapters.release_info import inspect_release, version_from_tag
+from release_ledger.domain import events as ev
+from release_ledger.domain.rules import get_rule
+from release_ledger.ledger import owner
+from release_ledger.ledger.bootstrap import open_ledger
+from release_ledger.ledger.service import Ledger
+from release_ledger.projections.approval import approval_report
+from release_ledger.projections.checks import check_key, names_version
 from tests.gitrepo import commit, make_repo, tag
 from tests.runbuilder import RunBuilder
 

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from domain import events as ev
-from domain.run_state import fold
-from ledger.read_side import cached_results
-from ledger.result_cache import content_keys
-from projections.next_step import next_step
-from projections.verdict_view import base_reuse
+from release_ledger.domain import events as ev
+from release_ledger.domain.run_state import fold
+from release_ledger.ledger.read_side import cached_results
+from release_ledger.ledger.result_cache import content_keys
+from release_ledger.projections.next_step import next_step
+from release_ledger.projections.verdict_view import base_reuse
 from tests.gatekit import GATE_DEFAULTS, events, gate, kinds, process_env, run_ledger
 from tests.gitrepo import commit, make_repo, tag
 from tests.ledgerkit import open_ledger
@@ -169,7 +169,7 @@ def test_an_unmeasured_attempt_and_an_unkeyed_one_are_not_cached(sqlite_url: str
 def _reuse(run: RunBuilder, shard: str, files: list[str], source: list[str],
            cases: dict[str, str]) -> None:  # fmt: skip
     data = junit(cases)
-    from domain.chain import sha256_hex
+    from release_ledger.domain.chain import sha256_hex
 
     digest = sha256_hex(data)
     run.artifacts[digest] = data
@@ -206,7 +206,7 @@ def test_a_partly_reused_base_runs_only_the_rest_and_joins_both() -> None:
         "reused": {"files": 2, "tests": 2},
         "from": ["e" * 32],
     }
-    from domain.rules import get_rule
+    from release_ledger.domain.rules import get_rule
 
     verdict = get_rule("default").decide(state)
     assert verdict.preexisting == (f"{C}::t",)
@@ -220,7 +220,7 @@ def test_a_reused_report_that_no_longer_reads_as_a_measurement_is_unmeasured() -
     b.discover([A]).plan({"s1": [A]})
     b.attempt("s1", "head", [A], {f"{A}::t": "passed"})
     data = junit({f"{A}::t": "failed"})
-    from domain.chain import sha256_hex
+    from release_ledger.domain.chain import sha256_hex
 
     b.artifacts[sha256_hex(data)] = data
     b.add(ev.BaselineReused, base="2" * 40, from_run="e" * 32, shard="s1", files=[A],
@@ -241,7 +241,7 @@ def test_two_gate_processes_on_postgresql_reuse_each_others_results(
 
     def run_gate(base: str) -> dict[str, object]:
         argv = [
-            os.environ.get("PYTHON", "python"), "-m", "cli", "gate", "--base", base,
+            os.environ.get("PYTHON", "python"), "-m", "release_ledger", "gate", "--base", base,
             "--repo", str(repo), *GATE_DEFAULTS, "--shards", "1", "--timeout", "60", "--json",
             "--ledger", postgres_url,
         ]  # fmt: skip

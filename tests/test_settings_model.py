@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from adapters.executors import REGISTRY
-from cli.cmd_gate import gate
-from domain.errors import BadInput
-from domain.settings import Setting, unique
-from ledger.options import EXECUTOR_SETTINGS, SETTINGS, GateOptions, validate
-from ledger.settings import RepositorySettings, gate_options
+from release_ledger.adapters.executors import REGISTRY
+from release_ledger.cli.cmd_gate import gate
+from release_ledger.domain.errors import BadInput
+from release_ledger.domain.settings import Setting, unique
+from release_ledger.ledger.options import EXECUTOR_SETTINGS, SETTINGS, GateOptions, validate
+from release_ledger.ledger.settings import RepositorySettings, gate_options
 from tests.gitrepo import make_repo, tag
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,8 +93,8 @@ def test_a_new_executor_with_a_flag_is_one_module_and_one_registry_line(tmp_path
     tag(repo, "v1")
     script = textwrap.dedent(
         f"""
-        from adapters.executors import REGISTRY, local
-        from adapters.executors.port import ExecutorOptions, ExecutorSpec, option
+        from release_ledger.adapters.executors import REGISTRY, local
+        from release_ledger.adapters.executors.port import ExecutorOptions, ExecutorSpec, option
 
         class FarmOptions(ExecutorOptions):
             farm: str = option("The render farm.", required=True, metavar="NAME")
@@ -105,10 +105,10 @@ def test_a_new_executor_with_a_flag_is_one_module_and_one_registry_line(tmp_path
                                         build=local.SPEC.build)
 
         from click.testing import CliRunner
-        from cli.cmd_gate import gate
-        from domain.errors import BadInput
-        from ledger.options import validate
-        from ledger.settings import RepositorySettings, gate_options
+        from release_ledger.cli.cmd_gate import gate
+        from release_ledger.domain.errors import BadInput
+        from release_ledger.ledger.options import validate
+        from release_ledger.ledger.settings import RepositorySettings, gate_options
 
         shown = CliRunner().invoke(gate, ["--help"]).output
         assert "--farm NAME" in shown and "--slots INTEGER" in shown, shown

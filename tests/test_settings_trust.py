@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from domain.errors import BadInput
-from ledger.options import DEFAULTS, SETTINGS
-from ledger.settings import gate_options
+from release_ledger.domain.errors import BadInput
+from release_ledger.ledger.options import DEFAULTS, SETTINGS
+from release_ledger.ledger.settings import gate_options
 from tests.gitrepo import commit, make_repo, tag
 
 HOSTILE = (

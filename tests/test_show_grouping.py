@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from projections.timeline import TimelineGroup, TimelineLine, grouped_timeline, timeline
+from release_ledger.projections.timeline import (
+    TimelineGroup,
+    TimelineLine,
+    grouped_timeline,
+    timeline,
+)
 from tests.runbuilder import RunBuilder
 
 

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from defusedxml import ElementTree
 
-from adapters.executors.local import LocalExecutor
-from adapters.executors.ssh.executor import SshExecutor, build_ssh_executor
-from domain.errors import BadInput
-from domain.execution import Observation, ShardRun
+from release_ledger.adapters.executors.local import LocalExecutor
+from release_ledger.adapters.executors.ssh.executor import SshExecutor, build_ssh_executor
+from release_ledger.domain.errors import BadInput
+from release_ledger.domain.execution import Observation, ShardRun
 from tests.gitrepo import commit, git, make_repo
 from tests.sshd import SshServer, free_port, start_sshd
 

@@ -7,8 +7,13 @@ import json
 
 import pytest
 
-from adapters.executors.ssh.faults import classify_ssh_failure
-from adapters.executors.ssh.remote import FrameError, parse_frame, session_started, temporary_dir
+from release_ledger.adapters.executors.ssh.faults import classify_ssh_failure
+from release_ledger.adapters.executors.ssh.remote import (
+    FrameError,
+    parse_frame,
+    session_started,
+    temporary_dir,
+)
 
 REPORT = b"<testsuites><testsuite tests='1'><testcase name='t'/></testsuite></testsuites>"
 LOG = b"1 passed in 0.01s\n"

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-import adapters.executors.ssh.executor as ssh_executor
-from cli.main import cli
+import release_ledger.adapters.executors.ssh.executor as ssh_executor
+from release_ledger.cli.main import cli
 from tests.gitrepo import commit, make_repo, tag
 from tests.sshd import SshServer, free_port, start_sshd
 

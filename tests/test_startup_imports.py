@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.bootstrap import open_ledger
+from release_ledger.ledger.bootstrap import open_ledger
 from tests.synthetic_runs import synthetic_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,12 +25,12 @@ ROOT = Path(__file__).resolve().parent.parent
 HEAVY = (
     "pydantic",
     "pydantic_core",
-    "domain.events",
-    "domain.execution",
-    "domain.run_state",
-    "domain.junit",
-    "domain.verdict",
-    "projections",
+    "release_ledger.domain.events",
+    "release_ledger.domain.execution",
+    "release_ledger.domain.run_state",
+    "release_ledger.domain.junit",
+    "release_ledger.domain.verdict",
+    "release_ledger.projections",
     "sqlite_utils",
     "rich",
 )
@@ -40,7 +40,7 @@ def _imported(args: list[str], cwd: Path, codes: tuple[int, ...] = (0,)) -> tupl
     env = {k: v for k, v in os.environ.items() if k != "LEDGER_URL"}
     env["PYTHONPATH"] = str(ROOT)
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "cli", *args],
+        [sys.executable, "-X", "importtime", "-m", "release_ledger", *args],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -138,7 +138,7 @@ def test_the_check_sees_a_replay_import_the_models(ledger_file: str, tmp_path: P
     """The control: a replay folds the run, so the same check finds the event models there
     (the test above cannot pass by reading nothing)."""
     names, _ = _imported(["verdict", "01" * 16, "--json", "--ledger", ledger_file], tmp_path)
-    assert "domain.events" in names and "pydantic" in names
+    assert "release_ledger.domain.events" in names and "pydantic" in names
 
 
 @pytest.mark.parametrize("args", READING, ids=READING_IDS)

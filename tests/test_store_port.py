@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from adapters.event_store import EventStore
-from adapters.store_port import Store
-from domain import events as ev
-from domain.chain import sha256_hex
-from domain.errors import BrokenRun
-from ledger.service import Ledger
+from release_ledger.adapters.event_store import EventStore
+from release_ledger.adapters.store_port import Store
+from release_ledger.domain import events as ev
+from release_ledger.domain.chain import sha256_hex
+from release_ledger.domain.errors import BrokenRun
+from release_ledger.ledger.service import Ledger
 from tests.ledgerkit import open_ledger, start_run
 
 
@@ -30,7 +30,7 @@ def test_the_event_store_has_every_member_of_the_port() -> None:
 
 
 def test_the_ledger_service_names_only_the_ports_members() -> None:
-    import ledger.service as service
+    import release_ledger.ledger.service as service
 
     source = inspect.getsource(service)
     used = {
@@ -111,7 +111,7 @@ def test_nothing_outside_adapters_imports_the_stores_parts() -> None:
                     if isinstance(node, ast.Import)
                     else []
                 )
-                for name in names:
+                for name in (n.removeprefix("release_ledger.") for n in names):
                     store = name == "adapters.event_store" or name.startswith("adapters.store_")
                     if store and name not in public:
                         reaches.append(f"{file.relative_to(root)}: {name}")

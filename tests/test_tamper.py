@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from domain import events as ev
-from domain.chain import sha256_hex
-from domain.errors import BrokenRun
-from ledger.service import Ledger
+from release_ledger.domain import events as ev
+from release_ledger.domain.chain import sha256_hex
+from release_ledger.domain.errors import BrokenRun
+from release_ledger.ledger.service import Ledger
 from tests.adversarial.kit import ph, set_state, state_at
 from tests.ledgerkit import measured, open_ledger, run_cli, start_run
 
@@ -102,7 +102,7 @@ def test_event_replaced_by_garbage_is_found(filled: tuple[Ledger, str, str]) -> 
 
 def test_rehashed_edit_still_breaks_the_next_link(filled: tuple[Ledger, str, str]) -> None:
     """An editor who recomputes the edited event's own hash still breaks its successor."""
-    from domain.chain import decode_state, link
+    from release_ledger.domain.chain import decode_state, link
 
     ledger, run, _ = filled
     header, payload = decode_state(state_at(ledger, run, 3))
@@ -211,7 +211,7 @@ def test_stream_missing_from_the_run_index_is_found(filled: tuple[Ledger, str, s
 
 
 def test_header_fast_path_reads_what_json_reads() -> None:
-    from domain.chain import decode_state, link
+    from release_ledger.domain.chain import decode_state, link
 
     _, state = link("ab" * 32, b'{"kind":"RunCompleted"}')
     header, payload = decode_state(state)
@@ -219,7 +219,7 @@ def test_header_fast_path_reads_what_json_reads() -> None:
     assert header == raw_header and payload == b'{"kind":"RunCompleted"}'
     odd = b'{"prev": "x", "hash": "y"}\n{}'  # another layout still decodes, through json
     assert decode_state(odd) == ({"prev": "x", "hash": "y"}, b"{}")
-    from domain.chain import split_state
+    from release_ledger.domain.chain import split_state
 
     assert split_state(state) == (header["hash"], header["prev"], payload)
     assert split_state(odd) == ("y", "x", b"{}")
@@ -249,7 +249,7 @@ def _forge_tip(ledger: Ledger, run: str) -> None:
 
 
 def _rehash(ledger: Ledger, run: str) -> None:
-    from domain.chain import decode_state, link
+    from release_ledger.domain.chain import decode_state, link
 
     header, payload = decode_state(state_at(ledger, run, 3))
     set_state(ledger, run, 3, link(header["prev"], payload.replace(b"2.0", b"1.0"))[1])
@@ -279,7 +279,7 @@ def test_the_run_list_shows_a_tampered_run_as_broken(
 ) -> None:
     """`ledger runs` checks each listed run's chain in one read of the page (on PostgreSQL
     by the server's own sha256): the tampered run is `broken`, its neighbour is not."""
-    from ledger import read_side
+    from release_ledger.ledger import read_side
 
     ledger, run, bystander = filled
     before = {row["run_id"]: row["status"] for row in read_side.list_runs(ledger)}

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from domain.execution import DEFAULT_PYTEST_COMMAND
-from ledger.bootstrap import open_ledger
-from ledger.service import Ledger
+from release_ledger.domain.execution import DEFAULT_PYTEST_COMMAND
+from release_ledger.ledger.bootstrap import open_ledger
+from release_ledger.ledger.service import Ledger
 from tests.gatekit import ledger_url, run_ledger
 from tests.gitrepo import commit, make_repo, tag
 from tests.test_exoneration import B, _gate, _suite
@@ -124,7 +124,7 @@ def test_the_history_reads_the_same_from_postgresql_as_from_sqlite(
     """One query text for both stores: the same events give the same pages."""
     import random
 
-    from ledger import history, views
+    from release_ledger.ledger import history, views
     from tests.ledgerkit import open_ledger as open_test_ledger
     from tests.synthetic_runs import synthetic_run
 

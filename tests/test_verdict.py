@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from domain.rules import REGISTRY, get_rule
-from domain.run_state import fold
-from projections.next_step import next_step
+from release_ledger.domain.rules import REGISTRY, get_rule
+from release_ledger.domain.run_state import fold
+from release_ledger.projections.next_step import next_step
 from tests.runbuilder import RunBuilder
 
 A, B = "tests/test_a.py", "tests/test_b.py"

@@ -10,10 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from adapters.executors import kubernetes, local, ssh
-from adapters.executors.port import Capabilities, Executor, ExecutorOptions, ExecutorSpec
-from domain.errors import BadInput
-from domain.execution import EnvironmentRequest
+from release_ledger.adapters.executors import kubernetes, local, ssh
+from release_ledger.adapters.executors.port import (
+    Capabilities,
+    Executor,
+    ExecutorOptions,
+    ExecutorSpec,
+)
+from release_ledger.domain.errors import BadInput
+from release_ledger.domain.execution import EnvironmentRequest
 
 REGISTRY: dict[str, ExecutorSpec] = {
     spec.name: spec for spec in (local.SPEC, ssh.SPEC, kubernetes.SPEC)

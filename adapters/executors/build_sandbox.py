@@ -29,8 +29,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from adapters.executors import sandbox
-from adapters.executors.environment import find_tox, find_uv
+from release_ledger.adapters.executors import sandbox
+from release_ledger.adapters.executors.environment import find_tox, find_uv
 
 UNCONFINED_WARNING = (
     "the environment build ran unconfined (bubblewrap is not available here, or "

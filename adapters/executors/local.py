@@ -18,14 +18,19 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from adapters.executors import build_sandbox, checkout_guard, environment, sandbox
-from adapters.executors.port import Capabilities, Executor, ExecutorOptions, ExecutorSpec
-from adapters.executors.programs import program
-from adapters.executors.supervisor import ShardProcess, log_tail
-from adapters.git import Worktrees, isolated_copy
-from adapters.pytest_plugin import with_plugin_path
-from domain.errors import BadInput
-from domain.execution import (
+from release_ledger.adapters.executors import build_sandbox, checkout_guard, environment, sandbox
+from release_ledger.adapters.executors.port import (
+    Capabilities,
+    Executor,
+    ExecutorOptions,
+    ExecutorSpec,
+)
+from release_ledger.adapters.executors.programs import program
+from release_ledger.adapters.executors.supervisor import ShardProcess, log_tail
+from release_ledger.adapters.git import Worktrees, isolated_copy
+from release_ledger.adapters.pytest_plugin import with_plugin_path
+from release_ledger.domain.errors import BadInput
+from release_ledger.domain.execution import (
     EnvironmentReport,
     EnvironmentRequest,
     Observation,

@@ -19,7 +19,7 @@ import sys
 
 # On this machine (for linting and types); in the program the supervisor's source defines it.
 with contextlib.suppress(ImportError):
-    from adapters.executors.supervisor import kill_tagged
+    from release_ledger.adapters.executors.supervisor import kill_tagged
 
 
 def main(argv: list[str]) -> int:

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from domain.errors import BadInput
-from domain.rules import code_only, default, strict, zero_failures
+from release_ledger.domain.errors import BadInput
+from release_ledger.domain.rules import code_only, default, strict, zero_failures
 
 if TYPE_CHECKING:  # naming a rule (its version for the run list) needs no fold
-    from domain.run_state import RunState
-    from domain.verdict import Verdict
+    from release_ledger.domain.run_state import RunState
+    from release_ledger.domain.verdict import Verdict
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the fold and the judge load when a rule decides, not when it is named
-    from domain.run_state import RunState
-    from domain.verdict import Verdict
+    from release_ledger.domain.run_state import RunState
+    from release_ledger.domain.verdict import Verdict
 
 NAME = "strict"
 VERSION = 3
@@ -23,7 +23,7 @@ DESCRIPTION = (
 
 
 def decide(state: RunState) -> Verdict:
-    from domain.verdict import Policy, judge
+    from release_ledger.domain.verdict import Policy, judge
 
     policy = Policy(
         skips_allowed=False, flaky_fails=True, lost_coverage_fails=True,

@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the fold and the judge load when a rule decides, not when it is named
-    from domain.run_state import RunState
-    from domain.verdict import Verdict
+    from release_ledger.domain.run_state import RunState
+    from release_ledger.domain.verdict import Verdict
 
 NAME = "zero-failures"
 VERSION = 3
@@ -17,7 +17,7 @@ DESCRIPTION = "any failure at head fails the gate, preexisting and flaky ones in
 
 
 def decide(state: RunState) -> Verdict:
-    from domain.verdict import Policy, judge
+    from release_ledger.domain.verdict import Policy, judge
 
     policy = Policy(skips_allowed=True, flaky_fails=True, any_failure_fails=True)
     return judge(state, policy, NAME, VERSION)

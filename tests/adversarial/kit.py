@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from domain.chain import chain_hash
-from ledger.service import Ledger
+from release_ledger.domain.chain import chain_hash
+from release_ledger.ledger.service import Ledger
 from tests.runbuilder import RunBuilder
 
 
@@ -16,7 +16,7 @@ def failed_run(ledger: Ledger, run_id: str = "a" * 32) -> str:
     b.attempt("s1", "base", ["tests/test_a.py"], {"tests/test_a.py::test_a": "passed"})
     b.isolation("tests/test_a.py", "head", {"tests/test_a.py::test_a": "failed"})
     b.isolation("tests/test_a.py", "base", {"tests/test_a.py::test_a": "passed"})
-    from domain import events as ev
+    from release_ledger.domain import events as ev
 
     b.add(ev.RunCompleted)
     ledger.append(run_id, b.events, artifacts=b.artifacts)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from domain.junit import Rejection, Report, read_report, read_report_chunks
+from release_ledger.domain.junit import Rejection, Report, read_report, read_report_chunks
 from tests.gatekit import events, gate, ledger_url, run_ledger
 from tests.gitrepo import commit, make_repo, tag
 from tests.ledgerkit import open_ledger

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.service import Ledger
+from release_ledger.ledger.service import Ledger
 from tests.adversarial.kit import failed_run, rehash_from, set_state, state_at
 from tests.gatekit import ledger_url, run_ledger
 from tests.ledgerkit import open_ledger
@@ -86,7 +86,7 @@ def test_a_flipped_byte_that_breaks_the_json_is_one_line_not_a_traceback(
 
 
 def test_the_store_refuses_to_hand_out_a_broken_stream(tmp_path: Path, ledger: Ledger) -> None:
-    from domain.errors import BrokenRun
+    from release_ledger.domain.errors import BrokenRun
 
     run = "a" * 32
     _flip_outcome(ledger, run)
@@ -100,8 +100,8 @@ def test_the_store_refuses_to_hand_out_a_broken_stream(tmp_path: Path, ledger: L
 
 def test_reuse_skips_a_broken_earlier_run(tmp_path: Path, ledger: Ledger) -> None:
     """The result cache names earlier runs: a broken one is passed over, never trusted."""
-    from ledger.read_side import cached_results
-    from ledger.result_cache import content_keys
+    from release_ledger.ledger.read_side import cached_results
+    from release_ledger.ledger.result_cache import content_keys
     from tests.runbuilder import RunBuilder
 
     keys = content_keys("2" * 40, {"tests/test_a.py": "b" * 40}, "none", "3.11", ["pytest"])
@@ -139,7 +139,7 @@ def test_an_event_stored_behind_the_index_is_refused_while_concurrent_appends_ar
 ) -> None:
     """Reads take the index first: events a writer commits meanwhile are not a break, but
     more events than the index has ever counted are."""
-    from domain.errors import BrokenRun
+    from release_ledger.domain.errors import BrokenRun
 
     run = "a" * 32
     stored = len(ledger.read(run))

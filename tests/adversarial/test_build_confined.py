@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.executors import build_sandbox, environment, sandbox
+from release_ledger.adapters.executors import build_sandbox, environment, sandbox
 from tests import gatekit
 from tests.gitrepo import commit, make_repo, tag
 
@@ -191,7 +191,7 @@ def test_head_release_build_finds_no_secret(
 ) -> None:
     """The release build (`uv build` of head's sdist and wheel, for the approval report) runs
     head's build backend too: with the same allow-list, and in bwrap where it can."""
-    from adapters import distributions
+    from release_ledger.adapters import distributions
 
     home = secrets_around(tmp_path, monkeypatch)
     snooping = SNOOPING_SETUP.format(

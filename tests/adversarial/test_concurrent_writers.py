@@ -22,10 +22,10 @@ APPENDS = 50
 WRITER = """
 import sys, time
 from pathlib import Path
-from adapters.clock import SystemClock
-from domain.events import CheckRecorded
-from ledger.bootstrap import open_ledger
-from ledger.service import Ledger
+from release_ledger.adapters.clock import SystemClock
+from release_ledger.domain.events import CheckRecorded
+from release_ledger.ledger.bootstrap import open_ledger
+from release_ledger.ledger.service import Ledger
 
 url, run_id, name, count, sync = sys.argv[1:6]
 count, sync = int(count), Path(sync)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters.executors.local import LocalExecutor
-from domain.execution import EnvironmentRequest, ShardRun
+from release_ledger.adapters.executors.local import LocalExecutor
+from release_ledger.domain.execution import EnvironmentRequest, ShardRun
 from tests.gatekit import start_process
 from tests.gitrepo import commit, make_repo, tag
 

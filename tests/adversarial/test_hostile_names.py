@@ -15,13 +15,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from cli.render import print_verdict
-from domain import events as ev
-from domain.rules import get_rule
-from domain.run_state import fold
-from projections.approval import approval_report
-from projections.timeline import timeline
-from projections.verdict_view import verdict_document
+from release_ledger.cli.render import print_verdict
+from release_ledger.domain import events as ev
+from release_ledger.domain.rules import get_rule
+from release_ledger.domain.run_state import fold
+from release_ledger.projections.approval import approval_report
+from release_ledger.projections.timeline import timeline
+from release_ledger.projections.verdict_view import verdict_document
 from tests.runbuilder import RunBuilder
 
 HOSTILE = [
@@ -97,7 +97,7 @@ def test_the_approval_report_keeps_its_shape(name: str) -> None:
 @SETTINGS
 @given(name=names)
 def test_show_prints_one_line_per_event(name: str) -> None:
-    from cli.cmd_runs import show_lines
+    from release_ledger.cli.cmd_runs import show_lines
 
     def shown(n: str) -> list[str]:
         b = _run(n)
@@ -121,7 +121,7 @@ def test_show_prints_one_line_per_event(name: str) -> None:
 @SETTINGS
 @given(name=names)
 def test_the_verdict_table_keeps_its_rows_and_text(name: str) -> None:
-    from domain.text import one_line
+    from release_ledger.domain.text import one_line
 
     def rendered(n: str) -> str:
         b = _run(n)
@@ -140,7 +140,7 @@ def test_the_verdict_table_keeps_its_rows_and_text(name: str) -> None:
 
 
 def test_the_escapes_themselves() -> None:
-    from domain.text import markdown_code, markdown_text, one_line
+    from release_ledger.domain.text import markdown_code, markdown_text, one_line
 
     assert one_line("a\nb\x1b\u202e") == "a\\nb\\x1b\\u202e"
     assert markdown_text("test_a_b | [x](y) <b> *s* _e_") == (

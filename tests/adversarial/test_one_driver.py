@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from domain import events as ev
+from release_ledger.domain import events as ev
 from tests.gatekit import GATE_DEFAULTS, attempts, events, kinds, run_ledger, start_process
 from tests.gitrepo import commit, make_repo, tag
 from tests.ledgerkit import measured, open_ledger, start_run
 
 
 def test_a_live_lease_is_named_and_a_lapsed_one_taken_over(ledger_url: str) -> None:
-    from adapters.event_store import LeaseHeld
+    from release_ledger.adapters.event_store import LeaseHeld
 
     a, b = open_ledger(ledger_url), open_ledger(ledger_url)
     try:
@@ -42,7 +42,7 @@ def test_a_live_lease_is_named_and_a_lapsed_one_taken_over(ledger_url: str) -> N
 
 
 def test_a_driver_whose_lease_was_taken_over_cannot_append(ledger_url: str) -> None:
-    from adapters.event_store import LeaseLost
+    from release_ledger.adapters.event_store import LeaseLost
 
     ledger = open_ledger(ledger_url)
     try:
@@ -61,7 +61,7 @@ def test_a_driver_whose_lease_was_taken_over_cannot_append(ledger_url: str) -> N
 def test_a_driver_stops_when_another_appended_its_kind_of_event(ledger_url: str) -> None:
     """Owner input (answers, checks) may arrive while the gate drives; anything else means a
     second driver, and the first stops rather than append a duplicate."""
-    from adapters.event_store import LeaseLost
+    from release_ledger.adapters.event_store import LeaseLost
 
     driver, other = open_ledger(ledger_url), open_ledger(ledger_url)
     try:

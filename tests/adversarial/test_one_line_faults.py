@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from ledger.bootstrap import opened
-from projections.html_report import _e
+from release_ledger.ledger.bootstrap import opened
+from release_ledger.projections.html_report import _e
 from tests.adversarial.kit import failed_run
 from tests.gatekit import REPO_ROOT, run_ledger
 from tests.gitrepo import commit, make_repo, tag
@@ -32,7 +32,7 @@ def ledger_process(
     """`ledger ARGS` as its own process, bounded in time (a hang fails the test)."""
     url = url or f"sqlite:///{workdir / 'ledger' / 'ledger.db'}"
     return subprocess.run(
-        [sys.executable, "-m", "cli", *args, "--ledger", url], cwd=REPO_ROOT, text=True,
+        [sys.executable, "-m", "release_ledger", *args, "--ledger", url], cwd=REPO_ROOT, text=True,
         capture_output=True, timeout=timeout, check=False, **kwargs,  # type: ignore[arg-type]
     )  # fmt: skip
 
@@ -188,7 +188,7 @@ def test_a_read_only_ledger_answers_every_reading_command_and_refuses_writing_on
 
     def read_only(*args: str) -> subprocess.CompletedProcess[str]:
         mounted = f"mount --bind {folder} {folder} && mount -o remount,ro,bind {folder} {folder}"
-        line = " ".join([sys.executable, "-m", "cli", *args, "--ledger", f"sqlite:///{path}"])
+        line = " ".join([sys.executable, "-m", "release_ledger", *args, "--ledger", f"sqlite:///{path}"])
         return subprocess.run(
             ["unshare", "-m", "sh", "-c", f"{mounted} && exec {line}"], cwd=REPO_ROOT,
             text=True, capture_output=True, timeout=120, check=False,

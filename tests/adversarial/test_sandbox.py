@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.executors import sandbox
+from release_ledger.adapters.executors import sandbox
 from tests import gatekit
 from tests.gatekit import events
 from tests.gitrepo import commit, git, make_repo, tag
@@ -161,9 +161,9 @@ def test_a_sandboxed_command_sees_its_writable_folder_and_a_private_tmp(tmp_path
 
 
 def test_the_approval_report_says_when_the_suite_ran_unconfined() -> None:
-    from domain.rules import get_rule
-    from domain.run_state import fold
-    from projections.checks import Index, gate_metric_v1
+    from release_ledger.domain.rules import get_rule
+    from release_ledger.domain.run_state import fold
+    from release_ledger.projections.checks import Index, gate_metric_v1
     from tests.runbuilder import RunBuilder
 
     def gate_why(sandboxed: str) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.executors import sandbox
+from release_ledger.adapters.executors import sandbox
 from tests import gatekit
 from tests.gatekit import events
 from tests.gitrepo import commit, git, make_repo, tag

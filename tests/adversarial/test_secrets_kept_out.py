@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from adapters.executors import environment
-from domain.errors import BadInput
-from ledger.settings import checked_pass_env, gate_options
+from release_ledger.adapters.executors import environment
+from release_ledger.domain.errors import BadInput
+from release_ledger.ledger.settings import checked_pass_env, gate_options
 from tests import gatekit
 from tests.gitrepo import commit, make_repo, tag
 

@@ -14,9 +14,9 @@ import json
 import zlib
 from pathlib import Path
 
-from ledger import kept_readings, queries
-from ledger.bootstrap import opened
-from ledger.service import Ledger
+from release_ledger.ledger import kept_readings, queries
+from release_ledger.ledger.bootstrap import opened
+from release_ledger.ledger.service import Ledger
 from tests.adversarial.kit import failed_run, ph, state_at
 from tests.gatekit import run_ledger
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import field_validator
 
-from adapters.executors.kubernetes.runner import DEFAULT_IMAGE
-from adapters.executors.port import (
+from release_ledger.adapters.executors.kubernetes.runner import DEFAULT_IMAGE
+from release_ledger.adapters.executors.port import (
     Capabilities,
     Executor,
     ExecutorOptions,
@@ -16,7 +16,7 @@ from adapters.executors.port import (
     option,
     per_interpreter,
 )
-from domain.execution import EnvironmentRequest
+from release_ledger.domain.execution import EnvironmentRequest
 
 
 class KubernetesOptions(ExecutorOptions):
@@ -37,7 +37,7 @@ class KubernetesOptions(ExecutorOptions):
 
 def _build(repo: Path, options: Any, environment: EnvironmentRequest) -> Executor:
     # Imported here: the kubernetes client costs ~0.5 s to import, paid only when used.
-    from adapters.executors.kubernetes import executor as k8s
+    from release_ledger.adapters.executors.kubernetes import executor as k8s
 
     given = {k: v for k, v in options.model_dump().items() if v is not None}
     if environment.interpreter:  # a matrix lane: this interpreter's image

@@ -28,7 +28,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from adapters.executors.kubernetes.jobs import (
+from release_ledger.adapters.executors.kubernetes.jobs import (
     GATE_LABEL,
     LABEL_PREFIX,
     RESULTS_PORT,
@@ -37,9 +37,9 @@ from adapters.executors.kubernetes.jobs import (
     job_manifest,
     job_name,
 )
-from adapters.executors.kubernetes.pool_config import load_pool_config
-from adapters.executors.kubernetes.runner import DEFAULT_IMAGE
-from adapters.executors.kubernetes.status import (
+from release_ledger.adapters.executors.kubernetes.pool_config import load_pool_config
+from release_ledger.adapters.executors.kubernetes.runner import DEFAULT_IMAGE
+from release_ledger.adapters.executors.kubernetes.status import (
     IMAGE_REASONS,
     PodOutcome,
     count_gate_jobs,
@@ -47,12 +47,12 @@ from adapters.executors.kubernetes.status import (
     job_failed_condition,
     job_outcome,
 )
-from adapters.executors.local import report_of, setup_failed
-from domain.errors import BadInput
-from domain.events import MemberLease
-from domain.execution import EnvironmentRequest, Observation, ShardRun
-from domain.failures import FailureKind
-from domain.memory import pod_request_mb
+from release_ledger.adapters.executors.local import report_of, setup_failed
+from release_ledger.domain.errors import BadInput
+from release_ledger.domain.events import MemberLease
+from release_ledger.domain.execution import EnvironmentRequest, Observation, ShardRun
+from release_ledger.domain.failures import FailureKind
+from release_ledger.domain.memory import pod_request_mb
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 # The API's words for a pod that ran out of its own memory or time: the shard's outcome,

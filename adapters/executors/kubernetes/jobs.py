@@ -19,10 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from adapters.executors.kubernetes.runner import PYTHON_MARK
-from adapters.executors.programs import remote_program
-from adapters.pytest_plugin import PLUGIN_MODULE, PLUGIN_SOURCE
-from domain.execution import EnvironmentRequest, ShardRun, expand_command
+from release_ledger.adapters.executors.kubernetes.runner import PYTHON_MARK
+from release_ledger.adapters.executors.programs import remote_program
+from release_ledger.adapters.pytest_plugin import PLUGIN_MODULE, PLUGIN_SOURCE
+from release_ledger.domain.execution import EnvironmentRequest, ShardRun, expand_command
 
 GATE_LABEL = "release-ledger/gate"
 LABEL_PREFIX = "release-ledger/"

@@ -19,8 +19,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from adapters.executors.kubernetes.jobs import MemberSettings
-from domain.errors import BadInput
+from release_ledger.adapters.executors.kubernetes.jobs import MemberSettings
+from release_ledger.domain.errors import BadInput
 
 _KEYS = frozenset({"namespace", "capacity", "image", "node_selector", "service_account"})
 _DNS = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

@@ -13,7 +13,11 @@ from typing import Any, Literal
 
 from kubernetes.utils import parse_quantity
 
-from adapters.executors.kubernetes.jobs import LABEL_PREFIX, RUNNER_CONTAINER, parse_manifest
+from release_ledger.adapters.executors.kubernetes.jobs import (
+    LABEL_PREFIX,
+    RUNNER_CONTAINER,
+    parse_manifest,
+)
 
 IMAGE_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName"})
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from adapters.executors.port import (
+from release_ledger.adapters.executors.port import (
     Capabilities,
     Executor,
     ExecutorOptions,
@@ -13,8 +13,8 @@ from adapters.executors.port import (
     option,
     per_interpreter,
 )
-from adapters.executors.ssh.target import REMOTE_PYTHON
-from domain.execution import EnvironmentRequest
+from release_ledger.adapters.executors.ssh.target import REMOTE_PYTHON
+from release_ledger.domain.execution import EnvironmentRequest
 
 
 class SshOptions(ExecutorOptions):
@@ -31,7 +31,7 @@ class SshOptions(ExecutorOptions):
 
 
 def _build(repo: Path, options: Any, environment: EnvironmentRequest) -> Executor:
-    from adapters.executors.ssh import executor as ssh
+    from release_ledger.adapters.executors.ssh import executor as ssh
 
     given = {k: v for k, v in options.model_dump().items() if v is not None}
     if environment.interpreter:  # a matrix lane: this interpreter's python on the host

@@ -24,9 +24,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-from adapters.executors.local import report_of, setup_failed
-from adapters.executors.ssh import faults
-from adapters.executors.ssh.remote import (
+from release_ledger.adapters.executors.local import report_of, setup_failed
+from release_ledger.adapters.executors.ssh import faults
+from release_ledger.adapters.executors.ssh.remote import (
     CLEANUP_SCRIPT,
     EXIT_CHECKOUT,
     EXIT_CLONE,
@@ -42,13 +42,18 @@ from adapters.executors.ssh.remote import (
     session_started,
     temporary_dir,
 )
-from adapters.executors.ssh.target import REMOTE_PYTHON, SshTarget, validate_target
-from adapters.executors.ssh.wrapper import PYTHON_MARK
-from adapters.git import git_env
-from adapters.pytest_plugin import PLUGIN_MODULE, PLUGIN_SOURCE
-from domain.errors import BadInput
-from domain.execution import EnvironmentRequest, Observation, ShardRun, expand_command
-from domain.failures import FailureKind
+from release_ledger.adapters.executors.ssh.target import REMOTE_PYTHON, SshTarget, validate_target
+from release_ledger.adapters.executors.ssh.wrapper import PYTHON_MARK
+from release_ledger.adapters.git import git_env
+from release_ledger.adapters.pytest_plugin import PLUGIN_MODULE, PLUGIN_SOURCE
+from release_ledger.domain.errors import BadInput
+from release_ledger.domain.execution import (
+    EnvironmentRequest,
+    Observation,
+    ShardRun,
+    expand_command,
+)
+from release_ledger.domain.failures import FailureKind
 
 LOG_TAIL_BYTES = 64 * 1024
 GATE_REF = "refs/release-ledger/gate/"

@@ -14,7 +14,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from adapters.executors.programs import remote_program
+from release_ledger.adapters.executors.programs import remote_program
 
 STARTED = b"release-ledger-started"
 TMP_PREFIX = b"release-ledger-tmp "

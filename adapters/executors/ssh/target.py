@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from domain.errors import BadInput
+from release_ledger.domain.errors import BadInput
 
 REMOTE_PYTHON = "python3"  # the build host's interpreter; `python3.12` in a matrix lane
 

@@ -20,9 +20,9 @@ import sys
 import threading
 
 try:  # on the gate's machine; on the host these names come from the program's earlier parts
-    from adapters.executors.checkout_guard import changed_tracked, tracked_snapshot
-    from adapters.executors.environment import prepare, shard_env, with_plugin
-    from adapters.executors.sandbox import (
+    from release_ledger.adapters.executors.checkout_guard import changed_tracked, tracked_snapshot
+    from release_ledger.adapters.executors.environment import prepare, shard_env, with_plugin
+    from release_ledger.adapters.executors.sandbox import (
         credentials,
         exit_status,
         harness_levels,
@@ -30,7 +30,7 @@ try:  # on the gate's machine; on the host these names come from the program's e
         shard_environment,
         wrap,
     )
-    from adapters.executors.supervisor import ShardProcess, log_tail, run_shard
+    from release_ledger.adapters.executors.supervisor import ShardProcess, log_tail, run_shard
 except ImportError:  # pragma: no cover - only on the build host
     pass
 

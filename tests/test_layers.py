@@ -1,0 +1,60 @@
+"""The one-way imports of DESIGN.md are import-linter contracts (pyproject.toml), checked by
+`lint-imports` in CI. These tests show the contracts hold on this tree and break on a copy of
+it where one module imports across a layer the wrong way, so a wrong import fails CI.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LAYERS = ("domain", "projections", "adapters", "cli", "ledger")
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+
+def _lint(tree: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--config", str(ROOT / "pyproject.toml"), "--no-cache"],
+        cwd=tree, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+
+
+def _copy(tmp_path: Path) -> Path:
+    package = tmp_path / "release_ledger"
+    package.mkdir()
+    shutil.copy(ROOT / "release_ledger" / "__init__.py", package)
+    for layer in LAYERS:
+        shutil.copytree(ROOT / layer, package / layer, ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path
+
+
+def test_the_tree_keeps_every_layer_contract(tmp_path: Path) -> None:
+    done = _lint(_copy(tmp_path))
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "0 broken" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "wrong_import"),
+    [
+        ("domain/text.py", "from release_ledger.adapters import clock"),  # pure layer, I/O
+        ("projections/status.py", "from release_ledger.ledger import service"),  # a climb up
+        ("cli/render.py", "from release_ledger.domain import text"),  # cli past the ledger
+    ],
+)
+def test_an_import_across_a_layer_breaks_a_contract(
+    tmp_path: Path, module: str, wrong_import: str
+) -> None:
+    tree = _copy(tmp_path)
+    path = tree / "release_ledger" / module
+    path.write_text(path.read_text(encoding="utf-8") + f"\n{wrong_import}  # noqa\n")
+    done = _lint(tree)
+    assert done.returncode != 0, done.stdout[-3000:]
+    assert "BROKEN" in done.stdout
