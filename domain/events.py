@@ -14,6 +14,8 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from release_ledger.domain.invocation import TestInvocation
+
 Revision = Literal["head", "base"]
 
 
@@ -139,6 +141,11 @@ class EnvironmentPrepared(OnInterpreter, Event):
     # declared (left out of the JSON when empty, as events recorded before them were).
     requires_dist: list[str] = Field(default_factory=list, exclude_if=lambda value: not value)
     provides_extra: list[str] = Field(default_factory=list, exclude_if=lambda value: not value)
+    # The test invocation this revision runs on this interpreter (domain/invocation.py). A
+    # field here, not an event of its own: it is resolved from the same declared source, in
+    # the same environment and at the same moment, and a revision's environment and how its
+    # tests are run are one fact for a postmortem. None in events recorded before it.
+    invocation: TestInvocation | None = Field(default=None, exclude_if=lambda value: value is None)
 
     def artifact_hashes(self) -> list[str]:
         tails = [t.log_tail_hash for t in self.tried if t.log_tail_hash]

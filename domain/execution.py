@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from release_ledger.domain.failures import FailureKind
+from release_ledger.domain.invocation import TestInvocation
 
 Revision = Literal["head", "base"]
 
@@ -138,6 +139,7 @@ class EnvironmentReport(BaseModel):
     # names): which extra would bring in a module its tests skip for (`environment_skips`).
     requires_dist: tuple[str, ...] = ()
     provides_extra: tuple[str, ...] = ()
+    invocation: TestInvocation | None = None  # how its tests run, as its declaration says
 
 
 class ShardRun(BaseModel):

@@ -661,6 +661,7 @@ class GateProcess:
             tried=tried,
             requires_dist=list(report.requires_dist),
             provides_extra=list(report.provides_extra),
+            invocation=report.invocation,
         )
         for line in describe(event, {}).splitlines():  # each source tried on a line
             self.observer.notice(line)

@@ -97,7 +97,12 @@ def _environment(e: ev.EnvironmentPrepared, _: Mapping[str, bytes]) -> str:
         f"{where}: {made}, {what}, {e.packages} packages, "
         f"Python {e.python_version}, key {e.key[:12]}"
     ) + (f", resolved as of {e.exclude_newer}" if e.exclude_newer else "")
-    return "\n".join(["; warning: ".join([text, *e.warnings]), *_sources_tried(e)])
+    return "\n".join(["; warning: ".join([text, *e.warnings]), *_sources_tried(e), *_runs(e)])
+
+
+def _runs(e: ev.EnvironmentPrepared) -> list[str]:
+    """The invocation the revision's tests run with, where one was recorded."""
+    return [f"  runs {e.invocation.describe()}"] if e.invocation is not None else []
 
 
 def _sources_tried(e: ev.EnvironmentPrepared) -> list[str]:
