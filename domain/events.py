@@ -712,8 +712,8 @@ class AttestationIssued(Event):
 
 # Every event type, once: the wire names (`EVENT_TYPES`) and the any-event validator derive
 # from it. Adding an event: its class above (with its TRAITS), a line here, and one handler in
-# each projector (`tests/test_projectors.py` names any that has none); see README, "Adding an
-# event".
+# each projector (`tests/test_projectors.py` names any that has none); see docs/extending.md,
+# "Adding an event".
 ALL_EVENTS: tuple[type[Event], ...] = (
     RunStarted,
     RunInterrupted,

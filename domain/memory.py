@@ -70,15 +70,13 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from release_ledger.domain.assessment import Assessment
 from release_ledger.domain.errors import PlacementError
 from release_ledger.domain.junit import Report
-
-if TYPE_CHECKING:
-    from release_ledger.domain.run_state import RunState, ShardView
 
 DEFAULT_BASELINE_MB = 64.0  # interpreter + pytest + plugins before any measurement says
 KB_PER_MB = 1024.0
@@ -253,8 +251,38 @@ HEADROOM = 1.25  # planned x 1.25 ...
 HEADROOM_MIN_MB = 256.0  # ... or planned + 256 MB, whichever is larger
 
 
-def _oom_in_lineage(state: RunState, shard: ShardView) -> bool:
-    current: ShardView | None = shard
+# What the model reads of a run's state (`domain/run_state.RunState` is one), declared here so
+# that the fold imports the memory model and never the other way round (no import circle).
+class _Attempt(Protocol):
+    @property
+    def assessment(self) -> Assessment: ...
+
+
+class _Shard(Protocol):
+    @property
+    def files(self) -> tuple[str, ...]: ...
+    @property
+    def parent(self) -> str | None: ...
+    @property
+    def depth(self) -> int: ...
+    @property
+    def attempts(self) -> Mapping[str, Sequence[_Attempt]]: ...
+
+
+class RunMemory(Protocol):
+    """A run's state as the memory model reads it: each file's latest cost, the largest
+    runner baseline measured, and the shards with their lineage and attempts."""
+
+    @property
+    def costs(self) -> Mapping[str, FileCost]: ...
+    @property
+    def baseline_mb(self) -> float | None: ...
+    @property
+    def shards(self) -> Mapping[str, _Shard]: ...
+
+
+def _oom_in_lineage(state: RunMemory, shard: _Shard) -> bool:
+    current: _Shard | None = shard
     while current is not None:
         for attempts in current.attempts.values():
             if any(a.assessment.reason == "oom" for a in attempts):
@@ -263,7 +291,7 @@ def _oom_in_lineage(state: RunState, shard: ShardView) -> bool:
     return False
 
 
-def planned_shard_mb(state: RunState, files: tuple[str, ...]) -> float | None:
+def planned_shard_mb(state: RunMemory, files: tuple[str, ...]) -> float | None:
     """The model's figure for these files from their measured costs (None: one is unknown)."""
     costs = [state.costs.get(file) for file in files]
     known = [cost for cost in costs if cost is not None]
@@ -274,7 +302,7 @@ def planned_shard_mb(state: RunState, files: tuple[str, ...]) -> float | None:
 
 
 def attempt_limit_mb(
-    state: RunState, shard_id: str, budget_mb: float, isolation_mb: float
+    state: RunMemory, shard_id: str, budget_mb: float, isolation_mb: float
 ) -> int:
     """The memory limit (MB) of an attempt of `shard_id` (see the module's docstring)."""
     shard = state.shards.get(shard_id)

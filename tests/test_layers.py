@@ -1,6 +1,7 @@
-"""The one-way imports of DESIGN.md are import-linter contracts (pyproject.toml), checked by
-`lint-imports` in CI. These tests show the contracts hold on this tree and break on a copy of
-it where one module imports across a layer the wrong way, so a wrong import fails CI.
+"""The one-way imports of DESIGN.md, and no import circle within a layer, are import-linter
+contracts (pyproject.toml), checked by `lint-imports` in CI. These tests show the contracts
+hold on this tree and break on a copy of it where one module imports across a layer the wrong
+way (or back into a module that imports it), so a wrong import fails CI.
 """
 
 from __future__ import annotations
@@ -58,3 +59,20 @@ def test_an_import_across_a_layer_breaks_a_contract(
     done = _lint(tree)
     assert done.returncode != 0, done.stdout[-3000:]
     assert "BROKEN" in done.stdout
+
+
+def test_an_import_circle_breaks_a_contract_even_when_it_is_only_for_types(
+    tmp_path: Path,
+) -> None:
+    """`domain/memory` read `RunState` under TYPE_CHECKING while `domain/run_state` imports
+    the memory model: a circle a newcomer must follow both ways. Put back, it breaks CI."""
+    tree = _copy(tmp_path)
+    path = tree / "release_ledger" / "domain" / "memory.py"
+    path.write_text(
+        path.read_text(encoding="utf-8")
+        + "\nfrom typing import TYPE_CHECKING  # noqa\n"
+        + "if TYPE_CHECKING:\n    from release_ledger.domain.run_state import RunState  # noqa\n"
+    )
+    done = _lint(tree)
+    assert done.returncode != 0, done.stdout[-3000:]
+    assert "no import circle" in done.stdout and "BROKEN" in done.stdout

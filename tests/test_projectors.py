@@ -1,7 +1,7 @@
 """Every event type has a declared home in every projector: folded or named as not folded,
 described in the timeline, fed to the ledger's indexes or named as not indexed, and read by
 the read models directly or through the fold. A new event that no projector handles fails
-here, naming the projector and the event (README, "Adding an event")."""
+here, naming the projector and the event (docs/extending.md, "Adding an event")."""
 
 from __future__ import annotations
 

@@ -135,8 +135,8 @@ def test_a_new_executor_with_a_flag_is_one_module_and_one_registry_line(tmp_path
     assert done.stdout.strip() == "ok"
 
 
-def test_the_readme_lists_exactly_the_table_keys_the_reader_takes() -> None:
-    text = (ROOT / "README.md").read_text()
+def test_the_configuration_page_lists_exactly_the_table_keys_the_reader_takes() -> None:
+    text = (ROOT / "docs" / "configuration.md").read_text()
     listed = text.split("\nKeys: ", 1)[1].split(".\n", 1)[0]
     keys = {key.strip().strip("`") for key in listed.replace("\n", " ").split(",")}
     model = {f.alias or name for name, f in RepositorySettings.model_fields.items()}
