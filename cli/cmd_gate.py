@@ -8,30 +8,44 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
+from click_option_group import OptionGroup
 
-from release_ledger.cli.options import common
+from release_ledger.cli.options import common, common_in
 from release_ledger.cli.progress import RichObserver
 from release_ledger.cli.render import finish_verdict
 from release_ledger.ledger import report as reports
 from release_ledger.ledger import use_cases
 from release_ledger.ledger.bootstrap import opened
 from release_ledger.ledger.gate import GateInterrupted, warnings_for
-from release_ledger.ledger.options import EXECUTOR_SETTINGS, EXECUTORS, SETTINGS, Setting, validate
+from release_ledger.ledger.options import (
+    EXECUTOR_SETTINGS,
+    EXECUTORS,
+    HELP_GROUPS,
+    SETTINGS,
+    Setting,
+    validate,
+)
 from release_ledger.ledger.settings import gate_options
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# `ledger gate --help` lists its options in these groups, each setting under the group its
+# declaration names (`Setting.group`), the groups in their declared order (`HELP_GROUPS`).
+GROUPS = {title: OptionGroup(title) for title in HELP_GROUPS}
+
 
 def _flag(setting: Setting) -> Callable[[F], F]:
     """One click option made from a setting's declaration (its default left to the
-    settings' own reading, so a flag not given is None and the table may fill it)."""
-    assert setting.flag is not None
+    settings' own reading, so a flag not given is None and the table may fill it), in its
+    help group."""
+    assert setting.flag is not None and setting.group is not None, setting.name
+    option = GROUPS[setting.group].option
     declared: dict[str, Any] = {"help": setting.help, "metavar": setting.metavar}
     if setting.kind == "switch":
         names = [f"{setting.flag}/--no-{setting.flag[2:]}", setting.name]
-        return click.option(*names, default=None, help=setting.help)
+        return option(*names, default=None, help=setting.help)
     if setting.kind == "flag":
-        return click.option(setting.flag, setting.name, is_flag=True, help=setting.help)
+        return option(setting.flag, setting.name, is_flag=True, help=setting.help)
     if setting.kind == "choice":
         declared["type"] = click.Choice(list(setting.choices or EXECUTORS))
     elif setting.kind == "path":
@@ -40,14 +54,20 @@ def _flag(setting: Setting) -> Callable[[F], F]:
         declared["type"] = int if setting.kind == "int" else float
     if setting.default is not None:
         declared |= {"default": setting.default, "show_default": True}
-    return click.option(setting.flag, setting.name, multiple=setting.multiple, **declared)
+    return option(setting.flag, setting.name, multiple=setting.multiple, **declared)
+
+
+def _group_order(setting: Setting) -> int:
+    assert setting.group is not None, f"{setting.flag} declares no help group"
+    return HELP_GROUPS.index(setting.group)
 
 
 def settings_flags(f: F) -> F:
-    """The gate's flags, then each executor's, in their declared order."""
-    for setting in reversed([*SETTINGS, *EXECUTOR_SETTINGS]):
-        if setting.flag:
-            f = _flag(_with_executors(setting))(f)
+    """The gate's flags, then each executor's, group by group, each group's in their declared
+    order (a group's options are declared together, as option groups need)."""
+    flagged = sorted((s for s in (*SETTINGS, *EXECUTOR_SETTINGS) if s.flag), key=_group_order)
+    for setting in reversed(flagged):
+        f = _flag(_with_executors(setting))(f)
     return f
 
 
@@ -61,9 +81,9 @@ def _with_executors(setting: Setting) -> Setting:
 
 @click.command("gate")
 @settings_flags
-@click.option("--junit-out", "junit_out", default=None, metavar="FILE",
-              help="Also write the head's results as one JUnit XML file.")  # fmt: skip
-@common
+@GROUPS["Output"].option("--junit-out", "junit_out", default=None, metavar="FILE",
+                         help="Also write the head's results as one JUnit XML file.")  # fmt: skip
+@common_in(GROUPS["Output"].option)
 def gate(ledger_url: str | None, as_json: bool, junit_out: str | None, **flags: Any) -> None:
     """Run the regression gate: head against base, every step an event in the ledger.
 

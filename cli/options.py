@@ -35,8 +35,13 @@ MAX_PAGE = 2**62
 PAGE = click.IntRange(min=0, max=MAX_PAGE)  # the type of --limit and --offset
 
 
-def ledger_option(f: F) -> F:
-    return click.option(
+# How a command declares an option: `click.option`, or an option group's `option` (as
+# `ledger gate --help` lists its options in groups).
+Declare = Callable[..., Callable[[F], F]]
+
+
+def ledger_option(f: F, option: Declare[F] = click.option) -> F:
+    return option(
         "--ledger",
         "ledger_url",
         envvar="LEDGER_URL",
@@ -47,16 +52,25 @@ def ledger_option(f: F) -> F:
     )(f)
 
 
-def json_option(f: F) -> F:
-    return click.option(
-        "--json", "as_json", is_flag=True, help="Print one JSON document on stdout."
-    )(f)
+def json_option(f: F, option: Declare[F] = click.option) -> F:
+    return option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")(f)
 
 
 def common(f: F) -> F:
     """`--ledger` and `--json`, plus turning `BadInput` into one line and exit code 2, and a
     broken run (its chain or an event fails the check every read makes) into one line and
     exit code 1: nothing is concluded from it, nothing appended to it."""
+    return ledger_option(json_option(_one_line_errors(f)))
+
+
+def common_in(option: Declare[F]) -> Callable[[F], F]:
+    """`common`, with `--ledger` and `--json` declared by `option` (an option group's)."""
+    return lambda f: ledger_option(json_option(_one_line_errors(f), option), option)
+
+
+def _one_line_errors(f: F) -> F:
+    """`f`, with the errors a command answers in one line turned into that line and its
+    exit code."""
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -69,7 +83,7 @@ def common(f: F) -> F:
         except (LeaseHeld, LeaseLost, StoreBusy) as error:
             fail(str(error))
 
-    return ledger_option(json_option(wrapper))  # type: ignore[return-value]
+    return wrapper  # type: ignore[return-value]
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:

@@ -1,6 +1,6 @@
 """How a setting of the gate is given, declared once: its command-line flag, its key in the
-repository's `[tool.release-ledger]` table (and the revision that table is read at), its help
-and its bounds.
+repository's `[tool.release-ledger]` table (and the revision that table is read at), its help,
+the group `ledger gate --help` lists it under, and its bounds.
 
 The gate's own settings (`ledger/options.SETTINGS`) and each executor's (its options model,
 `adapters/executors/port.py`) are lists of these; the command line's flags, the table's
@@ -10,9 +10,14 @@ reader and the range checks are all made from them, so a new setting is one decl
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 Kind = Literal["text", "int", "float", "path", "choice", "flag", "switch"]
+
+# The groups `ledger gate --help` shows its options in, in this order (an executor's own
+# settings are all under "Executor"; "Output" also holds the command line's own --json).
+HelpGroup = Literal["What to test", "Environments", "Resources", "Executor", "Policy", "Output"]
+HELP_GROUPS: tuple[HelpGroup, ...] = get_args(HelpGroup)
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,8 @@ class Setting:
     # its environment is installed, its interpreters), else at base: the gate's policy comes
     # from the release already approved, so a candidate cannot loosen the gate judging it.
     at_head: bool = False
+    # Where `ledger gate --help` lists its flag (None only for a setting with no flag).
+    group: HelpGroup | None = None
 
     @property
     def target(self) -> str:

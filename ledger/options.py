@@ -18,6 +18,7 @@ from release_ledger.domain.errors import BadInput
 from release_ledger.domain.execution import DEFAULT_PYTEST_COMMAND, EnvironmentRequest
 from release_ledger.domain.resources import DEFAULT_THRESHOLDS
 from release_ledger.domain.rules import get_rule
+from release_ledger.domain.settings import HELP_GROUPS as HELP_GROUPS
 from release_ledger.domain.settings import Setting, unique
 from release_ledger.domain.timing import DEFAULT_FILE_FLOOR_S, DEFAULT_TIME_FACTOR
 
@@ -242,113 +243,147 @@ EXECUTOR_SETTINGS: tuple[Setting, ...] = tuple(
     unique([setting for spec in REGISTRY.values() for setting in spec.settings])
 )
 
-# The gate's settings as the user gives them, in the order `--help` lists them: the command
-# line's flags and the `[tool.release-ledger]` reader are made from this list (the executors'
-# own settings come from their options models), and `validate` checks its ranges. A table key
-# is read at base (the gate's policy) unless it is `at_head` (how the code is installed).
+# The gate's settings as the user gives them, in the order `--help` lists them within their
+# help groups (`group`): the command line's flags and the `[tool.release-ledger]` reader are
+# made from this list (the executors' own settings come from their options models), and
+# `validate` checks its ranges. A table key is read at base (the gate's policy) unless it is
+# `at_head` (how the code is installed).
 SETTINGS: tuple[Setting, ...] = (
     Setting("base", "The previous release (tag, branch, SHA); or base in [tool.release-ledger] "
             "(a tag there).",
-            flag="--base", table="base", table_type=str, metavar="REV"),
-    Setting("head", "The candidate.", flag="--head", default="HEAD", metavar="REV"),
-    Setting("repo", "Repository.", kind="path", flag="--repo", default="."),
+            flag="--base", table="base", table_type=str, metavar="REV",
+            group="What to test"),
+    Setting("head", "The candidate.", flag="--head", default="HEAD", metavar="REV",
+            group="What to test"),
+    Setting("repo", "Repository.", kind="path", flag="--repo", default=".",
+            group="What to test"),
     Setting("env", "Each revision's environment: auto (build it from the revision's own "
             "dependency declarations; default), none (the gate's interpreter), or a setup "
             "command run in the checkout with {python} and {venv}.",
             flag="--env", table="env", table_type=str, field="environment",
-            metavar="auto|none|COMMAND", at_head=True),
+            metavar="auto|none|COMMAND", at_head=True,
+            group="Environments"),
     Setting("python", "Run the gate on each of these interpreters (an interpreter matrix): "
             "versions, interpreter paths, or auto (the versions the project's classifiers and "
             "tox env_list name within requires-python, that this machine has). Each gets its "
             "own environments and shard runs; the verdict is per interpreter and overall. "
             "Default: the gate's own interpreter.",
             flag="--python", table="python", table_type=str | list[str], field="interpreters",
-            metavar="3.X[,3.Y...]|auto", at_head=True),
+            metavar="3.X[,3.Y...]|auto", at_head=True,
+            group="Environments"),
     Setting("shards", "Shard count (default: twice --jobs).", kind="int", flag="--shards",
-            table="shards", table_type=int, low=1, high=100_000, low_open=False),
+            table="shards", table_type=int, low=1, high=100_000, low_open=False,
+            group="Resources"),
     Setting("budget_gib", f"Memory per shard [default: {_shown('budget_gib')}].", kind="float",
-            flag="--budget-gib", table="budget-gib", table_type=float, low=0, high=_TB),
+            flag="--budget-gib", table="budget-gib", table_type=float, low=0, high=_TB,
+            group="Resources"),
     Setting("rounds", f"Retry rounds [default: {_shown('rounds')}].", kind="int",
-            flag="--rounds", table="rounds", table_type=int, low=0, high=100, low_open=False),
+            flag="--rounds", table="rounds", table_type=int, low=0, high=100, low_open=False,
+            group="Policy"),
     Setting("jobs", "Parallel processes (default: CPU count).", kind="int", flag="--jobs",
-            table="jobs", table_type=int, low=1, high=4096, low_open=False),
+            table="jobs", table_type=int, low=1, high=4096, low_open=False,
+            group="Resources"),
     Setting("timeout_s", "Seconds per shard before its group is killed "
             f"[default: {_shown('timeout_s')}].", kind="float", flag="--timeout",
-            table="timeout", table_type=float, low=0, high=YEAR_S),
+            table="timeout", table_type=float, low=0, high=YEAR_S,
+            group="Resources"),
     Setting("time_factor", "A file runs at most this many times what it is known to take "
             "(its measurement, or base's run in this gate) before the run is ended, naming "
             f"the test [default: {_shown('time_factor')}].", kind="float",
             flag="--time-factor", table="time-factor", table_type=float, low=1, high=1000,
-            low_open=False),
+            low_open=False,
+            group="Resources"),
     Setting("time_floor_s", "A file's time limit is never under this many seconds "
             f"[default: {_shown('time_floor_s')}].", kind="float", flag="--time-floor-s",
-            table="time-floor-s", table_type=float, low=0, high=YEAR_S),
+            table="time-floor-s", table_type=float, low=0, high=YEAR_S,
+            group="Resources"),
     Setting("rule", f"Aggregation rule [default: {_shown('rule')}].", flag="--rule",
-            table="rule", table_type=str),
+            table="rule", table_type=str,
+            group="Policy"),
     Setting("command", "Test command with {python}, {junit}, {files} (default: pytest).",
-            flag="--command", table="command", table_type=str | list[str], metavar="TEMPLATE"),
+            flag="--command", table="command", table_type=str | list[str], metavar="TEMPLATE",
+            group="What to test"),
     Setting("discover", "Test file globs for non-pytest commands (repeatable).",
             flag="--discover", table="discover", table_type=list[str], metavar="GLOB",
-            multiple=True),
+            multiple=True,
+            group="What to test"),
     Setting("measure", "How files are measured: inplace (inside the shard runs, by the gate's "
             "pytest plugin; default), solo (each new file alone first, the reference "
             "behaviour), always (every file alone), never (nominal costs only). missing = solo.",
             kind="choice", flag="--measure", table="measure", table_type=str,
-            choices=MEASURE_MODES),
+            choices=MEASURE_MODES,
+            group="Resources"),
     Setting("isolation_budget_gib", "Memory for a file run alone (isolation, last bisection "
             "level) [default: 4x --budget-gib, at most 32].", kind="float",
             flag="--isolation-budget-gib", table="isolation-budget-gib", table_type=float,
-            low=0, high=_TB),
+            low=0, high=_TB,
+            group="Resources"),
     Setting("executor", "Where shards run.", kind="choice", flag="--executor",
-            table="executor", table_type=str),
+            table="executor", table_type=str,
+            group="Executor"),
     Setting("deadline", "Question deadline (45s, 30m, 2h) [default: 30m].", flag="--deadline",
-            table="deadline", table_type=str, field="deadline_s", low=0, high=YEAR_S),
+            table="deadline", table_type=str, field="deadline_s", low=0, high=YEAR_S,
+            group="Policy"),
     Setting("wait", "Wait for the owner's answers until each deadline.", kind="flag",
-            flag="--wait"),
+            flag="--wait",
+            group="Policy"),
     Setting("question_budget", "Questions the gate may put to the owner per run "
             f"[default: {_shown('question_budget')}].", kind="int", flag="--questions",
-            table="questions", table_type=int, low=0, high=1000, low_open=False),
+            table="questions", table_type=int, low=0, high=1000, low_open=False,
+            group="Policy"),
     Setting("max_report_mb", "A larger JUnit report makes its attempt unmeasured "
             f"[default: {_shown('max_report_mb')}].", kind="float", flag="--max-report-mb",
-            table="max-report-mb", table_type=float, low=0, high=_TB),
+            table="max-report-mb", table_type=float, low=0, high=_TB,
+            group="Resources"),
     Setting("release_builds", "Once the tests are done, build head's sdist and wheel and try "
             "the upgrade from base's wheel, for the approval report [default: on].",
-            kind="switch", flag="--release-builds", table="release-builds", table_type=bool),
+            kind="switch", flag="--release-builds", table="release-builds", table_type=bool,
+            group="Policy"),
     Setting("attribution", "When head's package set differs from base's, run head's "
             "introduced failures again with base's packages and name which change introduced "
             "each [default: on].", kind="switch", flag="--attribution", table="attribution",
-            table_type=bool),
+            table_type=bool,
+            group="Policy"),
     Setting("resolve_as_of", "Resolve both revisions' unpinned dependencies as PyPI stood then "
             "(uv's --exclude-newer) [default: head, the head commit's committer date].",
             flag="--resolve-as-of", table="resolve-as-of", table_type=str,
-            field="exclude_newer", metavar="head|base|now|DATE", at_head=True),
+            field="exclude_newer", metavar="head|base|now|DATE", at_head=True,
+            group="Environments"),
     Setting("pass_env", "A variable of this environment the tests may see besides PATH, the "
             "locale and the like (repeatable; NAME_* for a prefix). Nothing else reaches them.",
             flag="--pass-env", table="pass-env", table_type=list[str], metavar="NAME",
-            multiple=True),
+            multiple=True,
+            group="Environments"),
     Setting("heavier_factor", "A file whose peak memory at head is over this many times "
             "base's, and more than --heavier-floor-mb above it, is heavier "
             f"[default: {_shown('heavier_factor')}].", kind="float", flag="--heavier-factor",
-            table="heavier-factor", table_type=float, low=1, high=1000, low_open=False),
+            table="heavier-factor", table_type=float, low=1, high=1000, low_open=False,
+            group="Policy"),
     Setting("heavier_floor_mb", "See --heavier-factor "
             f"[default: {_shown('heavier_floor_mb')}].", kind="float",
             flag="--heavier-floor-mb", table="heavier-floor-mb", table_type=float, low=0,
-            high=_TB, low_open=False),
+            high=_TB, low_open=False,
+            group="Policy"),
     Setting("slower_factor", "A file whose wall time at head is over this many times base's, "
             "and more than --slower-floor-s above it, is slower "
             f"[default: {_shown('slower_factor')}].", kind="float", flag="--slower-factor",
-            table="slower-factor", table_type=float, low=1, high=1000, low_open=False),
+            table="slower-factor", table_type=float, low=1, high=1000, low_open=False,
+            group="Policy"),
     Setting("slower_floor_s", f"See --slower-factor [default: {_shown('slower_floor_s')}].",
             kind="float", flag="--slower-floor-s", table="slower-floor-s", table_type=float,
-            low=0, high=YEAR_S, low_open=False),
+            low=0, high=YEAR_S, low_open=False,
+            group="Policy"),
     Setting("extras", "The project's extras its own tests need.", table="extras",
-            table_type=list[str], at_head=True),
+            table_type=list[str], at_head=True,
+            group="Environments"),
     Setting("outputs", "Tracked files the suite rewrites (fnmatch patterns).", table="outputs",
-            table_type=list[str]),
+            table_type=list[str],
+            group="Policy"),
     Setting("quarantine", "A test (node id, tests/x.py::test_y) whose failure is never "
             "blamed on head: exonerated as quarantined, reported, and failing only under "
             "strict (repeatable).", flag="--quarantine", table="quarantine",
-            table_type=list[str], metavar="NODEID", multiple=True),
+            table_type=list[str], metavar="NODEID", multiple=True,
+            group="Policy"),
 )  # fmt: skip
 
 

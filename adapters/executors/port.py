@@ -128,6 +128,7 @@ def _setting(name: str, info: FieldInfo) -> Setting:
         low=float(low) if isinstance(low, int | float) else None,
         high=float(high) if isinstance(high, int | float) else None,
         low_open=False,
+        group="Executor",
     )
 
 
