@@ -146,6 +146,10 @@ class EnvironmentPrepared(OnInterpreter, Event):
     # the same environment and at the same moment, and a revision's environment and how its
     # tests are run are one fact for a postmortem. None in events recorded before it.
     invocation: TestInvocation | None = Field(default=None, exclude_if=lambda value: value is None)
+    # The lock file that pinned the packages (`uv.lock sha256:<hex>`; empty: none) and why it
+    # was or was not applied: only where the declared source's own tool reads it.
+    lock: str = Field(default="", exclude_if=lambda value: not value)
+    lock_note: str = Field(default="", exclude_if=lambda value: not value)
 
     def artifact_hashes(self) -> list[str]:
         tails = [t.log_tail_hash for t in self.tried if t.log_tail_hash]

@@ -140,6 +140,9 @@ class EnvironmentReport(BaseModel):
     requires_dist: tuple[str, ...] = ()
     provides_extra: tuple[str, ...] = ()
     invocation: TestInvocation | None = None  # how its tests run, as its declaration says
+    # The lock that pinned it (`uv.lock sha256:...`, "" for none) and why it did or did not.
+    lock: str = ""
+    lock_note: str = ""
 
 
 class ShardRun(BaseModel):

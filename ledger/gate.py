@@ -662,6 +662,8 @@ class GateProcess:
             requires_dist=list(report.requires_dist),
             provides_extra=list(report.provides_extra),
             invocation=report.invocation,
+            lock=report.lock,
+            lock_note=report.lock_note,
         )
         for line in describe(event, {}).splitlines():  # each source tried on a line
             self.observer.notice(line)

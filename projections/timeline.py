@@ -97,7 +97,9 @@ def _environment(e: ev.EnvironmentPrepared, _: Mapping[str, bytes]) -> str:
         f"{where}: {made}, {what}, {e.packages} packages, "
         f"Python {e.python_version}, key {e.key[:12]}"
     ) + (f", resolved as of {e.exclude_newer}" if e.exclude_newer else "")
-    return "\n".join(["; warning: ".join([text, *e.warnings]), *_sources_tried(e), *_runs(e)])
+    lock = [f"  lock: {e.lock_note}"] if e.lock_note else []
+    lines = ["; warning: ".join([text, *e.warnings]), *_sources_tried(e), *lock, *_runs(e)]
+    return "\n".join(lines)
 
 
 def _runs(e: ev.EnvironmentPrepared) -> list[str]:

@@ -187,11 +187,13 @@ def test_an_extra_the_project_does_not_declare_fails_naming_what_it_declares(
     assert found["error"] == "extras nope are not declared by the project (it declares: test)"
 
 
-def test_a_uv_lock_pins_what_the_source_installs(tmp_path: Path) -> None:
+def test_a_uv_lock_pins_what_uv_sync_installs_in_a_project_uv_manages(tmp_path: Path) -> None:
     import subprocess
 
     root = checkout(tmp_path, {
-        "pyproject.toml": pyproject(extra='test = ["pytest", "iniconfig==1.1.1"]'),
+        "pyproject.toml": pyproject(
+            extra='test = ["pytest", "iniconfig==1.1.1"]', tail="[tool.uv]\nmanaged = true\n"
+        ),
     })  # fmt: skip
     uv = environment.find_uv()
     assert uv is not None
@@ -208,6 +210,10 @@ def test_a_uv_lock_pins_what_the_source_installs(tmp_path: Path) -> None:
     assert found["status"] == "ready", found.get("log_tail")
     assert "iniconfig==1.1.1" in str(found["packages"])
     assert "uv.lock" in found["files_read"]  # type: ignore[operator]
+    assert str(found["lock"]).startswith("uv.lock sha256:")
+    assert found["lock_note"] == (
+        "uv.lock applied: uv sync installs extra [test] of a project uv manages ([tool.uv])"
+    )
 
 
 def test_a_first_source_that_fails_is_recorded_and_the_next_one_is_used(tmp_path: Path) -> None:

@@ -1,9 +1,9 @@
 """Per-revision test environments: each revision's tests import that revision's own code.
 
-Stdlib-only and importing nothing of ours, because the same code prepares environments on
-this machine (imported), on SSH build hosts and in Kubernetes pods (its source is sent as part
-of the program those run). `prepare(...)` returns one JSON-able dict that the executor turns
-into the `EnvironmentPrepared` event.
+Stdlib-only and importing nothing of ours but `env_lock` (sent before it), because the same
+code prepares environments on this machine (imported), on SSH build hosts and in Kubernetes
+pods (its source is sent as part of the program those run). `prepare(...)` returns one
+JSON-able dict that the executor turns into the `EnvironmentPrepared` event.
 
 How an installable revision (`--env auto`) is prepared, the way its own CI would:
 
@@ -16,11 +16,13 @@ How an installable revision (`--env auto`) is prepared, the way its own CI would
    resolved); the first test extra; one test requirements file (the variant for this
    interpreter when one exists, such as `requirements/tests311.txt`; a dev file only where
    there is no test file); pytest alone. Never a union of unrelated files. A `uv.lock`
-   constrains every source to its pins. Extras the project needs (`extras`) are installed
-   with the project whatever the source.
-3. Each (revision, source) gets its own virtual environment with the revision's wheel really
-   installed, so every process the suite starts (a server fixture, a CLI test with an
-   environment of its own) imports the revision's code as after `pip install`. uv's cache
+   constrains a source to its pins only where the tool that installs it reads the lock
+   (`env_lock`: tox-uv's lock runner, `uv sync` in a project uv manages), recorded either way.
+   Extras the project needs (`extras`) are installed with the project whatever the source.
+3. Each (revision, source) gets its own virtual environment, built where it stays (so its
+   console scripts run from there), with the revision's wheel really installed, so every
+   process the suite starts (a server fixture, a CLI test with an environment of its own)
+   imports the revision's code as after `pip install`. uv's cache
    and hard links make that venv cheap; `deps_key` names the dependency layer, shared by
    revisions whose declarations did not change. A source that does not install is recorded
    (`tried`, with its log's end) and the next one is tried; the first source with a ready
@@ -54,7 +56,11 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the module also runs on build hosts' older interpreters: no run-time alias
     from collections.abc import Callable
 
-FORMAT = 3  # bump when the layout or the key's inputs change
+# On the gate's machine; on hosts and in pods the program's earlier part defines them.
+with contextlib.suppress(ImportError):
+    from release_ledger.adapters.executors.env_lock import LOCK_FILE, LOCK_RUNNER, lock_use
+
+FORMAT = 4  # bump when the layout or the key's inputs change (4: venvs built in place)
 TEST_EXTRAS = ("test", "tests", "testing", "dev")
 # Read through the build (their dependency declarations reach the key as the wheel's metadata).
 PROJECT_FILES = ("pyproject.toml", "setup.py", "setup.cfg")
@@ -227,10 +233,20 @@ class Installer:
 
     def staging(self, entry: str) -> str:
         """A fresh folder beside `entry` to build it in (published by renaming), which the
-        confined steps may write."""
+        confined steps may write. For files only: a venv is built `in_place`."""
         folder = tempfile.mkdtemp(prefix=".build-", dir=os.path.dirname(entry))
         self.writable.append(folder)
         return folder
+
+    def in_place(self, entry: str) -> str:
+        """`entry` itself, emptied, to build a virtual environment in (the caller holds its
+        lock): a venv bakes its own path into what it holds (console scripts' shebangs,
+        `activate`, `pyvenv.cfg`, whatever a setup command writes), so it is made where it
+        stays, and `_publish` then writes `ready.json` last instead of renaming the folder."""
+        shutil.rmtree(entry, ignore_errors=True)  # a build that died before `ready.json`
+        os.makedirs(entry)
+        self.writable.append(entry)
+        return entry
 
     def take_log_tail(self) -> str:
         """The log's end since the last call (one source's install), then a fresh log."""
@@ -423,11 +439,16 @@ def _ready(entry: str) -> dict[str, object] | None:
 
 
 def _publish(staging: str, entry: str, meta: dict[str, object]) -> None:
+    """Make a built entry ready: `ready.json` written whole (renamed into place), then the
+    staging folder renamed to `entry`, unless it was built `in_place`."""
     meta["bytes"] = _size(staging)
-    with open(os.path.join(staging, "ready.json"), "w", encoding="utf-8") as handle:
+    stamp = os.path.join(staging, "ready.json")
+    with open(stamp + ".tmp", "w", encoding="utf-8") as handle:
         json.dump(meta, handle, sort_keys=True)
-    shutil.rmtree(entry, ignore_errors=True)
-    os.replace(staging, entry)
+    os.replace(stamp + ".tmp", stamp)
+    if os.path.abspath(staging) != os.path.abspath(entry):
+        shutil.rmtree(entry, ignore_errors=True)
+        os.replace(staging, entry)
 
 
 def prune(cache: str, max_bytes: int, keep: tuple[str, ...] = ()) -> list[str]:
@@ -738,7 +759,8 @@ def tox_source(
     name = "py" + "".join(version.split(".")[:2])
     if tox is None:
         raise SetupFailed("tox is not installed on this machine")
-    keys = ["deps", "extras", "dependency_groups", "set_env", "commands", "skip_install"]
+    keys = ["deps", "extras", "dependency_groups", "set_env", "commands", "skip_install",
+            "runner", "no_default_groups"]  # fmt: skip
     argv = [tox, "config", "-e", name, "-k", *keys, "--format", "json", "--no-provision"]
     try:
         done = subprocess.run(
@@ -759,8 +781,11 @@ def tox_source(
             files.append(os.path.relpath(path, checkout) if os.path.isabs(path) else path)
         elif str(dep).strip():
             requirements.append(str(dep).strip())
-    for group in found.get("dependency_groups") or []:
-        requirements.extend(_resolve_group(checkout, str(group)))
+    groups = [str(group) for group in found.get("dependency_groups") or []]
+    if found.get("runner") == LOCK_RUNNER and not groups and not found.get("no_default_groups"):
+        groups = _default_groups(checkout)  # what `uv sync` adds when no group is named
+    for group in groups:
+        requirements.extend(_resolve_group(checkout, group))
     set_env = {
         str(k): str(v) for k, v in (found.get("set_env") or {}).items() if not _TOX_OWN_ENV.match(k)
     }
@@ -773,7 +798,23 @@ def tox_source(
         "install_project": not bool(found.get("skip_install")),
         "set_env": set_env,
         "pytest_args": pytest_arguments([str(c) for c in found.get("commands") or []], checkout),
+        "runner": str(found.get("runner") or ""),
     }
+
+
+def _default_groups(checkout: str) -> list[str]:
+    """The groups `uv sync` installs unasked: `[tool.uv] default-groups`, else `dev`."""
+    document = _pyproject(checkout)
+    groups = document.get("dependency-groups")
+    names = [str(name) for name in groups] if isinstance(groups, dict) else []
+    tool = document.get("tool")
+    uv = tool.get("uv") if isinstance(tool, dict) else None
+    default = uv.get("default-groups") if isinstance(uv, dict) else None
+    if default == "all":
+        return names
+    if isinstance(default, list):
+        return [str(name) for name in default]
+    return [name for name in names if _normal(name) == "dev"]
 
 
 def pytest_arguments(commands: list[str], checkout: str) -> list[str]:
@@ -919,8 +960,9 @@ def _auto(
             f"extras {', '.join(unknown)} are not declared by the project"
             f" (it declares: {', '.join(provided) or 'none'})"
         )
-    lock = os.path.join(checkout, "uv.lock")
-    lock_digest = _sha256_file(lock) if os.path.isfile(lock) else ""
+    lock_digest = _sha256_file(os.path.join(checkout, LOCK_FILE)) if os.path.isfile(
+        os.path.join(checkout, LOCK_FILE)) else ""  # fmt: skip
+    document = _pyproject(checkout)
     result.update(project=meta.get("name"), project_reused=project_reused,
                   requires_dist=meta.get("requires", []), provides_extra=provided)  # fmt: skip
     planned: list[tuple[dict[str, object], dict[str, str], str, str]] = []
@@ -947,9 +989,11 @@ def _auto(
                                         "install_project", "set_env", "pytest_args")}  # fmt: skip
         if pins:
             spec["pins"] = pins
+        applied, source["lock_note"] = lock_use(source, document, lock_digest)
+        source["lock"] = lock_digest if applied else ""
         deps_key = _key({
             "format": FORMAT, "interpreter": tag, "requires": meta.get("requires", []),
-            "spec": spec, "files": digests, "lock": lock_digest, "installer": installer.how,
+            "spec": spec, "files": digests, "lock": source["lock"], "installer": installer.how,
             "exclude_newer": installer.exclude_newer,
         })  # fmt: skip
         key = _key({"deps": deps_key, "wheel": meta.get("wheel_sha256", commit)})
@@ -970,7 +1014,7 @@ def _auto(
                     found = _ready(entry)
                     if found is None:
                         _build_env(checkout, wheel, entry, installer, source,
-                                   "" if pins else lock_digest, tried)  # fmt: skip
+                                   str(source["lock"]), tried)  # fmt: skip
                         found, built = _ready(entry), True
             if found is None:
                 raise SetupFailed("the environment was built but is not readable")
@@ -989,8 +1033,10 @@ def _auto(
             group=str(source["detail"])[6:] if source["source"] == "dependency-group" else None,
             files_read=sorted(
                 [r for r in PROJECT_FILES if os.path.isfile(os.path.join(checkout, r))]
-                + list(digests) + (["uv.lock"] if lock_digest else [])
+                + list(digests) + ([LOCK_FILE] if source["lock"] else [])
             ),
+            lock=f"{LOCK_FILE} sha256:{source['lock']}" if source["lock"] else "",
+            lock_note=source["lock_note"],
         )  # fmt: skip
         break
     result["tried"] = tried
@@ -1031,7 +1077,7 @@ def _build_env(
     """A fresh venv with the revision's wheel really installed (so every process the suite
     starts imports it) and the source's dependencies; uv's cache shares the downloads."""
     os.makedirs(os.path.dirname(entry), exist_ok=True)
-    staging = installer.staging(entry)
+    staging = installer.in_place(entry)
     try:
         python = installer.venv(os.path.join(staging, "venv"))
         if not os.path.isfile(wheel):
@@ -1087,7 +1133,7 @@ def _command(
             found = _ready(entry) if commit else None
             if found is None:
                 os.makedirs(os.path.dirname(entry), exist_ok=True)
-                staging = installer.staging(entry)
+                staging = installer.in_place(entry)
                 try:
                     venv = os.path.join(staging, "venv")
                     python = installer.venv(venv)

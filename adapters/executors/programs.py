@@ -29,6 +29,8 @@ def program(*relative_paths: str) -> str:
 
 
 def remote_program(entry: str) -> str:
-    """Supervisor + environment preparation + sandbox + checkout guard + the entry module
-    (`ssh/wrapper.py`)."""
-    return program("supervisor.py", "environment.py", "sandbox.py", "checkout_guard.py", entry)
+    """Supervisor + lock rule + environment preparation + sandbox + checkout guard + the entry
+    module (`ssh/wrapper.py`)."""
+    return program(
+        "supervisor.py", "env_lock.py", "environment.py", "sandbox.py", "checkout_guard.py", entry
+    )
