@@ -9,7 +9,9 @@ typing and tests) and falls through on the host, where the names are already def
 
 from __future__ import annotations
 
+import base64
 import functools
+import zlib
 from pathlib import Path
 
 _HERE = Path(__file__).resolve().parent
@@ -30,7 +32,18 @@ def program(*relative_paths: str) -> str:
 
 def remote_program(entry: str) -> str:
     """Supervisor + lock rule + environment preparation + sandbox + checkout guard + the entry
-    module (`ssh/wrapper.py`)."""
-    return program(
+    module (`ssh/wrapper.py`), `packed`."""
+    return packed(program(
         "supervisor.py", "env_lock.py", "environment.py", "sandbox.py", "checkout_guard.py", entry
+    ))  # fmt: skip
+
+
+def packed(source: str) -> str:
+    """A short `python -c` text that unpacks `source` (zlib, base64) and runs it as the main
+    module: one argument of a command line (the ssh command the remote shell runs, a
+    container's args) holds at most 128 KiB, which the program and its prelude neared."""
+    data = base64.b64encode(zlib.compress(source.encode("utf-8"), 9)).decode("ascii")
+    return (
+        "import base64, zlib\n"
+        f"exec(compile(zlib.decompress(base64.b64decode('{data}')), '<release-ledger>', 'exec'))\n"
     )
