@@ -65,6 +65,33 @@ def _static_version(document: dict[str, Any]) -> str | None:
     return poetry.strip() if isinstance(poetry, str) and poetry.strip() else None
 
 
+def dynamic_version(document: dict[str, Any], files: set[str]) -> str:
+    """How the build declares a version the tree does not name (setuptools_scm, hatch-vcs,
+    flit's `__version__`, ...): the approval then takes the one head's built wheel states.
+    "" when `[project]` names the version, or nothing declares one."""
+    if _static_version(document):
+        return ""
+    build = _section(document, "build-system")
+    requires = [str(r).lower() for r in build.get("requires", []) if isinstance(r, str)]
+    backend = str(build.get("build-backend") or "")
+    hatch = _section(document, "tool", "hatch", "version").get("source")
+    pdm = _section(document, "tool", "pdm", "version").get("source")
+    setuptools = _section(document, "tool", "setuptools", "dynamic").get("version")
+    dynamic = _section(document, "project").get("dynamic")
+    cases = (
+        (bool(_section(document, "tool", "setuptools_scm"))
+         or any(re.match(r"setuptools[-_]scm\b", r) for r in requires), "setuptools_scm"),
+        (hatch == "vcs", "hatch-vcs"),
+        (isinstance(hatch, str), f"hatch version source {hatch}"),
+        (backend.startswith("flit"), "flit (the module's __version__)"),
+        (isinstance(pdm, str), f"pdm version source {pdm}"),
+        (isinstance(setuptools, dict), "[tool.setuptools.dynamic] version"),
+        (isinstance(dynamic, list) and "version" in dynamic, "[project] dynamic"),
+        (not _section(document, "project") and "setup.py" in files, "setup.py"),
+    )  # fmt: skip
+    return next((label for holds, label in cases if holds), "")
+
+
 def _project_name(document: dict[str, Any]) -> str | None:
     for name in (_section(document, "project").get("name"),
                  _section(document, "tool", "poetry").get("name")):  # fmt: skip
@@ -176,6 +203,7 @@ def inspect_release(repo: Path, head: str, base: str, head_ref: str = "") -> Rel
             "project": _project_name(document),
             "version": version,
             "version_source": source,
+            "version_dynamic": dynamic_version(document, files),
             "base_version": base_version,
             "tags_at_head": tags,
             "tag": tag,

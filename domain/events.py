@@ -591,6 +591,9 @@ class ReleaseInspected(Event):
     project: str | None = None
     version: str | None = None
     version_source: str = ""  # "pyproject.toml [project] version", "tag v1.2.0", ...
+    # How the build declares a version the tree does not name ("setuptools_scm", "hatch-vcs",
+    # "flit (the module's __version__)", ...): the release is then what head's wheel states.
+    version_dynamic: str = Field(default="", exclude_if=lambda value: not value)
     base_version: str | None = None
     tags_at_head: list[str] = Field(default_factory=list)
     tag: str | None = None  # the release's tag: one at head naming the version, else v<version>

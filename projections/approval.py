@@ -5,14 +5,15 @@ reference), a rule, the required check names and — for the first format — th
 rollback template, so the same inputs always give the same bytes — which is what
 `ledger audit` checks by sha256.
 
-Four formats, all kept so every issued report still derives: format 1 (the gate, recorded
+Six formats, all kept so every issued report still derives: format 1 (the gate, recorded
 checks, the runtime pin; rollback text read from the repository), format 2 (titled by the
 release's version, one-line `approved: n/n` summary, the built-in checks gate, runtime-pin and
-changelog, rollback commands from the recorded `ReleaseInspected`; every metric shown decides)
-and format 3 (also dependencies, distributions and upgrade; only the *required* metrics decide
-the outcome and are counted in the summary, the others are shown, marked not required) and
+changelog, rollback commands from the recorded `ReleaseInspected`; every metric shown decides),
+format 3 (also dependencies, distributions and upgrade; only the *required* metrics decide
+the outcome and are counted in the summary, the others are shown, marked not required),
 format 4 (the gate's why also names the tests skipped at both revisions for a missing module,
-with the setting that would bring them in; never a verdict).
+with the setting that would bring them in; never a verdict), format 5 (led by the introduced
+failures' causes) and format 6 (a version head's tree does not name is its built wheel's).
 
 Which metrics are required (format 3): `[tool.release-ledger] required-checks` at head, or
 every built-in check when the list is absent or empty; `gate` always; plus `--require`.
@@ -32,6 +33,7 @@ from release_ledger.domain.clusters import Cluster, headline
 from release_ledger.domain.run_state import RunState, fold
 from release_ledger.domain.text import markdown_code, markdown_text
 from release_ledger.domain.verdict import Verdict
+from release_ledger.projections.built_release import as_built
 from release_ledger.projections.checks import (
     BUILTIN_CHECKS,
     CHECKS_OF_FORMAT,
@@ -52,13 +54,16 @@ __all__ = ["ApprovalReport", "approval_report", "outcome_of", "pin_satisfied", "
 RESERVED = tuple(BUILTIN_CHECKS)
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 OUTCOME_EXIT = {"ok": 0, "failed": 1, "unmeasured": 3}
-CURRENT_FORMAT = 5
+CURRENT_FORMAT = 6
 # From this format on, the gate's why also names the tests a missing module kept out at both
 # revisions and the setting that would bring them in (information: its verdict is unchanged).
 TELLS_ENVIRONMENT_SKIPS = 4
 # From this format on, the gate's value leads with the introduced failures' causes and the
 # report lists each cause with its tests (`domain/clusters.py`).
 TELLS_CAUSES = 5
+# From this format on, a version head's tree does not name (setuptools_scm, hatch-vcs, flit's
+# `__version__`) is the one its built wheel states (`projections/built_release.py`).
+TAKES_THE_BUILT_VERSION = 6
 
 # The default rollback of a Python project's release, one command a line ({placeholders}
 # without a recorded value are left for the reader to fill).
@@ -558,6 +563,8 @@ def _report_v2(
     for position, e in facts:
         if isinstance(e, ev.ReleaseInspected):
             release_position, release = position, e
+    if report_format >= TAKES_THE_BUILT_VERSION:
+        release = as_built(release, facts)
     evidence = Evidence(state, verdict, index, release, release_position, artifacts)
     builtin = CHECKS_OF_FORMAT[report_format]
     if report_format == 2:

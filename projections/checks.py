@@ -826,4 +826,5 @@ CHECKS_OF_FORMAT: dict[int, tuple[str, ...]] = {
     3: tuple(BUILTIN_CHECKS),
     4: tuple(BUILTIN_CHECKS),  # the gate's why also tells skips for a missing module
     5: tuple(BUILTIN_CHECKS),  # the gate's value leads with the failures' causes
+    6: tuple(BUILTIN_CHECKS),  # a dynamic version is the built wheel's
 }

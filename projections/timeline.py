@@ -309,6 +309,8 @@ def _check(e: ev.CheckRecorded, _: Mapping[str, bytes]) -> str:
 
 def _release(e: ev.ReleaseInspected, _: Mapping[str, bytes]) -> str:
     version = f"version {e.version} ({e.version_source})" if e.version else "version unknown"
+    if not e.version and e.version_dynamic:
+        version = f"version from the build ({e.version_dynamic})"
     changelogs = ", ".join(f.path for f in e.changelog_files) or "no changelog file"
     text = f"release inspected at head: {version}, tag {e.tag or '-'}, {changelogs}"
     if e.fragments:

@@ -175,9 +175,14 @@ def test_distributions_without_an_event_say_why() -> None:
     assert pending.verdict == "unmeasured" and "once the tests are done" in pending.why
 
 
-def test_version_unknown_is_unmeasured() -> None:
-    m = metric(gated(version=None).built("head"), "distributions")
+def test_a_version_the_tree_does_not_name_is_the_built_files_own_from_format_6() -> None:
+    run = gated(version=None).built("head")
+    positioned = list(enumerate(run.events, start=1))
+    old = approval_report(positioned, run.artifacts, get_rule("default").decide, report_format=5)
+    (m,) = [m for m in old.metrics if m.name == "distributions"]
     assert m.verdict == "unmeasured" and "version being released is unknown" in m.why
+    now = metric(run, "distributions")
+    assert now.verdict == "pass" and "demo 1.2.0, the version being released" in now.why
 
 
 # --- upgrade (pure) -------------------------------------------------------------------------------

@@ -57,7 +57,7 @@ def test_title_summary_and_table() -> None:
                                                       "1.2.0", "v1.2.0")  # fmt: skip
     assert [m.name for m in r.metrics] == ["gate", "runtime-pin", "dependencies",
                                            "distributions", "upgrade", "changelog"]  # fmt: skip
-    assert r.as_dict()["report_format"] == 5  # 5: led by the causes
+    assert r.as_dict()["report_format"] == 6  # 6: a dynamic version is the built wheel's
 
 
 def test_blocked_summary_names_what_is_not_passing() -> None:
@@ -98,7 +98,7 @@ def test_only_the_required_checks_decide_the_others_are_shown() -> None:
         ({"changelog": b"## 1.1.0\n- old\n"}, ("CHANGES.md do not name 1.2.0", "fail")),
         ({"changelog": b"## 1.2.0rc1\n"}, ("CHANGES.md do not name 1.2.0", "fail")),
         ({"changelog": None}, ("no changelog file", "unmeasured")),
-        ({"version": None}, ("version unknown", "unmeasured")),
+        ({"version": None}, ("CHANGES.md names 1.2.0", "pass")),  # the built wheel's
         (
             {"changelog": b"## 1.1.0\n", "fragments": ["changes/12.feature.md"]},
             (
@@ -119,7 +119,7 @@ def test_only_the_required_checks_decide_the_others_are_shown() -> None:
         "not-named",
         "rc-is-not-the-release",
         "no-file",
-        "no-version",
+        "no-version-in-the-tree",
         "unbuilt-fragments",
         "fragments-for-later",
     ],
@@ -195,13 +195,13 @@ def ledger(sqlite_url: str) -> Ledger:
     led.close()
 
 
-def test_formats_1_to_4_still_derive_and_format_5_is_issued_now(ledger: Ledger) -> None:
+def test_formats_1_to_5_still_derive_and_format_6_is_issued_now(ledger: Ledger) -> None:
     run = passing()
     # A check recorded before `upgrade` became a built-in one (owner.record_check refuses the
     # name now): format 2 shows it as any recorded check, format 3 beside the built-in one.
     run.add(ev.CheckRecorded, name="upgrade", verdict="pass", value="tried by hand")
     ledger.append(run.run_id, run.events, artifacts=run.artifacts)
-    for report_format in (1, 2, 3, 4):
+    for report_format in (1, 2, 3, 4, 5):
         positioned = [(r.position, r.event) for r in ledger.read(run.run_id)]
         old = approval_report(positioned, run.artifacts, get_rule("default").decide,
                               report_format=report_format)  # fmt: skip
@@ -213,16 +213,16 @@ def test_formats_1_to_4_still_derive_and_format_5_is_issued_now(ledger: Ledger) 
             assert "| 4 | upgrade | tried by hand | pass |" in old.markdown
     owner.record_check(ledger, run.run_id, "Installation files", "pass", "ok", "ci")
     new = owner.approve(ledger, run.run_id, ["installation files"])
-    assert new.report_format == 5 and new.outcome == "ok"
+    assert new.report_format == 6 and new.outcome == "ok"
     assert new.summary == "approved: 7/7"
     assert [m.name for m in new.metrics][5:] == [
         "changelog", "Installation files", "upgrade (recorded)"
     ]  # fmt: skip
     audited = owner.audit(ledger, run.run_id)
     assert audited["ok"] is True
-    assert [a["derives"] for a in audited["approvals"]] == [True, True, True, True, True]
+    assert [a["derives"] for a in audited["approvals"]] == [True] * 6
     last = ledger.read(run.run_id)[-1].event
-    assert isinstance(last, ev.ApprovalIssued) and last.report_format == 5
+    assert isinstance(last, ev.ApprovalIssued) and last.report_format == 6
 
 
 def test_record_check_with_spaces(ledger: Ledger) -> None:
@@ -282,3 +282,90 @@ def test_inspect_release_version_from_tag_and_bad_settings(tmp_path: Path) -> No
     f = inspect_release(repo, head, head).fields
     assert (f["version"], f["version_source"], f["tag"]) == ("2.0.0", "tag v2.0.0", "v2.0.0")
     assert f["problems"] == ["[tool.release-ledger] rollback must be a string or a list of strings"]
+
+
+# --- a dynamic version: the release is what the built wheel states ----------------------------
+
+
+def dynamic(version: str | None = None, **release: object) -> RunBuilder:
+    """A passing run of a project whose tree names no version (setuptools_scm), untagged at
+    head; its wheels state 2.0 (head) and 1.9 (base)."""
+    run = RunBuilder().release(  # type: ignore[arg-type]
+        version=version, changelog=b"# Changes\n\n## 2.0\n\n- new\n",
+        version_dynamic="setuptools_scm", **release,
+    )
+    run.environment("head").environment("base")
+    run.built("head", "2.0").built("base", "1.9", readme="").upgraded("1.9", "2.0")
+    run.discover([A]).plan({"s01": [A]})
+    run.attempt("s01", "head", [A], {f"{A}::t": "passed"})
+    run.attempt("s01", "base", [A], {f"{A}::t": "passed"})
+    first = run.events[0]
+    assert isinstance(first, ev.RunStarted)
+    run.events[0] = first.model_copy(update={"python_version": "3.11.7", "runtime_pin": "3.11"})
+    return run
+
+
+def test_a_dynamic_version_is_released_as_the_built_wheel_states() -> None:
+    r = report(dynamic())
+
+    assert (r.title, r.version, r.tag, r.outcome) == ("v2.0 approval", "2.0", "v2.0", "ok")
+    assert "version unknown" not in r.markdown
+    assert changelog_of(r) == ("CHANGES.md names 2.0", "pass")
+    (distributions,) = [m for m in r.metrics if m.name == "distributions"]
+    assert (distributions.verdict, distributions.value.split(":")[0]) == ("pass", "demo 2.0")
+    assert ("Version 2.0 from head's built demo-2.0-py3-none-any.whl (its metadata Version, "
+            "setuptools_scm); tag `v2.0` (not at head when the gate started).") in r.markdown
+    assert "python -m pip install 'demo==1.9'" in r.rollback  # base's version from its wheel
+
+
+def test_the_built_version_never_overrides_what_the_tree_or_a_tag_names() -> None:
+    tagged = report(dynamic(version="2.0.1", version_source="tag v2.0.1", tag="v2.0.1"))
+
+    assert tagged.version == "2.0.1"
+    (distributions,) = [m for m in tagged.metrics if m.name == "distributions"]
+    assert distributions.verdict == "fail"
+    assert "version mismatch: the files say 2.0, the release is 2.0.1" in distributions.value
+
+
+def test_reports_issued_before_format_6_keep_the_version_unknown() -> None:
+    run = dynamic()
+    positioned = list(enumerate(run.events, start=1))
+    old = approval_report(positioned, run.artifacts, get_rule("default").decide, report_format=5)
+
+    assert old.title.endswith("approval (version unknown)")
+    assert changelog_of(old) == ("version unknown", "unmeasured")
+
+
+def test_without_a_built_wheel_the_version_stays_unknown() -> None:
+    run = dynamic()
+    run.events = [e for e in run.events if not isinstance(e, ev.DistributionsBuilt)]
+
+    assert report(run).version is None
+    assert changelog_of(report(run)) == ("version unknown", "unmeasured")
+
+
+@pytest.mark.parametrize(
+    ("pyproject", "files", "said"),
+    [
+        ('[build-system]\nrequires = ["setuptools>=64", "setuptools-scm>=8"]\n'
+         '[project]\nname = "x"\ndynamic = ["version"]\n', {}, "setuptools_scm"),
+        ('[build-system]\nrequires = ["hatchling", "hatch-vcs"]\n'
+         'build-backend = "hatchling.build"\n[project]\nname = "x"\ndynamic = ["version"]\n'
+         '[tool.hatch.version]\nsource = "vcs"\n', {}, "hatch-vcs"),
+        ('[build-system]\nrequires = ["flit_core>=3.4"]\nbuild-backend = "flit_core.buildapi"\n'
+         '[project]\nname = "x"\ndynamic = ["version", "description"]\n',
+         {"x.py": '"""X."""\n__version__ = "1.0"\n'}, "flit (the module's __version__)"),
+        ('[project]\nname = "x"\ndynamic = ["version"]\n', {}, "[project] dynamic"),
+        ('[project]\nname = "x"\nversion = "1.0"\n', {}, ""),
+    ],
+    ids=["setuptools_scm", "hatch-vcs", "flit", "dynamic", "static"],
+)  # fmt: skip
+def test_inspect_release_says_how_the_build_declares_its_version(
+    tmp_path: Path, pyproject: str, files: dict[str, str], said: str
+) -> None:
+    repo = make_repo(tmp_path, {"pyproject.toml": pyproject, **files})
+
+    fields = inspect_release(repo, "HEAD", "HEAD").fields
+
+    assert fields["version_dynamic"] == said
+    assert fields["version"] == ("1.0" if not said else None)
