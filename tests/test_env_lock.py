@@ -3,6 +3,8 @@ the lock, and the ledger is told why either way."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from release_ledger.adapters.executors.env_lock import lock_use
@@ -48,3 +50,15 @@ def test_without_a_lock_nothing_is_applied_and_only_a_runner_that_needs_one_is_n
     )
     assert lock_use({"source": "extras", "detail": "extra [test]"}, MANAGED, "") == (False, "")
     assert lock_use({"source": "requirements-file", "detail": "r.txt"}, {}, "") == (False, "")
+
+
+def test_the_lock_runner_installs_the_groups_uv_sync_installs_unasked(tmp_path: Path) -> None:
+    from release_ledger.adapters.executors.environment import _default_groups
+
+    groups = '[dependency-groups]\ndev = ["a"]\ntest = ["b"]\n'
+    (tmp_path / "pyproject.toml").write_text(groups)
+    assert _default_groups(str(tmp_path)) == ["dev"]
+    (tmp_path / "pyproject.toml").write_text(groups + '[tool.uv]\ndefault-groups = ["test"]\n')
+    assert _default_groups(str(tmp_path)) == ["test"]
+    (tmp_path / "pyproject.toml").write_text(groups + '[tool.uv]\ndefault-groups = "all"\n')
+    assert _default_groups(str(tmp_path)) == ["dev", "test"]
