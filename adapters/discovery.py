@@ -106,6 +106,14 @@ def discover_test_files(checkout: Path, patterns: Sequence[str] | None = None) -
     return sorted(set(found))
 
 
+def collection_starts(checkout: Path) -> list[str]:
+    """pytest's start paths, relative to the checkout, in the order its configuration
+    declares them (`testpaths`); `.` when it declares none: the order of its collection."""
+    root = checkout.resolve()
+    starts = _start_paths(root, read_pytest_config(root))
+    return [s.relative_to(root).as_posix() if s != root else "." for s in starts]
+
+
 def read_pytest_config(root: Path) -> PytestConfig:
     """The first pytest configuration in `root`, in pytest's precedence order."""
     for name, loader in _LOADERS:

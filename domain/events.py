@@ -173,6 +173,10 @@ class TestFilesDiscovered(Event):
     # What discovery read of each file at head, for the first plan's nominal costs.
     sizes: dict[str, int] = Field(default_factory=dict)
     test_functions: dict[str, int] = Field(default_factory=dict)
+    # The files in the order the project's own run collects them (`domain/order.py`): a
+    # failure at both revisions is confirmed in that order before it is called preexisting.
+    # Empty in events recorded before: those runs are judged as they were.
+    order: list[str] = Field(default_factory=list, exclude_if=lambda value: not value)
 
 
 class FileMeasured(OnInterpreter, Event):
@@ -381,6 +385,52 @@ class IsolationRecorded(OnInterpreter, Event):
 
     def artifact_hashes(self) -> list[str]:
         return [h for h in (self.report_hash, self.log_tail_hash) if h]
+
+
+class InOrderRecorded(OnInterpreter, Event):
+    """Files run in the project's own order (`domain/order.py`): every file that precedes the
+    ones it `confirms` in the collection, then them, at one revision, in one process. A
+    failure at both revisions in shards is preexisting only if it fails here too."""
+
+    kind: Literal["InOrderRecorded"] = "InOrderRecorded"
+    revision: Revision
+    files: list[str]  # as run, in order
+    confirms: list[str]  # the files whose failures this run judges
+    exit_code: int | None = None
+    signal: int | None = None
+    timed_out: bool = False
+    report_hash: str | None = None
+    log_tail_hash: str | None = None
+    seconds: float = 0.0
+    report_too_large: int | None = None
+    oom: bool = Field(default=False, exclude_if=lambda value: not value)
+    rss_mb: float = Field(default=0.0, exclude_if=lambda value: not value)
+    infrastructure_failure: str | None = None
+    failure_kind: str | None = None
+
+    def artifact_hashes(self) -> list[str]:
+        return [h for h in (self.report_hash, self.log_tail_hash) if h]
+
+
+class SourceRejected(OnInterpreter, Event):
+    """A declared environment source that installed but whose tests could not run: every shard
+    of the revision stopped before running a test (`domain/unrunnable.py`). Its attempts no
+    longer count; the revision's shards run again with the next declared source."""
+
+    kind: Literal["SourceRejected"] = "SourceRejected"
+    revision: Revision
+    commit: str
+    where: str = "local"
+    source: str  # `EnvironmentPrepared.source`: dependency-group, extras, ...
+    detail: str = ""  # what the source named (`group test`), from the environment's record
+    key: str = ""  # the environment that was rejected
+    reason: str  # usage-error, collection-errors
+    error: str = ""  # one line from the log: what stopped the run
+    log_tail_hash: str | None = None  # a shard's log tail, as an artifact
+    stopped_shards: list[str] = Field(default_factory=list)  # every one of the revision
+
+    def artifact_hashes(self) -> list[str]:
+        return [self.log_tail_hash] if self.log_tail_hash else []
 
 
 class PackageMove(BaseModel):
@@ -738,6 +788,8 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     PodFailed,
     ShardSplit,
     IsolationRecorded,
+    InOrderRecorded,
+    SourceRejected,
     BaselineReused,
     AttributionRecorded,
     ExonerationsLookedUp,

@@ -165,6 +165,9 @@ class ShardRun(BaseModel):
     # Each file's time limit from what it is known to take (`domain/timing.py`): the gate's
     # pytest plugin ends the run at the first file past its limit, naming the test.
     file_limits: dict[str, float] = Field(default_factory=dict)
+    # Declared environment sources that installed but ran no test at this revision, with
+    # why (`SourceRejected`): the executor makes the environment from the next one.
+    skip_sources: tuple[tuple[str, str], ...] = ()
 
 
 class Observation(BaseModel):

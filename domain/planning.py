@@ -48,6 +48,7 @@ def plan_shards(
     baseline_mb: float = DEFAULT_BASELINE_MB,
     alone_budget_mb: float | None = None,
     rss_first: bool = False,
+    collection: Sequence[str] = (),
 ) -> list[PlannedShard]:
     """Pack `files` into `count` shards (more when the budget needs more) whose planned memory
     (`planned_memory`) stays within `budget_mb`.
@@ -61,7 +62,9 @@ def plan_shards(
     Order: longest seconds first, then largest memory, then name (LPT): seconds lead because
     memory limits only where a file may go (makespan within 1.0014x of the lower bound in
     bench/planner.py; the DESIGN.md order, `rss_first=True`, reaches 1.4x). Ids are `s01`,
-    `s02`, ... in order of creation; files inside a shard are sorted; no shard is empty.
+    `s02`, ... in order of creation; files inside a shard are sorted, or in the project's own
+    `collection` order when given (each shard then runs its files as the project would);
+    no shard is empty.
     """
     _check_budget_and_count(budget_mb, count)
     if not (math.isfinite(baseline_mb) and baseline_mb >= 0):
@@ -115,11 +118,12 @@ def plan_shards(
             heapq.heappush(least_loaded, (seconds[index], index))
         # else: a file over the shard budget keeps its shard to itself
 
+    rank = {name: index for index, name in enumerate(collection)}
     width = max(2, len(str(max(count, len(members)))))
     return [
         PlannedShard(
             id=f"s{i + 1:0{width}d}",
-            files=sorted(names),
+            files=sorted(names, key=lambda n: (rank.get(n, len(rank)), n)),
             rss_mb=shard_mb(i),
             seconds=seconds[i],
         )

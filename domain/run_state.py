@@ -7,21 +7,21 @@ verdict on replay without rerunning a test.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from release_ledger.domain import events as ev
 from release_ledger.domain.assessment import (
-    ASSESSMENT_FORMAT,
     INCOMPLETE,
     Assessment,
     assess,
     last_started_file,
     plugin_running_file,
 )
+from release_ledger.domain.assessment_memo import AssessmentMemo as AssessmentMemo
+from release_ledger.domain.assessment_memo import content_key
 from release_ledger.domain.failures import blames_executor, excludes_member
 from release_ledger.domain.junit import Report
 from release_ledger.domain.lifecycles import (
@@ -34,7 +34,9 @@ from release_ledger.domain.lifecycles import (
     TAKEN,
 )
 from release_ledger.domain.memory import FileCost
-from release_ledger.domain.versions import READER_VERSION
+
+if TYPE_CHECKING:
+    from release_ledger.domain.confirmations import InOrderView
 
 HEAD = "head"
 BASE = "base"
@@ -62,6 +64,7 @@ class AttemptView:
     reused_runs: tuple[str, ...] = ()
     killed_test: str | None = None  # ended at its file's time limit, this test running
     time_limit_s: float | None = None
+    exit_code: int | None = None
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,8 @@ class ShardView:
     split_reason: str = ""
     attempts: dict[str, list[AttemptView]] = field(default_factory=lambda: {HEAD: [], BASE: []})
     reused: dict[str, ReusedFile] = field(default_factory=dict)  # base results by file
+    # Attempts made in an environment source rejected since (`SourceRejected`), by revision.
+    superseded: dict[str, list[AttemptView]] = field(default_factory=dict)
 
     @property
     def leaf(self) -> bool:
@@ -185,6 +190,11 @@ class RunState:
     # those exonerated, by test.
     looked_up: tuple[str, ...] | None = None
     exonerations: dict[str, ExonerationView] = field(default_factory=dict)
+    # The project's collection order, its runs in that order by (file, revision), and the
+    # sources rejected by revision (`domain/order.py`, `domain/unrunnable.py`).
+    order: tuple[str, ...] = ()
+    in_order: dict[tuple[str, str], InOrderView] = field(default_factory=dict)
+    rejected_sources: dict[str, list[ev.SourceRejected]] = field(default_factory=dict)
     pool_rounds: list[ev.PoolMeasured] = field(default_factory=list)
     placements: list[ev.ShardPlaced] = field(default_factory=list)
     pod_failures: list[tuple[int, ev.PodFailed]] = field(default_factory=list)
@@ -243,26 +253,6 @@ class RunState:
         if self.started is None:
             return default
         return self.started.options.get(name, default)
-
-
-class AssessmentMemo:
-    """Assessments of stored reports by `content_key`: those a caller kept from an earlier
-    fold (the read models keep them, so a rebuild need not read every report again), and
-    those this fold had to make, with their report's hash, for the caller to keep. A key
-    covers every fact the assessment is a function of and the `READER_VERSION`, so a kept
-    assessment is the one reading the report again would give, until the reader changes."""
-
-    __slots__ = ("known", "made")
-
-    def __init__(self, known: Mapping[str, Assessment] | None = None) -> None:
-        self.known: dict[str, Assessment] = dict(known or {})
-        self.made: dict[str, tuple[str, Assessment]] = {}
-
-
-def content_key(facts: tuple[object, ...]) -> str:
-    """The key of an assessment's facts (str, int, bool, None and tuples of str: `repr` is
-    exact and stable for them) under this reader version and stored form."""
-    return hashlib.sha256(repr((READER_VERSION, ASSESSMENT_FORMAT, *facts)).encode()).hexdigest()
 
 
 # Assessments memoised by the facts they are a pure function of (artifacts by hash), so
@@ -386,7 +376,7 @@ def _attempt_view(
         e.shard, e.attempt, e.revision, tuple(e.files), e.member, assessment, position,
         last_started=last, running=running, report_hash=e.report_hash,
         log_tail_hash=e.log_tail_hash, seconds=e.seconds, rss_mb=e.rss_mb,
-        killed_test=e.killed_test, time_limit_s=e.time_limit_s,
+        killed_test=e.killed_test, time_limit_s=e.time_limit_s, exit_code=e.exit_code,
     )  # fmt: skip
 
 
@@ -537,6 +527,7 @@ def _discovered(
     state.renamed_at_head = dict(e.renamed_at_head)
     state.discovered_sizes = dict(e.sizes)
     state.discovered_tests = dict(e.test_functions)
+    state.order = tuple(e.order)
 
 
 @_folds(ev.FileMeasured)
@@ -790,3 +781,7 @@ def _fold_items(
     for position, event in items:
         apply(state, position, event, artifacts)
     return state
+
+
+# Handlers kept in a module of their own register themselves with `_folds` on import.
+from release_ledger.domain import confirmations as _confirmations  # noqa: E402,F401

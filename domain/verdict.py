@@ -18,6 +18,7 @@ from release_ledger.domain.attribution import DEPENDENCIES, causes, moves_text
 from release_ledger.domain.clusters import Cluster, cluster, merged
 from release_ledger.domain.failures import blames_executor
 from release_ledger.domain.junit import FAILING, Report, TestCase, test_id
+from release_ledger.domain.order import ARTEFACT, INTRODUCED, judge_in_order, needs_order_check
 from release_ledger.domain.resources import (
     OutOfMemory,
     ResourceChange,
@@ -124,6 +125,11 @@ class Verdict:
     # Failures the gate would call introduced, exonerated with a reason (test -> {reason,
     # proof}), whether or not this rule still counts them as introduced.
     exonerated: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Failures at both revisions in shards, judged by a run in the project's own order
+    # (`domain/order.py`: test -> preexisting, introduced, sharding-artefact, unconfirmed),
+    # and those that pass in that order at head (not failures of the project's own run).
+    in_order: dict[str, str] = field(default_factory=dict)
+    sharding_artefacts: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         document = self._fields()
@@ -169,6 +175,10 @@ class Verdict:
             found["oom"] = [o.as_dict() for o in self.out_of_memory]
         if self.exonerated:
             found["exonerated"] = dict(sorted(self.exonerated.items()))
+        if self.in_order:
+            found["in_order"] = dict(sorted(self.in_order.items()))
+        if self.sharding_artefacts:
+            found["sharding_artefacts"] = list(self.sharding_artefacts)
         return found
 
     def _attribution(self) -> dict[str, Any]:
@@ -268,6 +278,11 @@ class Classification:
     # Each test failing at head: its report's message, text and outcome (for `clusters`).
     failures: Mapping[str, tuple[str | None, str | None, str]] = field(default_factory=dict)
     hangs: tuple[Hang, ...] = ()  # tests ended at their file's time limit, confirmed alone
+    # Failures at both revisions judged in the project's order (test -> how), those that
+    # passed there at head, and the files still to run in that order (`domain/order.py`).
+    in_order: Mapping[str, str] = field(default_factory=dict)
+    artefacts: tuple[str, ...] = ()
+    order_pending: tuple[str, ...] = ()
 
 
 def classify(state: RunState) -> Classification:
@@ -308,6 +323,10 @@ def classify(state: RunState) -> Classification:
             shard_skips.append((shard, skips))
 
     introduced, preexisting, fixed, flaky = [], [], [], []
+    in_order: dict[str, str] = {}
+    artefacts: list[str] = []
+    pending: set[str] = set()
+    checked: dict[str, bool] = {}  # file -> whether its shard missed the project's order
     for test, outcome in sorted(head.items()):
         file = test.split("::", 1)[0]
         if outcome == "flaky":
@@ -320,7 +339,19 @@ def classify(state: RunState) -> Classification:
         alone_head = state.isolations.get((file, HEAD))
         alone_base = state.isolations.get((file, BASE))
         if base.get(test) in FAILING or _fails_alone(alone_base, test):
-            preexisting.append(test)
+            if file not in checked:
+                checked[file] = needs_order_check(state, file)
+            judged = judge_in_order(state, test) if checked[file] else None
+            if checked[file] and judged is None:
+                pending.add(file)  # preexisting until its run in order says otherwise
+            if judged is not None:
+                in_order[test] = judged
+            if judged == INTRODUCED:
+                introduced.append(test)
+            elif judged == ARTEFACT:
+                artefacts.append(test)
+            else:
+                preexisting.append(test)
         elif _passes_alone(alone_head, test):
             # Failed in its shard, passed when its file ran alone. A test missing from the
             # file's run alone (its file failed to collect there) is no evidence of a pass.
@@ -347,7 +378,7 @@ def classify(state: RunState) -> Classification:
     result = Classification(
         tuple(unmeasured), tuple(shard_skips), head, base,
         tuple(introduced), tuple(preexisting), tuple(fixed), tuple(flaky), lost, failures,
-        found_hangs,
+        found_hangs, in_order, tuple(artefacts), tuple(sorted(pending)),
     )  # fmt: skip
     state.cache["classification"] = result
     return result
@@ -422,6 +453,8 @@ def combine(verdicts: Sequence[tuple[str, Verdict]], rule: str, version: int) ->
         hangs=tuple(h for _, v in verdicts for h in v.hangs),
         out_of_memory=tuple(o for _, v in verdicts for o in v.out_of_memory),
         exonerated={t: x for _, v in verdicts for t, x in v.exonerated.items()},
+        in_order={t: x for _, v in verdicts for t, x in v.in_order.items()},
+        sharding_artefacts=union("sharding_artefacts"),
     )
 
 
@@ -461,7 +494,10 @@ def _judge_one(state: RunState, policy: Policy, rule: str, version: int) -> Verd
         q.topic == TOPIC_FLAKY and q.choice == BLOCK for q in state.questions.values()
     )
     reasons: list[str] = []
-    failing_at_head = sorted(t for t, o in head.items() if o in FAILING)
+    # A failure that passes in the project's own order is not one of its run (`in_order`).
+    failing_at_head = sorted(
+        t for t, o in head.items() if o in FAILING and t not in set(basis.artefacts)
+    )
     if policy.any_failure_fails and failing_at_head:
         reasons.append(f"{len(failing_at_head)} tests fail at head (rule fails on any failure)")
     if introduced:
@@ -543,6 +579,8 @@ def _judge_one(state: RunState, policy: Policy, rule: str, version: int) -> Verd
         hangs=basis.hangs,
         out_of_memory=findings.blown,
         exonerated=exonerated,
+        in_order=dict(basis.in_order),
+        sharding_artefacts=basis.artefacts,
     )
 
 

@@ -21,7 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from release_ledger.adapters import git
-from release_ledger.adapters.discovery import discover_test_files, nominal_inputs
+from release_ledger.adapters.discovery import (
+    collection_starts,
+    discover_test_files,
+    nominal_inputs,
+)
 from release_ledger.adapters.executors import Capabilities, Executor, spec_for
 from release_ledger.adapters.store_errors import LeaseLost
 from release_ledger.domain import content
@@ -40,6 +44,7 @@ from release_ledger.domain.memory import (
     file_terms,
     shard_measurements,
 )
+from release_ledger.domain.order import collection_order
 from release_ledger.domain.planning import nominal_cost, plan_shards
 from release_ledger.domain.run_state import (
     BASE,
@@ -52,6 +57,7 @@ from release_ledger.domain.run_state import (
 from release_ledger.domain.timing import file_limits, known_seconds, parse_time_limit, shard_timeout
 from release_ledger.domain.verdict import Verdict
 from release_ledger.ledger.attribution import PinnedExecutor, record_attribution
+from release_ledger.ledger.confirm import record_in_order, reject_source, skipped_sources
 from release_ledger.ledger.exoneration import record_exonerations
 from release_ledger.ledger.hooks import (
     GateSuspended,
@@ -230,7 +236,11 @@ class GateProcess:
             "isolate": self._isolate,
             "exonerate": self._exonerate,
             "attribute": self._attribute,
+            "reject-source": self._reject_source,
+            "in-order": self._in_order,
         }
+        # Declared sources rejected at each revision (`ledger/confirm.py`), for every run.
+        self.skips: dict[str, tuple[tuple[str, str], ...]] = {}
 
     # -- driving --
 
@@ -261,6 +271,7 @@ class GateProcess:
             run = project(self.ledger, self.run_id)
             state = lane(run, self.interpreter)
             step = next_step(state, rounds=self.options.rounds, measure=self.options.measure)
+            self.skips = {r: skipped_sources(state, r) for r in (HEAD, BASE)}
             if step.kind == "complete":
                 if not self.finish:
                     return verdict_of(run)  # this lane is done; the matrix goes on
@@ -288,6 +299,8 @@ class GateProcess:
             checkout = worktrees.checkout(self.started.head)
             patterns = list(self.options.discover) or None
             files = discover_test_files(checkout, patterns)
+            order = collection_order(files, collection_starts(checkout) if patterns is None
+                                     else ["."])  # fmt: skip
             sizes, tests = nominal_inputs(checkout, files)
             # Test files base has and head has not: lost coverage unless git pairs them
             # with a file at head by content (a rename moves its tests, it removes none).
@@ -310,6 +323,7 @@ class GateProcess:
             renamed_at_head=renamed,
             sizes=sizes,
             test_functions=tests,
+            order=order,
         )
 
     def _measure(self, state: RunState, step: Step) -> None:
@@ -517,6 +531,7 @@ class GateProcess:
                 self.options.shard_count,
                 baseline_mb=max(baselines, default=DEFAULT_BASELINE_MB),
                 alone_budget_mb=self.options.isolation_budget_mb,
+                collection=state.order,
             )
             if costs
             else [],
@@ -570,6 +585,7 @@ class GateProcess:
             command=tuple(self.started.command),
             memory_limit_mb=self.memory_limit(state, request.shard),
             member=member,
+            skip_sources=self.skips.get(request.revision, ()),
             **self._limits(request.files, known),
         )
 
@@ -858,6 +874,7 @@ class GateProcess:
             files=files,
             command=tuple(self.started.command),
             memory_limit_mb=int(self.options.isolation_budget_mb),
+            skip_sources=self.skips.get(revision, ()),
             **self._limits(files, known if known is not None else known_seconds(self._state())),
         )
 
@@ -897,6 +914,40 @@ class GateProcess:
                 self.run_id, [*environment, isolation], artifacts=artifacts | env_artifacts
             )
         self.observer.end("isolating new failures")
+
+    def _reject_source(self, state: RunState, step: Step) -> None:
+        """No test ran at a revision in its declared source: record it, so its shards run
+        again in the next source (`ledger/confirm.py`)."""
+        assert step.rejection is not None
+        u = step.rejection
+        commit = self.started.head if u.revision == HEAD else self.started.base
+        line = reject_source(self.ledger, self.run_id, commit, u)
+        self.observer.notice(
+            f"{u.revision}: no test ran in {u.source} ({u.reason}{': ' + line if line else ''});"
+            " trying the next declared source"
+        )
+
+    def _in_order(self, state: RunState, step: Step) -> None:
+        """Run files failing at both revisions in the project's own order, all that precede
+        them first, in one process per revision (`domain/order.py`)."""
+        commit = {HEAD: self.started.head, BASE: self.started.base}
+        room = int(max(self.options.budget_mb, self.options.isolation_budget_mb))
+        runs = [
+            self._alone(f"in-order-{revision}", revision, commit[revision], files,
+                        known_seconds(state)).model_copy(update={"memory_limit_mb": room})
+            for revision, files, _ in step.in_order
+        ]  # fmt: skip
+        self.measuring.prepare(sorted({run.commit for run in runs}))
+        label = "running in the project's order"
+        self.observer.begin(label, len(runs))
+        record_in_order(
+            self.ledger, self.run_id,
+            self._run_parallel(self.measuring, runs, label, retry_infrastructure=True),
+            {revision: confirms for revision, _, confirms in step.in_order},
+            bounded=lambda o: _bounded(o, self.options.max_report_mb), evidence=_evidence,
+            environments=self._environment_events,
+        )  # fmt: skip
+        self.observer.end(label)
 
     def _exonerate(self, state: RunState, step: Step) -> None:
         """Look head's introduced failures up in the history and the quarantine before they

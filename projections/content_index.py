@@ -145,6 +145,7 @@ NOT_INDEXED: frozenset[type[ev.Event]] = frozenset(
     {
         ev.EnvironmentPrepared, ev.TestFilesDiscovered, ev.MeasurementFailed, ev.ShardsPlanned,
         ev.PoolMeasured, ev.ShardPlaced, ev.PodFailed, ev.ShardSplit, ev.IsolationRecorded,
+        ev.InOrderRecorded, ev.SourceRejected,
         ev.BaselineReused, ev.AttributionRecorded, ev.ExonerationsLookedUp,
         ev.FailureExonerated, ev.CheckRecorded, ev.ReleaseInspected,
         ev.DistributionsBuilt, ev.UpgradeChecked, ev.ApprovalIssued, ev.AttestationIssued,

@@ -13,13 +13,15 @@ from typing import Literal
 from release_ledger.domain.assessment import ENV_SETUP, OOM, TIMEOUT, UNPLACED
 from release_ledger.domain.failures import blames_executor
 from release_ledger.domain.junit import FAILING, test_id
+from release_ledger.domain.order import in_order_run
 from release_ledger.domain.planning import child_shard_ids, split_in_halves
 from release_ledger.domain.run_state import BASE, HEAD, AttemptView, RunState, ShardView
+from release_ledger.domain.unrunnable import Unrunnable, is_usage_error, unrunnable
 from release_ledger.domain.verdict import classify, shard_unmeasured
 
 StepKind = Literal[
     "discover", "measure", "plan", "run", "split", "isolate", "exonerate", "attribute",
-    "complete", "done",
+    "reject-source", "in-order", "complete", "done",
 ]
 
 
@@ -50,6 +52,9 @@ class Step:
     tests: tuple[str, ...] = ()
     round: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    rejection: Unrunnable | None = None  # `reject-source`: the revision and its source
+    # `in-order`: per revision, the files to run in the project's order and those it judges
+    in_order: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = ()
 
 
 def _files_for(state: RunState, shard: ShardView, revision: str) -> tuple[str, ...]:
@@ -68,8 +73,9 @@ def pending_runs(state: RunState, rounds: int) -> list[RunRequest]:
             if not files:
                 continue
             attempts = shard.attempts[revision]
+            earlier = len(shard.superseded.get(revision, ()))  # in a source rejected since
             if not attempts:
-                requests.append(RunRequest(shard.id, revision, files, 1))
+                requests.append(RunRequest(shard.id, revision, files, earlier + 1))
                 continue
             latest = attempts[-1]
             # Original shards get `rounds` retries; bisection children are run once. A fault
@@ -77,9 +83,11 @@ def pending_runs(state: RunState, rounds: int) -> list[RunRequest]:
             allowed = 1 + rounds if shard.depth == 0 else 1
             if latest.assessment.culprits or latest.killed_test or _timed_out_in(latest):
                 allowed = 1  # a file named, or a test ended at its known time: no blind retry
+            if is_usage_error(latest):
+                allowed = 1  # how pytest was invoked, the same on every try
             if not latest.assessment.measured and len(attempts) < allowed:
                 requests.append(
-                    RunRequest(shard.id, revision, files, len(attempts) + 1, retry=True)
+                    RunRequest(shard.id, revision, files, earlier + len(attempts) + 1, retry=True)
                 )
     return requests
 
@@ -113,6 +121,8 @@ def pending_splits(state: RunState) -> list[SplitRequest]:
         problem = shard_unmeasured(state, shard)
         if problem is None or problem.reason in ("not-run", UNPLACED, ENV_SETUP):
             continue  # it failed for want of a pool member or an environment, not by its files
+        if problem.revision and is_usage_error(shard.latest(problem.revision)):
+            continue  # a usage error (exit 4) says how pytest was run, not which file dies
         if len(shard.files) < 2:
             continue
         named = named_culprits(shard)
@@ -174,6 +184,19 @@ def pending_isolations(state: RunState) -> list[tuple[str, str]]:
     return needed
 
 
+def pending_in_order(state: RunState) -> tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]:
+    """Files with failures at both revisions whose shards did not run them in the project's
+    order, not yet run in it: per revision, (revision, the files to run in order, the files
+    judged), one run per revision for all of them (`domain/order.py`)."""
+    files = classify(state).order_pending
+    runs = []
+    for revision in (HEAD, BASE):
+        wanted = tuple(f for f in files if (f, revision) not in state.in_order)
+        if wanted:
+            runs.append((revision, in_order_run(state, revision, wanted), wanted))
+    return tuple(runs)
+
+
 def pending_exoneration(state: RunState) -> tuple[str, ...]:
     """Head's introduced failures not yet looked up in the history and quarantine (issue 29),
     in runs that look them up (`quarantine` recorded in `RunStarted`; runs recorded before
@@ -232,6 +255,9 @@ def next_step(state: RunState, *, rounds: int, measure: str = "inplace") -> Step
         if unmeasured_files and measure in SOLO_MEASURE_MODES:
             return Step("measure", files=unmeasured_files)
         return Step("plan")
+    rejection = unrunnable(state)
+    if rejection is not None:
+        return Step("reject-source", rejection=rejection)
     runs = pending_runs(state, rounds)
     if runs:
         round_number = max((r.attempt for r in runs), default=1)
@@ -242,6 +268,9 @@ def next_step(state: RunState, *, rounds: int, measure: str = "inplace") -> Step
     isolations = pending_isolations(state)
     if isolations:
         return Step("isolate", isolations=tuple(isolations))
+    in_order = pending_in_order(state)
+    if in_order:
+        return Step("in-order", in_order=in_order)
     exonerate = pending_exoneration(state)
     if exonerate:
         return Step("exonerate", tests=exonerate)

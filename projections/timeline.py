@@ -225,6 +225,22 @@ def _isolation(e: ev.IsolationRecorded, artifacts: Mapping[str, bytes]) -> str:
     )
 
 
+def _in_order(e: ev.InOrderRecorded, artifacts: Mapping[str, bytes]) -> str:
+    return (
+        f"{len(e.files)} files in the project's order at {e.revision}, judging "
+        f"{_files(e.confirms, 3)}: {_exit(e.exit_code, e.signal, e.timed_out, e.oom)}"
+        + _report_summary(e.report_hash, e.files, artifacts)
+    )
+
+
+def _source_rejected(e: ev.SourceRejected, _: Mapping[str, bytes]) -> str:
+    said = f": {e.error}" if e.error else ""
+    return (
+        f"{e.revision} environment from {e.source} ({e.detail or e.source}) rejected: no test "
+        f"ran in it in {len(e.stopped_shards)} shards ({e.reason}{said}); the next source is tried"
+    )
+
+
 def _attribution(e: ev.AttributionRecorded, artifacts: Mapping[str, bytes]) -> str:
     """`ledger show`'s line for an attribution: what moved, and each rerun failure's cause."""
     moved = moves_text(e.moved)
@@ -400,6 +416,8 @@ DESCRIBERS: dict[type[ev.Event], Describer] = {
     ev.PodFailed: _pod_failed,
     ev.ShardSplit: _split,
     ev.IsolationRecorded: _isolation,
+    ev.InOrderRecorded: _in_order,
+    ev.SourceRejected: _source_rejected,
     ev.AttributionRecorded: _attribution,
     ev.ExonerationsLookedUp: _looked_up,
     ev.FailureExonerated: _exonerated,

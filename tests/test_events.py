@@ -148,6 +148,24 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "log_tail_hash": None,
         "seconds": 0.75,
     },
+    "InOrderRecorded": {
+        "revision": "base",
+        "files": ["tests/test_a.py", "docs/index.rst"],
+        "confirms": ["docs/index.rst"],
+        "exit_code": 1,
+        "report_hash": SHA,
+        "seconds": 1.5,
+    },
+    "SourceRejected": {
+        "revision": "head",
+        "commit": "d" * 40,
+        "source": "dependency-group",
+        "detail": "group test",
+        "reason": "usage-error",
+        "error": "E   ModuleNotFoundError: No module named 'hypothesis'",
+        "log_tail_hash": SHA,
+        "stopped_shards": ["s01", "s02"],
+    },
     "BaselineReused": {
         "base": "e" * 40,
         "from_run": RUN,
@@ -305,7 +323,7 @@ def sample(kind: str) -> Event:
 
 def test_every_event_type_has_a_sample() -> None:
     assert set(SAMPLES) == set(EVENT_TYPES)
-    assert len(EVENT_TYPES) == 32
+    assert len(EVENT_TYPES) == 34
 
 
 @pytest.mark.parametrize("kind", sorted(EVENT_TYPES))
@@ -472,6 +490,8 @@ def test_artifact_hashes_name_every_referenced_blob() -> None:
     assert sample("ShardAttemptRecorded").artifact_hashes() == [SHA, "b" * 64]
     assert sample("MeasurementFailed").artifact_hashes() == [SHA]
     assert sample("IsolationRecorded").artifact_hashes() == [SHA]
+    assert sample("InOrderRecorded").artifact_hashes() == [SHA]
+    assert sample("SourceRejected").artifact_hashes() == [SHA]
     assert sample("BaselineReused").artifact_hashes() == [SHA, "c" * 64]
     assert sample("RunStarted").artifact_hashes() == []
 

@@ -946,7 +946,7 @@ def pinned_requirements(frozen: str) -> list[str]:
 
 def _auto(
     checkout: str, commit: str, cache: str, installer: Installer, result: dict[str, object],
-    extras: list[str], pins: list[str] | None = None,
+    extras: list[str], pins: list[str] | None = None, skip: dict[str, str] | None = None,
 ) -> None:  # fmt: skip
     interp = _interpreter(installer.python, installer)
     tag = _key({"i": interp["implementation"], "v": interp["version"],
@@ -970,9 +970,10 @@ def _auto(
     for source in declared_sources(
         checkout, interp["version"], provided, installer.env, installer.confine
     ):
-        if "unreadable" in source:
+        if "unreadable" in source or str(source["source"]) in (skip or {}):
+            why = source.get("unreadable") or (skip or {})[str(source["source"])]
             unreadable.append({"source": source["source"], "detail": source["detail"],
-                               "outcome": "failed", "error": source["unreadable"]})  # fmt: skip
+                               "outcome": "failed", "error": why})  # fmt: skip
             continue
         source["extras"] = sorted({*source["extras"], *extras})  # type: ignore[misc]
         if pins:
@@ -1025,7 +1026,10 @@ def _auto(
         installer.take_log_tail()
         if not built:
             before = found.get("tried_before")
-            tried = [dict(t) for t in before] if isinstance(before, list) else tried
+            if isinstance(before, list):  # what failed when it was built, and what failed now
+                named = {t.get("source") for t in before if isinstance(t, dict)}
+                tried = [t for t in unreadable if t["source"] not in named]
+                tried += [dict(t) for t in before]
         tried.append({**entry_of, "outcome": "used"})
         result.update(
             key=key, deps_key=deps_key, reused=not built, source=source["source"],
@@ -1173,12 +1177,16 @@ def prepare(
     pinned: str = "",
     pass_env: list[str] | tuple[str, ...] = (),
     confine: Confine | None = None,
+    skip_sources: dict[str, str] | None = None,
 ) -> dict[str, object]:
     """Prepare the environment the tests of `checkout` run in; never raises for a bad project.
 
     Its steps run the project's code (build backends, tox's loader, a setup command): they
     see only `build_env` of the gate's environment (`base_env`, else this process's), and
     run `confine`d when the executor gives a way (the local one: in bubblewrap).
+
+    `skip_sources` (source kind -> why) are declared sources that installed but whose tests
+    could not run at this revision: recorded as failed with that reason, and not tried.
 
     `pinned` (a frozen package list, `name==version` lines) installs the revision with that
     package set instead of the one its declaration resolves to: head's code with base's
@@ -1218,7 +1226,7 @@ def prepare(
         elif mode == "auto":
             result["how"] = installer.how
             _auto(checkout, commit, cache, installer, result, [_normal(e) for e in extras],
-                  pinned_requirements(pinned))  # fmt: skip
+                  pinned_requirements(pinned), dict(skip_sources or {}))  # fmt: skip
         else:
             result["how"] = "command"
             _command(checkout, commit, cache, installer, list(command or []), result)

@@ -98,7 +98,10 @@ class LocalExecutor:
         self.work_dir = work_dir
         self._lock = threading.Lock()
         self._checkouts: dict[str, Path] = {}
-        self._environments: dict[str, tuple[EnvironmentReport, dict[str, list[str]]]] = {}
+        # By (commit, declared sources the gate rejected for it: `ShardRun.skip_sources`).
+        self._environments: dict[
+            tuple[str, tuple[tuple[str, str], ...]], tuple[EnvironmentReport, dict[str, list[str]]]
+        ] = {}
         self._commit_locks: dict[str, threading.Lock] = {}
         self._running: set[ShardProcess] = set()
         self._cancelled = False
@@ -133,13 +136,16 @@ class LocalExecutor:
                 self._checkouts[commit] = path
             return path
 
-    def environment_for(self, commit: str) -> tuple[EnvironmentReport, dict[str, list[str]]]:
-        """The commit's environment (prepared once per executor; a failure is kept too)."""
+    def environment_for(
+        self, commit: str, skip: tuple[tuple[str, str], ...] = ()
+    ) -> tuple[EnvironmentReport, dict[str, list[str]]]:
+        """The commit's environment (prepared once per executor; a failure is kept too),
+        from the first declared source not in `skip` (source, why it was rejected)."""
         checkout = self.checkout_for(commit)
         with self._guard(commit):
             with self._lock:
-                if commit in self._environments:
-                    return self._environments[commit]
+                if (commit, skip) in self._environments:
+                    return self._environments[(commit, skip)]
             request = self.environment_request
             confine, used = build_sandbox.confinement(
                 python=self.python, repo=self.repo, checkout=checkout, envs_dir=self.envs_dir,
@@ -157,6 +163,7 @@ class LocalExecutor:
                 pinned=request.pinned,
                 pass_env=list(request.pass_env),
                 confine=confine,
+                skip_sources=dict(skip),
             )
             if sandbox.NONE in used:
                 warnings = prepared.setdefault("warnings", [])
@@ -164,7 +171,7 @@ class LocalExecutor:
                     warnings.append(build_sandbox.UNCONFINED_WARNING)
             found = (report_of(prepared, "local"), _runtime_of(prepared))
             with self._lock:
-                self._environments[commit] = found
+                self._environments[(commit, skip)] = found
             return found
 
     # -- running ---------------------------------------------------------------------------
@@ -178,7 +185,7 @@ class LocalExecutor:
         if not shard.files and any("{files}" in token for token in shard.command):
             # pytest given no file runs the whole checkout: never what an empty shard means.
             raise ValueError(f"shard {shard.shard_id} has no files to run")
-        report, runtime = self.environment_for(shard.commit)
+        report, runtime = self.environment_for(shard.commit, shard.skip_sources)
         if report.status != "ready":
             return setup_failed(report)
         if self._cancelled:

@@ -186,6 +186,7 @@ def job_manifest(
         "pass_env": list(request.pass_env),
         "outputs": list(request.outputs),
         "env_pinned": request.pinned,
+        "env_skip_sources": dict(shard.skip_sources),
         "env_cache": ENV_CACHE,
         "plugin_module": PLUGIN_MODULE,
         "plugin_source": PLUGIN_SOURCE,

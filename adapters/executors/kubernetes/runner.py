@@ -69,6 +69,7 @@ def main(argv: list[str]) -> int:
         exclude_newer=spec.get("env_exclude_newer", ""),
         pinned=spec.get("env_pinned", ""),
         pass_env=spec.get("pass_env", []),
+        skip_sources=spec.get("env_skip_sources") or None,
     )
     with open(os.path.join(out, "environment.json"), "w") as handle:
         json.dump(prepared, handle, sort_keys=True)

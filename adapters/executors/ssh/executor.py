@@ -125,6 +125,7 @@ class SshExecutor:
             "pass_env": list(request.pass_env),
             "outputs": list(request.outputs),
             "env_pinned": request.pinned,
+            "env_skip_sources": dict(shard.skip_sources),
             "plugin_module": PLUGIN_MODULE,
             "plugin_source": PLUGIN_SOURCE,
             "file_limits": dict(shard.file_limits),
