@@ -51,17 +51,28 @@ def collection_order(files: Iterable[str], starts: Sequence[str]) -> list[str]:
 
 
 def planned_files(state: RunState, revision: str) -> list[str]:
-    """The files the shards run at `revision`, in the project's order."""
+    """The files the shards run at `revision`, in the project's order (memoised on the
+    state, as its other derived values)."""
+    cached = state.cache.get(f"order:{revision}")
+    if isinstance(cached, list):
+        return cached
     files = {f for shard in state.leaves() for f in shard.files}
     if revision == BASE:
         files &= state.base_files
-    return [f for f in state.order if f in files]
+    found = [f for f in state.order if f in files]
+    state.cache[f"order:{revision}"] = found
+    return found
 
 
 def preceding(state: RunState, file: str, revision: str) -> tuple[str, ...]:
     """The files the shards run at `revision` that precede `file` in the project's order."""
     order = planned_files(state, revision)
-    return tuple(order[: order.index(file)]) if file in order else ()
+    positions = state.cache.get(f"positions:{revision}")
+    if not isinstance(positions, dict):
+        positions = {f: i for i, f in enumerate(order)}
+        state.cache[f"positions:{revision}"] = positions
+    index = positions.get(file)
+    return tuple(order[:index]) if index is not None else ()
 
 
 def ran_in_order(state: RunState, attempt: AttemptView | None, file: str) -> bool:
@@ -76,15 +87,33 @@ def ran_in_order(state: RunState, attempt: AttemptView | None, file: str) -> boo
     return tuple(before) == preceding(state, file, attempt.revision)
 
 
-def needs_order_check(state: RunState, file: str) -> bool:
-    """A file with a failure at both revisions whose shard did not run it in the project's
-    order at both (runs recorded before the order was: never)."""
-    if not state.order or file not in state.order:
-        return False
+PENDING = "pending"  # to run in the project's order before it is judged
+
+
+def _shards_in_order(state: RunState, file: str) -> bool:
     shard = next((s for s in state.leaves() if file in s.files), None)
     if shard is None:
         return False
-    return not all(ran_in_order(state, shard.latest(r), file) for r in (HEAD, BASE))
+    return all(ran_in_order(state, shard.latest(r), file) for r in (HEAD, BASE))
+
+
+def order_judgement(state: RunState, test: str, failed_in_base_shard: bool) -> str | None:
+    """How the project's order judges a test failing at head that failed at base in its
+    shard, or only when its file ran alone at base (`failed_in_base_shard` False): None when
+    the evidence already ran in that order (or the run recorded no order: judged as before),
+    `PENDING` while its file is still to run in order, else `judge_in_order`'s outcome."""
+    file = test.split("::", 1)[0]
+    if not state.order or file not in state.order:
+        return None
+    in_order = _shards_in_order(state, file)
+    if failed_in_base_shard and in_order:
+        return None  # both shards ran it as the project does: confirmed
+    if not failed_in_base_shard:
+        if not preceding(state, file, BASE):
+            return None  # alone is the project's order: nothing precedes it
+        if in_order:
+            return INTRODUCED  # its base shard passed in order, its head shard failed in order
+    return judge_in_order(state, test) or PENDING
 
 
 def in_order_run(state: RunState, revision: str, confirms: Sequence[str]) -> tuple[str, ...]:

@@ -18,7 +18,7 @@ from release_ledger.domain.attribution import DEPENDENCIES, causes, moves_text
 from release_ledger.domain.clusters import Cluster, cluster, merged
 from release_ledger.domain.failures import blames_executor
 from release_ledger.domain.junit import FAILING, Report, TestCase, test_id
-from release_ledger.domain.order import ARTEFACT, INTRODUCED, judge_in_order, needs_order_check
+from release_ledger.domain.order import ARTEFACT, INTRODUCED, PENDING, order_judgement
 from release_ledger.domain.resources import (
     OutOfMemory,
     ResourceChange,
@@ -326,7 +326,6 @@ def classify(state: RunState) -> Classification:
     in_order: dict[str, str] = {}
     artefacts: list[str] = []
     pending: set[str] = set()
-    checked: dict[str, bool] = {}  # file -> whether its shard missed the project's order
     for test, outcome in sorted(head.items()):
         file = test.split("::", 1)[0]
         if outcome == "flaky":
@@ -338,13 +337,12 @@ def classify(state: RunState) -> Classification:
             continue
         alone_head = state.isolations.get((file, HEAD))
         alone_base = state.isolations.get((file, BASE))
-        if base.get(test) in FAILING or _fails_alone(alone_base, test):
-            if file not in checked:
-                checked[file] = needs_order_check(state, file)
-            judged = judge_in_order(state, test) if checked[file] else None
-            if checked[file] and judged is None:
+        in_base_shard = base.get(test) in FAILING
+        if in_base_shard or _fails_alone(alone_base, test):
+            judged = order_judgement(state, test, in_base_shard)
+            if judged == PENDING:
                 pending.add(file)  # preexisting until its run in order says otherwise
-            if judged is not None:
+            elif judged is not None:
                 in_order[test] = judged
             if judged == INTRODUCED:
                 introduced.append(test)

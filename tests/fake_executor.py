@@ -4,7 +4,10 @@ The gate's process manager (`ledger/gate.GateProcess`) is driven with it in fast
 of its decisions — retry rounds, bisection, isolation, attribution — beside the real
 end-to-end gates. A `Suite` says what each test file does at each revision: its cases'
 outcomes, or that it kills its shard (`DIES`), or that the machinery fails under it for the
-first N tries (`FLAKY_INFRA`). Every call is kept in `calls`, so a test can assert what was
+first N tries (`FLAKY_INFRA`), or that it fails unless another file ran before it in the same
+process (`coupled`: an order-coupled suite); the declared environment sources it makes
+environments from, and those in which pytest stops at a usage error (`broken_sources`: a
+conftest that does not import). Every call is kept in `calls`, so a test can assert what was
 run, in which shards, and with which environment request.
 """
 
@@ -19,6 +22,7 @@ from release_ledger.domain.execution import (
     EnvironmentRequest,
     Observation,
     ShardRun,
+    SourceTried,
 )
 from tests.runbuilder import junit
 
@@ -40,6 +44,9 @@ class Suite:
     infrastructure: dict[str, int] = field(default_factory=dict)
     packages: dict[str, str] = field(default_factory=dict)
     pinned: dict[str, Cases] = field(default_factory=dict)
+    coupled: dict[str, str] = field(default_factory=dict)  # file -> the file it needs first
+    sources: tuple[str, ...] = ()  # declared sources, in precedence order (needs `packages`)
+    broken_sources: frozenset[str] = frozenset()  # every run in them exits 4 ("": no source)
 
 
 class FakeExecutor:
@@ -61,12 +68,23 @@ class FakeExecutor:
             if left:
                 self.suite.infrastructure[file] = left - 1
                 return Observation.failed("infrastructure", "ApiError", "scripted fault")
-        environment = self._environment(shard.revision)
+        environment = self._environment(shard.revision, dict(shard.skip_sources))
+        if environment is not None and environment.status == "failed":
+            return Observation.failed("env-setup", "env-setup", environment.error,
+                                      environment=environment)  # fmt: skip
+        if (environment.source if environment else "") in self.suite.broken_sources:
+            log = b"ImportError while loading conftest '/w/tests/conftest.py'.\n" \
+                  b"E   ModuleNotFoundError: No module named 'plugin'\n"  # fmt: skip
+            return Observation(exit_code=4, log_tail=log, seconds=0.1, environment=environment)
         if any(self.suite.files.get((shard.revision, f)) == DIES for f in shard.files):
             return Observation(signal=9, seconds=0.1, environment=environment)
         cases: dict[str, str] = {}
-        for file in shard.files:
-            cases.update(self._cases(shard, file))
+        for index, file in enumerate(shard.files):
+            found = self._cases(shard, file)
+            needed = self.suite.coupled.get(file)
+            if needed is not None and needed not in shard.files[:index]:
+                found = {test: "failed" for test in found}  # its namespace was never filled
+            cases.update(found)
         failing = any(o in ("failed", "error") for o in cases.values())
         return Observation(
             exit_code=1 if failing else 0, report=junit(cases), seconds=0.1, rss_mb=30.0,
@@ -82,14 +100,24 @@ class FakeExecutor:
         found = self.suite.files.get((shard.revision, file), {})
         return found if isinstance(found, Mapping) else {}
 
-    def _environment(self, revision: str) -> EnvironmentReport | None:
+    def _environment(self, revision: str, skip: dict[str, str]) -> EnvironmentReport | None:
         packages = self.suite.packages.get(revision)
         if packages is None:
             return None
         if self.request.pinned:
             packages = self.request.pinned
-        return EnvironmentReport(how="uv", key=f"{revision}-{hash(packages) & 0xFFFF:x}",
-                                 packages=packages)  # fmt: skip
+        key = f"{revision}-{hash(packages) & 0xFFFF:x}"
+        if not self.suite.sources:
+            return EnvironmentReport(how="uv", key=key, packages=packages)
+        tried = [SourceTried(source=s, detail=s, outcome="failed", error=skip[s])
+                 for s in self.suite.sources if s in skip]  # fmt: skip
+        left = [s for s in self.suite.sources if s not in skip]
+        if not left:
+            return EnvironmentReport(status="failed", how="uv", tried=tuple(tried),
+                                     error="no declared test environment installs")  # fmt: skip
+        tried.append(SourceTried(source=left[0], detail=left[0]))
+        return EnvironmentReport(how="uv", key=f"{key}-{left[0]}", packages=packages,
+                                 source=left[0], tried=tuple(tried))  # fmt: skip
 
     def cancel_all(self) -> None:
         pass
