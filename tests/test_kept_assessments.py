@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 
 import release_ledger.domain.assessment
-from release_ledger.domain import run_state
+from release_ledger.domain import assessment_memo, run_state
 from release_ledger.domain.assessment import Assessment, assessment_from_json, assessment_to_json
 from release_ledger.domain.junit import Report, read_report
 from release_ledger.ledger import views
@@ -159,7 +159,7 @@ def test_a_reader_version_bump_reads_every_report_again(
     path = tmp_path / "views.db"
     first = views.rebuild(ledger, path)
     reads = _reads(monkeypatch)
-    monkeypatch.setattr(run_state, "READER_VERSION", run_state.READER_VERSION + 1)
+    monkeypatch.setattr(assessment_memo, "READER_VERSION", assessment_memo.READER_VERSION + 1)
     again = views.rebuild(ledger, path)
     assert reads
     assert again["digest"] == first["digest"]

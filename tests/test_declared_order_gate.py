@@ -1,0 +1,114 @@
+"""Issue 37, parts 4 and 5, on real gates: docs doctests that need a namespace an autouse
+fixture of `tests/conftest.py` fills are judged in the project's own order; a declared source
+that installs but whose conftest cannot import is a failed source, and the next one is used.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests import gatekit
+from tests.gatekit import events, run_ledger
+from tests.gitrepo import commit, make_repo, tag
+
+pytestmark = pytest.mark.slow
+
+GATE = ("--no-release-builds", "--no-attribution", "--timeout", "120")
+
+# The project's own run collects tests/ first (testpaths), so its session fixture has filled
+# the doctest namespace before docs/ run; a shard of docs alone has no `greet`.
+ORDER_COUPLED = {
+    "pytest.ini": (
+        "[pytest]\ntestpaths = tests docs\naddopts = --doctest-glob=*.rst\npythonpath = .\n"
+    ),
+    "greeting.py": "def greet(name):\n    return 'hello ' + name\n",
+    "tests/conftest.py": (
+        "import pytest\n\nimport greeting\n\n\n"
+        "@pytest.fixture(autouse=True, scope='session')\n"
+        "def _namespace(doctest_namespace):\n"
+        "    doctest_namespace['greet'] = greeting.greet\n"
+    ),
+    "tests/test_greeting.py": (
+        "import greeting\n\n\ndef test_greets():\n    assert greeting.greet('x').endswith('x')\n"
+    ),
+    "docs/index.rst": "Greeting\n========\n\n>>> greet('x')\n'hello x'\n",
+    "docs/known.rst": "Known\n=====\n\n>>> 1 + 1\n3\n",  # wrong at every revision
+}
+
+
+def _by_file(tests: list[str]) -> list[str]:
+    return sorted(t.split("::", 1)[0] for t in tests)
+
+
+def test_a_docs_doctest_regression_that_needs_the_conftest_namespace_is_introduced(
+    tmp_path: Path,
+) -> None:
+    repo = make_repo(tmp_path, ORDER_COUPLED)
+    tag(repo, "v1")
+    commit(repo, {"greeting.py": "def greet(name):\n    return 'hi ' + name\n"}, "regress")
+
+    result = gatekit.gate(tmp_path, repo, "--shards", "3", *GATE)
+
+    document = result.document
+    assert result.code == 1, (result.stdout, result.stderr)
+    assert _by_file(document["introduced"]) == ["docs/index.rst"]
+    assert _by_file(document["preexisting"]) == ["docs/known.rst"]  # confirmed in order
+    assert {t.split("::")[0]: how for t, how in document["in_order"].items()} == {
+        "docs/index.rst": "introduced", "docs/known.rst": "preexisting",
+    }  # fmt: skip
+    run = events(tmp_path, document["run_id"])
+    in_order = [e for e in run if e["kind"] == "InOrderRecorded"]
+    assert sorted((e["revision"], tuple(e["files"])) for e in in_order) == [
+        (revision, ("tests/test_greeting.py", "docs/index.rst", "docs/known.rst"))
+        for revision in ("base", "head")
+    ]
+    shown = run_ledger(tmp_path, "show", document["run_id"], "--all").stdout
+    assert "3 files in the project's order at head" in shown
+
+
+SOURCES = {
+    "pyproject.toml": (
+        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "layered"\nversion = "1.0"\n'
+        '[project.optional-dependencies]\ntest = ["pytest", "six"]\n'
+        # the group forgot the plugin module its conftest imports
+        '[dependency-groups]\ntest = ["pytest"]\n'
+        '[tool.setuptools]\npackages = ["layered"]\n'
+    ),
+    "layered/__init__.py": "VALUE = 1\n",
+    "tests/conftest.py": "import six  # noqa: F401\n",
+    "tests/test_value.py": "from layered import VALUE\n\n\ndef test_value():\n    assert VALUE == 1\n",
+    "tests/test_other.py": "def test_other():\n    pass\n",
+}
+
+
+def test_a_source_whose_conftest_cannot_import_is_rejected_and_the_next_source_judges(
+    tmp_path: Path,
+) -> None:
+    repo = make_repo(tmp_path, SOURCES)
+    tag(repo, "v1")
+    commit(repo, {"layered/__init__.py": "VALUE = 2\n"}, "regress")
+
+    result = gatekit.gate(tmp_path, repo, "--env", "auto", "--shards", "2", *GATE)
+
+    document = result.document
+    assert result.code == 1, (result.stdout, result.stderr)
+    assert document["introduced"] == ["tests/test_value.py::test_value"]
+    run = events(tmp_path, document["run_id"])
+    rejected = [e for e in run if e["kind"] == "SourceRejected"]
+    assert sorted((e["revision"], e["source"], e["reason"]) for e in rejected) == [
+        ("base", "dependency-group", "usage-error"), ("head", "dependency-group", "usage-error"),
+    ]  # fmt: skip
+    assert all("six" in e["error"] and e["log_tail_hash"] for e in rejected), rejected
+    assert not [e for e in run if e["kind"] == "ShardSplit"]  # a usage error is not bisected
+    used = [e for e in run if e["kind"] == "EnvironmentPrepared" and e["source"] == "extras"]
+    assert {e["revision"] for e in used} == {"base", "head"}
+    assert [(t["source"], t["outcome"]) for t in used[0]["tried"]] == [
+        ("dependency-group", "failed"), ("extras", "used"),
+    ]  # fmt: skip
+    assert "installed, but no test could run" in used[0]["tried"][0]["error"]
+    # every shard ran once in the group (exit 4: no retry) and once in the extra
+    first = [e for e in run if e["kind"] == "ShardAttemptRecorded" and e["exit_code"] == 4]
+    assert len(first) == 4 and {e["attempt"] for e in first} == {1}
