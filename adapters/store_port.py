@@ -34,7 +34,8 @@ if TYPE_CHECKING:
 
 # The format of the index rows this code derives (`projections/content_index.py`): a ledger
 # whose `index_format()` differs is re-indexed from its events once, when opened.
-INDEX_FORMAT = "3"  # 2: measurements by content; 3: files that collect nothing
+# 4: no results from an attempt in which no test ran (only collection errors)
+INDEX_FORMAT = "4"  # 2: measurements by content; 3: files that collect nothing
 
 
 class StreamStore(Protocol):

@@ -25,6 +25,7 @@ from release_ledger.domain.assessment import READER_VERSION
 from release_ledger.domain.content import result_key
 from release_ledger.domain.lifecycles import QUESTION_STEPS, RUN_STEPS, index_change
 from release_ledger.domain.run_state import attempt_assessment
+from release_ledger.domain.unrunnable import only_collection_errors
 
 RESULT = "result"
 READER = f"reader-{READER_VERSION}"
@@ -69,6 +70,8 @@ def result_rows(e: ev.Event, artifacts: Mapping[str, bytes]) -> list[tuple[str, 
     assessment = attempt_assessment(e, artifacts)
     if not assessment.measured or assessment.report is None:
         return []
+    if only_collection_errors(assessment.report):
+        return []  # no test ran: its environment may be rejected (`domain/unrunnable.py`)
     tests: dict[str, int] = {}
     for case in assessment.report.cases:
         tests[case.file] = tests.get(case.file, 0) + 1

@@ -79,7 +79,9 @@ SOURCES = {
     ),
     "layered/__init__.py": "VALUE = 1\n",
     "tests/conftest.py": "import six  # noqa: F401\n",
-    "tests/test_value.py": "from layered import VALUE\n\n\ndef test_value():\n    assert VALUE == 1\n",
+    "tests/test_value.py": (
+        "from layered import VALUE\n\n\ndef test_value():\n    assert VALUE == 1\n"
+    ),
     "tests/test_other.py": "def test_other():\n    pass\n",
 }
 
