@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from release_ledger.domain.junit import FAILING, test_id
 
 if TYPE_CHECKING:
-    from release_ledger.domain.confirmations import InOrderView
+    from release_ledger.domain.rerun_views import InOrderView
     from release_ledger.domain.run_state import AttemptView, RunState
 
 HEAD = "head"
@@ -116,18 +116,13 @@ def order_judgement(state: RunState, test: str, failed_in_base_shard: bool) -> s
     return judge_in_order(state, test) or PENDING
 
 
-def in_order_run(state: RunState, revision: str, confirms: Sequence[str]) -> tuple[str, ...]:
+def in_order_run(
+    state: RunState, revision: str, confirms: Sequence[str], unmeasured: Iterable[str] = ()
+) -> tuple[str, ...]:
     """The files to run in order at `revision` to judge every file of `confirms` at once: the
-    project's order up to the last of them, less the files of shards left unmeasured (a file
-    that kills its process would take the run with it)."""
-    from release_ledger.domain.verdict import shard_unmeasured
-
-    dead = {
-        f
-        for shard in state.leaves()
-        if shard_unmeasured(state, shard) is not None
-        for f in shard.files
-    } - set(confirms)
+    project's order up to the last of them, less the files of shards left `unmeasured` (a
+    file that kills its process would take the run with it)."""
+    dead = set(unmeasured) - set(confirms)
     order = [f for f in planned_files(state, revision) if f not in dead]
     last = max((order.index(f) for f in confirms if f in order), default=-1)
     return tuple(order[: last + 1])

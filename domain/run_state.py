@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from release_ledger.domain import events as ev
 from release_ledger.domain.assessment import (
@@ -20,7 +20,7 @@ from release_ledger.domain.assessment import (
     last_started_file,
     plugin_running_file,
 )
-from release_ledger.domain.assessment_memo import AssessmentMemo as AssessmentMemo
+from release_ledger.domain.assessment_memo import AssessmentMemo as AssessmentMemo  # re-exported
 from release_ledger.domain.assessment_memo import content_key
 from release_ledger.domain.failures import blames_executor, excludes_member
 from release_ledger.domain.junit import Report
@@ -34,9 +34,12 @@ from release_ledger.domain.lifecycles import (
     TAKEN,
 )
 from release_ledger.domain.memory import FileCost
-
-if TYPE_CHECKING:
-    from release_ledger.domain.confirmations import InOrderView
+from release_ledger.domain.rerun_views import (
+    AttributionView,
+    ExonerationView,
+    InOrderView,
+    IsolationView,
+)
 
 HEAD = "head"
 BASE = "base"
@@ -102,40 +105,6 @@ class ShardView:
     def latest(self, revision: str) -> AttemptView | None:
         attempts = self.attempts[revision]
         return attempts[-1] if attempts else None
-
-
-@dataclass(frozen=True)
-class IsolationView:
-    file: str
-    revision: str
-    assessment: Assessment
-    position: int
-    killed_test: str | None = None  # ended at its file's time limit, this test running
-    time_limit_s: float | None = None
-    seconds: float = 0.0
-    oom: bool = False  # killed over its memory limit
-    rss_mb: float = 0.0
-
-
-@dataclass(frozen=True)
-class AttributionView:
-    """Head's introduced failures run again with base's package set (`AttributionRecorded`)."""
-
-    tests: tuple[str, ...]
-    moved: tuple[ev.PackageMove, ...]
-    assessment: Assessment | None  # None: base's package set did not install with head
-    environment_error: str
-    position: int
-
-
-@dataclass(frozen=True)
-class ExonerationView:
-    """Why a failure the gate would call introduced is not blamed on head (`FailureExonerated`)."""
-
-    test: str
-    reason: str
-    proof: tuple[ev.Proof, ...]
-    position: int
 
 
 @dataclass
@@ -599,6 +568,36 @@ def _isolated(
     state.isolations[(e.file, e.revision)] = _isolation_view(e, position, artifacts, state.memo)
 
 
+@_folds(ev.InOrderRecorded)
+def _in_order(
+    state: RunState, position: int, e: ev.InOrderRecorded, artifacts: Mapping[str, bytes]
+) -> None:
+    assessment = _assess_stored(
+        exit_code=e.exit_code, signal=e.signal, timed_out=e.timed_out, oom=e.oom,
+        infrastructure_failure=e.infrastructure_failure, infrastructure_detail="",
+        kind=e.failure_kind, report_hash=e.report_hash, log_tail_hash=e.log_tail_hash,
+        files=e.files, artifacts=artifacts, report_too_large=e.report_too_large,
+        memo=state.memo,
+    )  # fmt: skip
+    view = InOrderView(e.revision, tuple(e.files), tuple(e.confirms), assessment, position)
+    for file in e.confirms:
+        state.in_order[(file, e.revision)] = view
+
+
+@_folds(ev.SourceRejected)
+def _source_rejected(
+    state: RunState, _: int, e: ev.SourceRejected, __: Mapping[str, bytes]
+) -> None:
+    """The revision's attempts made in the rejected source stop counting: its shards are run
+    again (their attempt numbers go on) in the next source."""
+    state.rejected_sources.setdefault(e.revision, []).append(e)
+    for shard in state.shards.values():
+        made = shard.attempts[e.revision]
+        if made:
+            shard.superseded.setdefault(e.revision, []).extend(made)
+            shard.attempts[e.revision] = []
+
+
 @_folds(ev.AttributionRecorded)
 def _attributed(
     state: RunState, position: int, e: ev.AttributionRecorded, artifacts: Mapping[str, bytes]
@@ -782,6 +781,3 @@ def _fold_items(
         apply(state, position, event, artifacts)
     return state
 
-
-# Handlers kept in a module of their own register themselves with `_folds` on import.
-from release_ledger.domain import confirmations as _confirmations  # noqa: E402,F401

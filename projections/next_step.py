@@ -188,12 +188,16 @@ def pending_in_order(state: RunState) -> tuple[tuple[str, tuple[str, ...], tuple
     """Files with failures at both revisions whose shards did not run them in the project's
     order, not yet run in it: per revision, (revision, the files to run in order, the files
     judged), one run per revision for all of them (`domain/order.py`)."""
-    files = classify(state).order_pending
+    basis = classify(state)
+    files = basis.order_pending
+    if not files:
+        return ()
+    dead = {f for u in basis.unmeasured for f in u.files}
     runs = []
     for revision in (HEAD, BASE):
         wanted = tuple(f for f in files if (f, revision) not in state.in_order)
         if wanted:
-            runs.append((revision, in_order_run(state, revision, wanted), wanted))
+            runs.append((revision, in_order_run(state, revision, wanted, dead), wanted))
     return tuple(runs)
 
 
