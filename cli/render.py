@@ -159,7 +159,8 @@ def cause_lines(document: dict[str, Any], limit: int = 5) -> list[tuple[str, str
 
 def finding_lines(document: dict[str, Any]) -> list[tuple[str, str]]:
     """Lost coverage and resource regressions, each with its figures: test files removed at
-    head, files heavier or slower at head than at base."""
+    head, files heavier or slower at head than at base; how failures at both revisions were
+    judged in the project's own order."""
     out = [
         ("removed", f"{file} (removed at head)") for file in document.get("removed_at_head") or []
     ]
@@ -167,6 +168,11 @@ def finding_lines(document: dict[str, Any]) -> list[tuple[str, str]]:
         out += [(what, change_line(change)) for change in document.get(what) or []]
     out += [("hung", Hang(**hang).line()) for hang in document.get("hung") or []]
     out += [("oom", OutOfMemory(**blown).line()) for blown in document.get("oom") or []]
+    # Failures at both revisions in shards, judged again in the project's own order.
+    out += [
+        ("in order", f"{test}: {how} in the project's own order")
+        for test, how in sorted((document.get("in_order") or {}).items())
+    ]
     return out
 def exoneration_lines(document: dict[str, Any]) -> list[str]:
     """One line per exonerated failure: the test, the reason and the events that prove it

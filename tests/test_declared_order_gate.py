@@ -66,6 +66,7 @@ def test_a_docs_doctest_regression_that_needs_the_conftest_namespace_is_introduc
     ]
     shown = run_ledger(tmp_path, "show", document["run_id"], "--all").stdout
     assert "3 files in the project's order at head" in shown
+    assert "docs/index.rst" in shown and "introduced in the project's own order" in shown
 
 
 SOURCES = {
