@@ -115,3 +115,33 @@ def test_a_source_whose_conftest_cannot_import_is_rejected_and_the_next_source_j
     # every shard ran once in the group (exit 4: no retry) and once in the extra
     first = [e for e in run if e["kind"] == "ShardAttemptRecorded" and e["exit_code"] == 4]
     assert len(first) == 4 and {e["attempt"] for e in first} == {1}
+
+
+def test_a_source_in_which_every_test_module_misses_a_module_is_rejected_too(
+    tmp_path: Path,
+) -> None:
+    """No conftest: each test module imports what the group forgot, so pytest collects
+    nothing but errors (exit 1, a valid report): no test ran, the next source is used."""
+    files = {
+        **{k: v for k, v in SOURCES.items() if k != "tests/conftest.py"},
+        "tests/test_value.py": (
+            "import six  # noqa: F401\nfrom layered import VALUE\n\n\n"
+            "def test_value():\n    assert VALUE == 1\n"
+        ),
+        "tests/test_other.py": "import six  # noqa: F401\n\n\ndef test_other():\n    pass\n",
+    }
+    repo = make_repo(tmp_path, files)
+    tag(repo, "v1")
+    commit(repo, {"layered/__init__.py": "VALUE = 2\n"}, "regress")
+
+    result = gatekit.gate(tmp_path, repo, "--env", "auto", "--shards", "2", *GATE)
+
+    document = result.document
+    assert result.code == 1, (result.stdout, result.stderr)
+    assert document["introduced"] == ["tests/test_value.py::test_value"]
+    assert document["preexisting"] == []
+    run = events(tmp_path, document["run_id"])
+    rejected = [e for e in run if e["kind"] == "SourceRejected"]
+    assert sorted((e["revision"], e["reason"]) for e in rejected) == [
+        ("base", "collection-errors"), ("head", "collection-errors"),
+    ]  # fmt: skip
