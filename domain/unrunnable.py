@@ -29,7 +29,8 @@ COLLECTION_ERRORS = "collection-errors"
 _COLLECTION = "collection failure"  # the message the gate's plugin and pytest give
 _MISSING = re.compile(r"No module named '([A-Za-z_][\w.]*)'")
 _ERROR_LINE = re.compile(
-    r"(ImportError while loading conftest.*|^E\s+\S*Error:.*|^ERROR: .*|^\S*Error: .*)",
+    r"(ImportError while loading conftest.*|^E\s+\S*Error:.*|^ERROR: .*|^\S*Error: .*"
+    r"|^\S+: error: .*)",
     re.MULTILINE,
 )
 

@@ -189,3 +189,17 @@ def test_a_usage_error_without_another_source_is_neither_retried_nor_bisected(
     events = ledger.events(executor.calls[0].run_id)
     assert not [e for e in events if isinstance(e, ev.ShardSplit | ev.SourceRejected)]
 
+
+
+def test_the_line_that_stopped_a_run_is_the_last_error_its_log_names() -> None:
+    from release_ledger.domain.unrunnable import error_line
+
+    log = (
+        "ImportError while loading conftest '/w/tests/conftest.py'.\n"
+        "tests/conftest.py:1: in <module>\n    import six\n"
+        "E   ModuleNotFoundError: No module named 'six'\n"
+    )
+    assert error_line(log) == "E   ModuleNotFoundError: No module named 'six'"
+    usage = "ERROR: usage: pytest [options]\n__main__.py: error: unrecognized arguments: --cov\n"
+    assert error_line(usage) == "__main__.py: error: unrecognized arguments: --cov"
+    assert error_line("all fine\n") == ""
