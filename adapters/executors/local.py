@@ -81,6 +81,10 @@ class LocalExecutor:
         environment_request: EnvironmentRequest | None = None,
         envs_dir: Path | None = None,
     ) -> None:
+        try:  # a sandbox insisted on that cannot apply here stops the gate before it starts
+            sandbox.check_setting()
+        except sandbox.Unavailable as error:
+            raise BadInput(str(error)) from None
         self.repo = repo
         self.worktrees = worktrees if worktrees is not None else Worktrees(repo)
         self._own_worktrees = worktrees is None
@@ -244,7 +248,7 @@ class LocalExecutor:
             memory_limit_mb=shard.memory_limit_mb,
             tag=self._next_tag(),
             harness_levels=sandbox.harness_levels(confined),
-            user=sandbox.credentials(confined),
+            user=sandbox.credentials(confined, str(run_dir)),
         )
         try:
             process.start()
@@ -297,10 +301,13 @@ class LocalExecutor:
             *env.get("VIRTUAL_ENV", "").split(os.pathsep),
             *env.get("PYTHONPATH", "").split(os.pathsep),
         ]
-        return sandbox.wrap(
-            argv, cwd=str(cwd), writable=[str(run_dir)], readable=readable, hidden=hidden,
-            path=env.get("PATH"), needed=needed,
-        )  # fmt: skip
+        try:
+            return sandbox.wrap(
+                argv, cwd=str(cwd), writable=[str(run_dir)], readable=readable, hidden=hidden,
+                path=env.get("PATH"), needed=needed,
+            )  # fmt: skip
+        except sandbox.Unavailable as error:
+            raise BadInput(str(error)) from None
 
     def _next_tag(self) -> str:
         """A tag for one shard, after making sure the reaper watches this executor's tags."""

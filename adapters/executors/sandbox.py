@@ -14,16 +14,22 @@ PID and IPC namespaces:
   (a double fork, `setsid`, an emptied environment) dies with the shard, and `--die-with-parent`
   ends it all if the gate itself dies.
 
+Run by a root gate (most CI containers), bwrap also makes a user namespace in which the
+shard is an unprivileged user (`nobody`'s uid, mapped to the gate's own outside: files keep
+their owners) with no capability at all (`--cap-drop ALL`): it cannot remount `/`, unmount
+its tmpfs covers or read past them. `--new-session`: no terminal to push keystrokes into.
+
 Stdlib-only and importing nothing of ours, like the supervisor: the same wrapper can be sent
 to an SSH build host. Where bwrap is missing or cannot make its namespaces, a gate running as
-root runs the shard as a separate unprivileged user instead (`sandbox: uid`; `nobody`, or
-`LEDGER_SANDBOX_USER`): its attempt folder is given to that user, and what other users may not
-read (a private home, the ledger's key, a 0700 scratch) stays out of its reach; this needs a
-test command, interpreter and environment that other users can run (one under root's private
-home cannot be), else the shard runs unconfined. Where neither can be had (or the gate is told
-`LEDGER_SANDBOX=none`) the shard runs unsandboxed and the attempt says so (`sandbox: none`);
-the shard's tag and session then still find what it left behind. `LEDGER_SANDBOX=uid` skips
-bwrap (a host whose user namespaces are disabled).
+root runs each attempt as a user of its own (`sandbox: uid`: a fresh uid and gid from
+`LEDGER_SANDBOX_UIDS`, no account, no groups): its attempt folder is given to that user, and
+what other users may not read (a private home, the ledger's key, a 0700 scratch, another
+attempt's folder, the gate's environment in /proc) stays out of its reach; this needs a test
+command, interpreter and environment that other users can run (one under root's private home
+cannot be). Where neither can be had (or the gate is told `LEDGER_SANDBOX=none`) the shard
+runs unsandboxed and the attempt says so (`sandbox: none`); the shard's tag and session then
+still find what it left behind. `LEDGER_SANDBOX=bwrap` or `=uid` insists on that sandbox: where
+it cannot apply the gate stops (`Unavailable`, exit 2) instead of running the suite without.
 """
 
 from __future__ import annotations
@@ -32,30 +38,87 @@ import functools
 import json
 import os
 import pwd
+import secrets
 import shutil
 import stat
 import subprocess
+import threading
 from collections.abc import Iterable, Sequence
 
 BWRAP = "bwrap"
 UID = "uid"
 NONE = "none"
-USER_SETTING = "LEDGER_SANDBOX_USER"  # the unprivileged user of `sandbox: uid` (nobody)
+AUTO = "auto"
 PROBE_TIMEOUT_S = 20.0
 # `LEDGER_SANDBOX=none` in the gate's environment runs suites unconfined (a suite that needs
 # the home directory or the repository); every attempt then records `sandbox: none`.
+# `bwrap` and `uid` insist on that sandbox; `auto` (the default) takes the best one here.
 SETTING = "LEDGER_SANDBOX"
+MODES = (AUTO, BWRAP, UID, NONE)
+# `sandbox: uid` gives each attempt a uid (and gid) of its own, drawn from this range: no
+# account has them, so nothing on the machine is theirs but what the attempt is given.
+UIDS_SETTING = "LEDGER_SANDBOX_UIDS"
+DEFAULT_UIDS = (0x6F000000, 0x6FFFFFFE)
+_taken: set[int] = set()
+_taken_lock = threading.Lock()
+
+
+class Unavailable(Exception):
+    """The sandbox `LEDGER_SANDBOX` insists on cannot apply here: the gate stops (exit 2)
+    rather than run the suite with less than it was told."""
+
+
+def setting() -> str:
+    """`LEDGER_SANDBOX` (`auto` when unset); an unknown value is `Unavailable`."""
+    value = os.environ.get(SETTING) or AUTO
+    if value not in MODES:
+        raise Unavailable(f"{SETTING}={value}: not a sandbox ({', '.join(MODES)})")
+    return value
+
+
+def check_setting() -> str:
+    """The setting, checked as far as it can be before any command is known: `bwrap` needs
+    bwrap able to make its namespaces here, `uid` a gate running as root."""
+    value = setting()
+    if value == BWRAP and bwrap() is None:
+        raise Unavailable(
+            f"{SETTING}=bwrap: bubblewrap is not installed or cannot make its namespaces here"
+        )
+    if value == UID and os.geteuid() != 0:
+        raise Unavailable(f"{SETTING}=uid: running attempts as users of their own needs root")
+    return value
+
+
+def inner_user() -> tuple[int, int]:
+    """The unprivileged (uid, gid) a root gate's bwrap runs the command as inside its user
+    namespace: `nobody`'s, else 65534."""
+    try:
+        entry = pwd.getpwnam("nobody")
+    except KeyError:
+        return 65534, 65534
+    return (entry.pw_uid, entry.pw_gid) if entry.pw_uid != 0 else (65534, 65534)
+
+
+def _confining() -> list[str]:
+    """What bwrap adds for a root gate: a user namespace where the command is an
+    unprivileged user, and no capability (without them root keeps every capability inside:
+    it could remount `/` read-write and unmount what covers the gate's secrets)."""
+    if os.geteuid() != 0:
+        return []  # unprivileged bwrap already runs the command with no capability
+    uid, gid = inner_user()
+    return ["--unshare-user", "--uid", str(uid), "--gid", str(gid), "--cap-drop", "ALL"]
 
 
 @functools.cache
 def bwrap() -> str | None:
     """The bwrap binary, when it is installed and can make its namespaces here (checked once
-    per process: a container may forbid them)."""
+    per process: a container may forbid them; a root gate's user namespace included)."""
     found = shutil.which("bwrap")
     if found is None:
         return None
-    probe = [found, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-             "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--", "true"]  # fmt: skip
+    probe = [found, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *_confining(),
+             "--new-session", "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--",
+             "true"]  # fmt: skip
     try:
         done = subprocess.run(probe, capture_output=True, timeout=PROBE_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired):
@@ -94,21 +157,46 @@ def _within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
+def _uid_range() -> tuple[int, int]:
+    try:
+        low, high = (int(part) for part in os.environ.get(UIDS_SETTING, "").split("-"))
+    except ValueError:
+        return DEFAULT_UIDS
+    return (low, high) if 0 < low <= high < 2**32 - 1 else DEFAULT_UIDS
+
+
+def _has_account(number: int) -> bool:
+    try:
+        pwd.getpwuid(number)
+    except KeyError:
+        return False
+    return True
+
+
 def shard_user() -> tuple[int, int] | None:
-    """(uid, gid) a root gate runs shards as when bwrap cannot be had, or None (not root, or
-    no such unprivileged user)."""
+    """A fresh (uid, gid) for one attempt of a root gate that cannot have bwrap, or None (not
+    root): a number no account has and no other attempt of this gate holds (drawn at random
+    from `LEDGER_SANDBOX_UIDS`, so gates side by side do not meet either), so attempts
+    cannot read or write each other's folders or processes."""
     if os.geteuid() != 0:
         return None
-    try:
-        entry = pwd.getpwnam(os.environ.get(USER_SETTING) or "nobody")
-    except KeyError:
+    low, high = _uid_range()
+    with _taken_lock:
+        for _ in range(64):
+            number = low + secrets.randbelow(high - low + 1)
+            if number not in _taken and not _has_account(number):
+                _taken.add(number)
+                return number, number
+    return None
+
+
+def credentials(sandbox: str, folder: str) -> tuple[int, int] | None:
+    """(uid, gid) to start the shard's command as: under `sandbox: uid`, the owner the
+    attempt's `folder` (the first writable one) was given to."""
+    if sandbox != UID:
         return None
-    return None if entry.pw_uid == 0 else (entry.pw_uid, entry.pw_gid)
-
-
-def credentials(sandbox: str) -> tuple[int, int] | None:
-    """(uid, gid) to start the shard's command as: only under `sandbox: uid`."""
-    return shard_user() if sandbox == UID else None
+    seen = os.stat(folder)
+    return seen.st_uid, seen.st_gid
 
 
 def _searchable_to(path: str) -> bool:
@@ -180,22 +268,38 @@ def wrap(
     decide whether a separate user can run it. A program not found on `path` is left to fail
     to start, as it would without a sandbox. Without `by_uid` only bwrap confines (an
     environment build writes into shared caches no separate user may be given)."""
-    setting = os.environ.get(SETTING, "auto")
+    mode = setting()
     program = shutil.which(argv[0], path=path)
-    if setting == NONE or program is None:
+    if mode == NONE or program is None:
         return list(argv), NONE  # a command that cannot start fails as it would unconfined
-    binary = bwrap() if setting != UID else None
+    binary = bwrap() if mode != UID else None
+    if binary is None and mode == BWRAP:
+        raise Unavailable(
+            f"{SETTING}=bwrap: bubblewrap is not installed or cannot make its namespaces here"
+        )
     if binary is None:
         if not by_uid:
             return list(argv), NONE
+        if not _by_uid(program, needed, writable):
+            if mode == UID:
+                raise Unavailable(
+                    f"{SETTING}=uid: another user cannot run {program} or read what it needs "
+                    "(an interpreter or environment under a private folder, such as root's home)"
+                )
+            return list(argv), NONE
         owner = shard_user()
-        if owner is None or not _by_uid(program, needed, writable):
+        if owner is None:
+            if mode == UID:
+                raise Unavailable(
+                    f"{SETTING}=uid: running attempts as users of their own needs root"
+                )
             return list(argv), NONE
         give(writable, owner)
         return list(argv), UID
     args = [
-        binary, "--die-with-parent", "--unshare-pid", "--unshare-ipc",
-        "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+        binary, "--die-with-parent", *_confining(), "--new-session", "--unshare-pid",
+        "--unshare-ipc", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+        "--tmpfs", "/tmp",
     ]  # fmt: skip
     home = os.path.realpath(os.path.expanduser("~"))
     covered: list[str] = []  # a path under /tmp or under another covered one is gone already

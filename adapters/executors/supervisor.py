@@ -59,11 +59,15 @@ class SessionScanner:
     """Finds a session's processes cheaply enough to poll every 50 ms.
 
     A process never joins a session it was not born into, so a pid seen outside the session
-    stays outside until it disappears from /proc; only new pids are read again.
+    stays outside until it disappears from /proc; only new pids are read again. With
+    `nested`, a session led by a child of a member is the shard's too: bwrap's init starts
+    the command in a session of its own (`--new-session`).
     """
 
-    def __init__(self, sid: int) -> None:
+    def __init__(self, sid: int, *, nested: bool = False) -> None:
         self.sid = sid
+        self.nested = nested
+        self._sessions = {sid}
         self._foreign: set[str] = set()
 
     def members(self) -> list[tuple[int, int, int]]:
@@ -73,23 +77,35 @@ class SessionScanner:
         except OSError:
             return []
         self._foreign &= listing
-        found: list[tuple[int, int, int]] = []
+        seen: dict[int, tuple[int, int, int]] = {}
         for pid in listing - self._foreign:
             stat = _read_stat(pid)
-            if stat is None:
-                continue
-            if stat[0] == self.sid:
-                found.append((int(pid), stat[1], stat[2]))
+            if stat is not None:
+                seen[int(pid)] = stat
+        while self.nested:  # a leader of a new session whose parent is a member: adopted
+            adopted = {
+                pid for pid, (sid, _, parent) in seen.items()
+                if sid == pid and sid not in self._sessions
+                and seen.get(parent, (-1,))[0] in self._sessions
+            }  # fmt: skip
+            if not adopted:
+                break
+            self._sessions |= adopted
+        found: list[tuple[int, int, int]] = []
+        for pid, (sid, rss, parent) in seen.items():
+            if sid in self._sessions:
+                found.append((pid, rss, parent))
             else:
-                self._foreign.add(pid)
+                self._foreign.add(str(pid))
         return found
 
 
-def kill_session(sid: int, sig: int) -> None:
-    """Signal the process group and any member that moved to another group of the session."""
+def kill_session(sid: int, sig: int, *, nested: bool = False) -> None:
+    """Signal the process group and any member that moved to another group of the session
+    (with `nested`, of the sessions its members' children lead too)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(sid, sig)
-    for pid, _, _ in SessionScanner(sid).members():
+    for pid, _, _ in SessionScanner(sid, nested=nested).members():
         if pid != sid:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
@@ -186,6 +202,7 @@ class ShardProcess:
     ) -> None:
         self.argv = argv
         self.harness_levels = harness_levels
+        self.nested = harness_levels > 0  # a sandbox's init leads the suite's own session
         self.user = user  # (uid, gid) to run the command as: a separate user's sandbox
         self.cwd = cwd
         self.tag = tag
@@ -229,14 +246,16 @@ class ShardProcess:
             # while the watchdog or `kill` may still signal the group.
             os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
         except BaseException:
-            kill_session(proc.pid, signal.SIGKILL)  # never leave a shard running behind us
+            # never leave a shard running behind us
+            kill_session(proc.pid, signal.SIGKILL, nested=self.nested)
             self._done.set()
             proc.wait()
             raise
         self.result.seconds = round(time.monotonic() - self._started, 3)
         self._done.set()
         watchdog.join()
-        kill_session(proc.pid, signal.SIGKILL)  # children the command left behind
+        # children the command left behind
+        kill_session(proc.pid, signal.SIGKILL, nested=self.nested)
         if self.tag:
             kill_tagged(self.tag)  # and those that left its session (setsid, double forks)
         _, status = os.waitpid(proc.pid, 0)
@@ -251,7 +270,7 @@ class ShardProcess:
         """Kill the whole session now (cancel); `wait` then returns with `killed` set."""
         self.result.killed = True
         if self._proc is not None and not self._done.is_set():
-            kill_session(self._proc.pid, signal.SIGKILL)
+            kill_session(self._proc.pid, signal.SIGKILL, nested=self.nested)
 
     def _watch(self) -> None:
         """Sample the session's RSS; kill it on overrun, or at the deadline (TERM, then KILL)."""
@@ -259,7 +278,8 @@ class ShardProcess:
         sid = self._proc.pid
         interval = MEMORY_POLL_S if self.limit_kb is not None else MEASURE_POLL_S
         deadline = self._started + self.timeout_s
-        scanner = SessionScanner(sid)
+        nested = self.nested
+        scanner = SessionScanner(sid, nested=nested)
         result = self.result
         while True:
             if self._done.wait(min(interval, max(0.0, deadline - time.monotonic()))):
@@ -268,13 +288,13 @@ class ShardProcess:
             result.peak_kb = max(result.peak_kb, total_kb)
             if self.limit_kb is not None and total_kb > self.limit_kb:
                 result.oom = True
-                kill_session(sid, signal.SIGKILL)
+                kill_session(sid, signal.SIGKILL, nested=nested)
                 return
             if time.monotonic() >= deadline:
                 result.timed_out = True
-                kill_session(sid, signal.SIGTERM)
+                kill_session(sid, signal.SIGTERM, nested=nested)
                 if not self._done.wait(TERM_GRACE_S):
-                    kill_session(sid, signal.SIGKILL)
+                    kill_session(sid, signal.SIGKILL, nested=nested)
                 return
 
 

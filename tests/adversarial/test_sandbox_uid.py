@@ -4,8 +4,9 @@ the gate's user may read (the ledger's key, a 0600 secret); the attempt records 
 
 `LEDGER_SANDBOX=uid` skips bwrap as a host without user namespaces would. The suite runs under
 the system's `/usr/bin/python3` through a stdlib runner (no pytest there): pyenv's interpreters
-live under root's private home, which no other user can run, and a command that the separate
-user cannot run falls back to `sandbox: none` (tested too).
+live under root's private home, which no other user can run: a command the separate user
+cannot run stops a gate told `LEDGER_SANDBOX=uid` (exit 2) and, chosen automatically, gives
+way to `sandbox: none` (tested too).
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ def shared_dir() -> Iterator[Path]:
 
 def _need_uid_sandbox() -> None:
     if sandbox.shard_user() is None:
-        pytest.skip("a separate user needs a root gate and the user 'nobody'")
+        pytest.skip("a separate user needs a root gate")
     if not sandbox.others_may_use(SYSTEM_PYTHON):
         pytest.skip(f"{SYSTEM_PYTHON} is not there for other users to run")
     plugin = Path(gatekit.REPO_ROOT, "adapters", "pytest_plugin")
@@ -160,12 +161,14 @@ def test_a_suite_run_as_a_separate_user_reaches_nothing_of_the_gates(
     assert gatekit.run_ledger(shared_dir, "verify").code == 0
 
 
-def test_a_command_the_separate_user_cannot_run_runs_unconfined_and_says_so(
+def test_a_command_another_user_cannot_run_stops_the_uid_mode_and_runs_unconfined_in_auto(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """`LEDGER_SANDBOX=uid` insists: a command no other user can run is `Unavailable` (the
+    gate stops, exit 2), never a quiet run as root; chosen automatically (no bwrap here), the
+    uid mode gives way to `none`, which the attempt records."""
     if sandbox.shard_user() is None:
-        pytest.skip("a separate user needs a root gate and the user 'nobody'")
-    monkeypatch.setenv("LEDGER_SANDBOX", "uid")
+        pytest.skip("a separate user needs a root gate")
     private = tmp_path / "private"
     private.mkdir(mode=0o700)
     program = private / "runner"
@@ -173,10 +176,21 @@ def test_a_command_the_separate_user_cannot_run_runs_unconfined_and_says_so(
     program.chmod(0o755)
     mine = Path(tempfile.mkdtemp())
     try:
-        argv, used = sandbox.wrap([str(program)], cwd=str(mine), writable=[str(mine)],
-                                  readable=[], hidden=[])  # fmt: skip
-        assert (argv, used) == ([str(program)], "none")
+        monkeypatch.setenv("LEDGER_SANDBOX", "uid")
+        with pytest.raises(sandbox.Unavailable, match="LEDGER_SANDBOX=uid"):
+            sandbox.wrap([str(program)], cwd=str(mine), writable=[str(mine)], readable=[],
+                         hidden=[])  # fmt: skip
         assert mine.stat().st_uid == os.geteuid()  # nothing given away
+        monkeypatch.delenv("LEDGER_SANDBOX")
+        monkeypatch.setenv("PATH", "/nonexistent")  # no bwrap to be found
+        sandbox.bwrap.cache_clear()
+        try:
+            argv, used = sandbox.wrap([str(program)], cwd=str(mine), writable=[str(mine)],
+                                      readable=[], hidden=[])  # fmt: skip
+        finally:
+            sandbox.bwrap.cache_clear()
+        assert (argv, used) == ([str(program)], "none")
+        assert mine.stat().st_uid == os.geteuid()
     finally:
         shutil.rmtree(mine)
 
@@ -184,9 +198,8 @@ def test_a_command_the_separate_user_cannot_run_runs_unconfined_and_says_so(
 def test_the_separate_user_is_given_only_the_attempts_folder(
     shared_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    owner = sandbox.shard_user()
-    if owner is None or not sandbox.others_may_use("/bin/true"):
-        pytest.skip("a separate user needs a root gate, the user 'nobody' and /bin/true")
+    if sandbox.shard_user() is None or not sandbox.others_may_use("/bin/true"):
+        pytest.skip("a separate user needs a root gate and /bin/true")
     monkeypatch.setenv("LEDGER_SANDBOX", "uid")
     attempt = shared_dir / "attempt"
     (attempt / "w").mkdir(parents=True)
@@ -198,7 +211,9 @@ def test_the_separate_user_is_given_only_the_attempts_folder(
                               readable=[], hidden=[], path="/usr/bin:/bin")  # fmt: skip
 
     assert (argv, used) == (["true"], "uid")
-    assert sandbox.credentials(used) == owner
+    owner = sandbox.credentials(used, str(attempt))
+    assert owner is not None and owner[0] != 0
     assert {p.stat().st_uid for p in [attempt, attempt / "w", attempt / "w" / "file"]} == {owner[0]}
     assert other.stat().st_uid == os.geteuid()
-    assert sandbox.credentials("bwrap") is None and sandbox.credentials("none") is None
+    assert sandbox.credentials("bwrap", str(attempt)) is None
+    assert sandbox.credentials("none", str(attempt)) is None

@@ -144,7 +144,7 @@ def main(argv: list[str]) -> int:
         memory_limit_mb=spec["memory_limit_mb"],
         tag=f"rl-ssh-{os.getpid()}",  # what leaves the session is found and killed too
         harness_levels=harness_levels(confined),
-        user=credentials(confined),
+        user=credentials(confined, tmp),
     )
     seen = run_shard(process, link.attach)
     exit_code, died_of = exit_status(seen.exit_code, seen.signal, confined)
