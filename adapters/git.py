@@ -11,6 +11,7 @@ import hashlib
 import os
 import re
 import shutil
+import stat
 import subprocess
 import threading
 import tomllib
@@ -36,20 +37,30 @@ _REPO_ENV = (
 _SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 # Hooks could touch anything (even the user's tree); a checkout for the gate runs none.
 _NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
+# Every git the gate runs: no hook, no fsmonitor (a program named in configuration, run by
+# `status`), and the ownership check left to the gate, which names the repository itself and
+# makes every other tree it runs git in.
+SAFE_GIT = (
+    *_NO_HOOKS, "-c", "core.fsmonitor=false", "-c", "safe.directory=*",
+)  # fmt: skip
 
 
 def git_env() -> dict[str, str]:
-    """The environment for a git subprocess: ours, minus what would redirect git elsewhere."""
+    """The environment for a git subprocess: ours, minus what would redirect git elsewhere,
+    and no configuration but the repository's own and the gate's (no system or user file)."""
     env = {k: v for k, v in os.environ.items() if k not in _REPO_ENV}
     env["GIT_TERMINAL_PROMPT"] = "0"
+    env["GIT_CONFIG_NOSYSTEM"] = "1"
+    env["GIT_CONFIG_GLOBAL"] = os.devnull
     return env
 
 
 def _git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
-    """Run git in `cwd`; raise `GitError` on failure when `check`."""
+    """Run git in `cwd` (hooks and fsmonitor off: `SAFE_GIT`); raise `GitError` on failure
+    when `check`."""
     try:
         done = subprocess.run(
-            ["git", "-C", str(cwd), *args],
+            ["git", *SAFE_GIT, "-C", str(cwd), *args],
             capture_output=True,
             env=git_env(),
             stdin=subprocess.DEVNULL,
@@ -292,6 +303,16 @@ def _sweep_orphans(base: Path) -> None:
             os.close(fd)
 
 
+def _remove_tree(path: Path, cache_dir: Path) -> None:
+    """Remove a folder (or link) of the checkout cache without following anything out of it."""
+    if not path.parent.resolve().is_relative_to(cache_dir.resolve()):
+        return
+    if path.is_symlink() or not path.is_dir():
+        path.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 class WorktreeBusy(RuntimeError):
     """The checkout is in use (by this process) and cannot be removed now."""
 
@@ -433,8 +454,30 @@ class Worktrees:
         finally:
             fcntl.flock(fd, fcntl.LOCK_SH)
 
+    def _ours(self, path: Path) -> bool:
+        """Whether `path/.git` is the file `git worktree add` wrote for `path` (read, never
+        run git on: a build that rewrote it to a git directory of its own, with a
+        `core.fsmonitor` or a filter, would have git run that program with the gate's rights):
+        `gitdir: <the repository's>/worktrees/<id>`, whose `gitdir` names `path/.git` back."""
+        dot_git = path / ".git"
+        try:
+            if not stat.S_ISREG(os.lstat(dot_git).st_mode):
+                return False
+            text = dot_git.read_text(encoding="utf-8")
+            if not text.startswith("gitdir: ") or text.count("\n") > 1:
+                return False
+            named = text[len("gitdir: ") :].strip()
+            admin = Path(os.path.normpath(path / named))  # relative paths: to the worktree
+            worktrees = _common_dir(self.repo) / "worktrees"
+            if admin.is_symlink() or Path(os.path.realpath(admin)).parent != worktrees:
+                return False
+            back = (admin / "gitdir").read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError, GitError):
+            return False
+        return os.path.realpath(os.path.join(admin, back)) == os.path.realpath(dot_git)
+
     def _is_ready(self, path: Path, sha: str) -> bool:
-        if not (path / ".git").exists():
+        if not self._ours(path):
             return False
         top = _git(path, "rev-parse", "--show-toplevel", check=False)
         if top.returncode != 0 or Path(top.stdout.decode().strip()).resolve() != path.resolve():
@@ -454,9 +497,12 @@ class Worktrees:
         return status.returncode == 0 and status.stdout == b""
 
     def _repair(self, path: Path, sha: str) -> None:
-        if (path / ".git").exists() and self._clean_in_place(path, sha):
+        if self._ours(path) and self._clean_in_place(path, sha):
             return
         with self._admin():
+            if os.path.lexists(path) and not self._ours(path):
+                # not the worktree the gate made: removed without running git in it
+                _remove_tree(path, self.cache_dir)
             self._remove_unlocked_admin(path)
             # -f twice: a crash mid-add leaves the entry registered and locked.
             _git(self.repo, *_NO_HOOKS, "worktree", "add", "-f", "-f", "--detach", str(path), sha)
@@ -464,6 +510,8 @@ class Worktrees:
             raise GitError(("worktree", "add", str(path), sha), 0, "checkout is not clean")
 
     def _clean_in_place(self, path: Path, sha: str) -> bool:
+        if not self._ours(path):
+            return False
         top = _git(path, "rev-parse", "--show-toplevel", check=False)
         if top.returncode != 0 or Path(top.stdout.decode().strip()).resolve() != path.resolve():
             return False  # never reset a tree that is not our worktree
@@ -476,6 +524,8 @@ class Worktrees:
             self._remove_unlocked_admin(path)
 
     def _remove_unlocked_admin(self, path: Path) -> None:
+        if os.path.lexists(path) and not self._ours(path):
+            _remove_tree(path, self.cache_dir)
         if path.exists():
             _git(self.repo, "worktree", "remove", "--force", "--force", str(path), check=False)
         if path.exists() and path.resolve().is_relative_to(self.cache_dir):

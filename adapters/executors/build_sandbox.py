@@ -6,9 +6,10 @@ machine each build step runs in bubblewrap, as shards do, where it can:
   the gate's scratch hidden, so a build cannot read the ledger's key or the user's credentials,
   nor write to the ledger or another revision's checkout;
 - shown again read-only: the interpreters (the build's and the gate's, whose environment holds
-  uv and tox), uv's and pip's configuration, and the repository's `.git` (a checkout is a
-  worktree of it: `setuptools-scm` asks git for the version), never its working tree;
-- writable: the revision's checkout, the folder being built in the environments' cache (a
+  uv and tox) and uv's and pip's configuration; nothing of the user's repository, its `.git`
+  included (its `config` is where CI keeps a token);
+- writable: the revision's checkout (a throw-away clone with its own `.git`: the gate runs no
+  git in it after the build), the folder being built in the environments' cache (a
   venv, a wheel; the rest of that cache, other revisions' environments among it, is
   read-only) and uv's and pip's caches; a private `/tmp`;
 - the network as the gate has it (installs download).
@@ -55,24 +56,14 @@ def _tool_cache(tool: str) -> str | None:
     return found[-1] if done.returncode == 0 and found else None
 
 
-def _git_dir(repo: Path) -> str | None:
-    try:
-        done = subprocess.run(
-            ["git", "rev-parse", "--path-format=absolute", "--git-common-dir"],
-            cwd=repo, capture_output=True, timeout=30, check=False,
-        )  # fmt: skip
-    except OSError:
-        return None
-    found = done.stdout.decode(errors="replace").strip()
-    return found if done.returncode == 0 and found else None
-
-
 def confinement(
     *, python: str, repo: Path | None, checkout: Path, envs_dir: Path, hidden: list[str]
 ) -> tuple[Callable[[list[str], str | None, list[str]], list[str]], list[str]]:
     """A `confine` for `environment.prepare` and the sandboxes it used (one per step). `repo`
-    (the user's repository, hidden but for its `.git`) is None for a step with no checkout
-    of it (the release upgrade installs wheels)."""
+    (the user's repository, hidden whole: `.git` and its `config`, where CI keeps a token,
+    included) is None for a step with no checkout of it (the release upgrade installs
+    wheels). `checkout` is a throw-away clone with a `.git` of its own (`setuptools-scm` asks
+    git for the version there), never a tree the gate runs git in afterwards."""
     home = Path.home()
     caches = [c for c in (_tool_cache("uv"), _tool_cache("pip")) if c]
     for cache in caches:
@@ -83,7 +74,6 @@ def confinement(
         *sandbox.prefixes(sys.executable),
         *(os.path.dirname(os.path.realpath(t)) for t in tools),
         *(str(home / c) for c in (".config/uv", ".config/pip", ".pip", ".pydistutils.cfg")),
-        *[d for d in (_git_dir(repo) if repo else None,) if d],
         str(envs_dir),  # the environments built: read, never written, by another's build
     ]
     writable = [str(checkout), *caches]

@@ -29,8 +29,10 @@ def tracked_snapshot(checkout: str) -> TrackedSnapshot:
     content hash."""
     try:
         listed = subprocess.run(
-            ["git", "-c", "core.fsmonitor=false", "ls-files", "-z"],
+            ["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
+             "-c", "safe.directory=*", "ls-files", "-z"],
             cwd=checkout, capture_output=True, check=True, stdin=subprocess.DEVNULL,
+            env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull},
         )  # fmt: skip
         paths = [p for p in listed.stdout.decode("utf-8", "surrogateescape").split("\0") if p]
     except (OSError, subprocess.CalledProcessError):

@@ -481,7 +481,8 @@ def _clean_checkout(checkout: str, installer: Installer) -> None:
     """Build leftovers (build/, *.egg-info) out of the checkout the tests will run in."""
     if os.path.exists(os.path.join(checkout, ".git")):
         with contextlib.suppress(SetupFailed):
-            installer.run(["git", "-C", checkout, "clean", "-ffdxq"], what="git clean")
+            installer.run(["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
+                           "-C", checkout, "clean", "-ffdxq"], what="git clean")  # fmt: skip
 
 
 def _build_project(

@@ -144,39 +144,54 @@ class LocalExecutor:
         self, commit: str, skip: tuple[tuple[str, str], ...] = ()
     ) -> tuple[EnvironmentReport, dict[str, list[str]]]:
         """The commit's environment (prepared once per executor; a failure is kept too),
-        from the first declared source not in `skip` (source, why it was rejected)."""
-        checkout = self.checkout_for(commit)
+        from the first declared source not in `skip` (source, why it was rejected).
+
+        Built in a throw-away clone of the commit, as attempts run in one: the build is the
+        project's code, and git is never run by the gate in a tree it could write (the
+        cached checkout included: a `.git` rewritten there would run its hooks with ours)."""
+        self.checkout_for(commit)
         with self._guard(commit):
             with self._lock:
                 if (commit, skip) in self._environments:
                     return self._environments[(commit, skip)]
-            request = self.environment_request
-            confine, used = build_sandbox.confinement(
-                python=self.python, repo=self.repo, checkout=checkout, envs_dir=self.envs_dir,
-                hidden=[str(self.work_dir), *request.hidden],
-            )  # fmt: skip
-            prepared = environment.prepare(
-                str(checkout),
-                mode=request.mode,
-                python=self.python,
-                cache=str(self.envs_dir),
-                commit=commit,
-                command=list(request.command),
-                extras=list(request.extras),
-                exclude_newer=request.exclude_newer,
-                pinned=request.pinned,
-                pass_env=list(request.pass_env),
-                confine=confine,
-                skip_sources=dict(skip),
-            )
-            if sandbox.NONE in used:
-                warnings = prepared.setdefault("warnings", [])
-                if isinstance(warnings, list):
-                    warnings.append(build_sandbox.UNCONFINED_WARNING)
+            build_dir = Path(tempfile.mkdtemp(prefix=f"build-{commit[:12]}-", dir=self.work_dir))
+            try:
+                checkout = isolated_copy(self.repo, commit, build_dir / "w")
+                prepared = self._prepare_in(commit, checkout, skip)
+            finally:
+                shutil.rmtree(build_dir, ignore_errors=True)
             found = (report_of(prepared, "local"), _runtime_of(prepared))
             with self._lock:
                 self._environments[(commit, skip)] = found
             return found
+
+    def _prepare_in(
+        self, commit: str, checkout: Path, skip: tuple[tuple[str, str], ...]
+    ) -> dict[str, object]:
+        request = self.environment_request
+        confine, used = build_sandbox.confinement(
+            python=self.python, repo=self.repo, checkout=checkout, envs_dir=self.envs_dir,
+            hidden=[str(self.work_dir), str(self.worktrees.cache_dir), *request.hidden],
+        )  # fmt: skip
+        prepared = environment.prepare(
+            str(checkout),
+            mode=request.mode,
+            python=self.python,
+            cache=str(self.envs_dir),
+            commit=commit,
+            command=list(request.command),
+            extras=list(request.extras),
+            exclude_newer=request.exclude_newer,
+            pinned=request.pinned,
+            pass_env=list(request.pass_env),
+            confine=confine,
+            skip_sources=dict(skip),
+        )
+        if sandbox.NONE in used:
+            warnings = prepared.setdefault("warnings", [])
+            if isinstance(warnings, list):
+                warnings.append(build_sandbox.UNCONFINED_WARNING)
+        return prepared
 
     # -- running ---------------------------------------------------------------------------
 
@@ -296,7 +311,8 @@ class LocalExecutor:
             *env.get("VIRTUAL_ENV", "").split(os.pathsep),
             *env.get("PYTHONPATH", "").split(os.pathsep),
         ]
-        hidden = [str(self.repo), str(self.work_dir), *self.environment_request.hidden]
+        hidden = [str(self.repo), str(self.work_dir), str(self.worktrees.cache_dir),
+                  *self.environment_request.hidden]  # fmt: skip
         needed = [
             *env.get("VIRTUAL_ENV", "").split(os.pathsep),
             *env.get("PYTHONPATH", "").split(os.pathsep),
