@@ -37,7 +37,8 @@ WORKTREES, EVIL, MARKER = {worktrees!r}, {evil!r}, {marker!r}
 for dot_git in glob.glob(os.path.join(WORKTREES, "*", "*", ".git")):
     try:
         admin = open(dot_git).read().split("gitdir: ", 1)[1].strip()
-        common = os.path.realpath(os.path.join(admin, open(os.path.join(admin, "commondir")).read().strip()))
+        named = open(os.path.join(admin, "commondir")).read().strip()
+        common = os.path.realpath(os.path.join(admin, named))
         own = os.path.join(EVIL, os.path.basename(os.path.dirname(dot_git)))
         shutil.copytree(common, own, ignore=shutil.ignore_patterns("worktrees"))
         shutil.copy(os.path.join(admin, "HEAD"), os.path.join(own, "HEAD"))
