@@ -115,18 +115,48 @@ def collection_starts(checkout: Path) -> list[str]:
 
 
 def read_pytest_config(root: Path) -> PytestConfig:
-    """The first pytest configuration in `root`, in pytest's precedence order."""
+    """The first pytest configuration in `root`, in pytest's precedence order. A link out of
+    the checkout is refused, and an error never quotes the file (it is the candidate's: a
+    `tox.ini` linked to `/proc/self/environ` would quote the gate's environment)."""
+    root = root.resolve()
     for name, loader in _LOADERS:
         path = root / name
         if not path.is_file():
             continue
+        if not inside(root, path):
+            raise BadInput(f"cannot read pytest configuration {name}: a link out of the checkout")
         try:
             options = loader(path)
         except (tomllib.TOMLDecodeError, configparser.Error, UnicodeDecodeError) as error:
-            raise BadInput(f"cannot read pytest configuration {path}: {error}") from error
+            raise BadInput(f"cannot read pytest configuration {name}: {_why(error)}") from None
         if options is not None:
             return _config_from(name, options)
     return PytestConfig()
+
+
+def inside(root: Path, path: Path) -> bool:
+    """Whether `path`, its links followed, lies in `root` (resolved): what the gate reads of a
+    checkout never leaves it (a link to `/proc/self/environ`, `/dev/zero`, `~/.netrc`)."""
+    real = os.path.realpath(path)
+    return real == str(root) or real.startswith(str(root).rstrip(os.sep) + os.sep)
+
+
+_TOML_WHERE = re.compile(r"\((at line \d+, column \d+|at end of document)\)")
+
+
+def _why(error: Exception) -> str:
+    """Why a configuration file did not read, without a word of its content (configparser
+    quotes the offending line; a section or option name is content too)."""
+    if isinstance(error, UnicodeDecodeError):
+        return "not UTF-8 text"
+    if isinstance(error, tomllib.TOMLDecodeError):
+        where = _TOML_WHERE.search(str(error))
+        return "not valid TOML" + (f" ({where.group(1)})" if where else "")
+    line = getattr(error, "lineno", None)
+    listed = getattr(error, "errors", None)
+    if isinstance(error, configparser.ParsingError) and listed:
+        line = listed[0][0]
+    return "not valid INI" + (f" (at line {line})" if isinstance(line, int) else "")
 
 
 # -- configuration files --------------------------------------------------------------------
@@ -191,7 +221,7 @@ def _doctest_skips(path: Path, name: str) -> bool:
     if name != "setup.py":
         return False
     try:
-        contents = path.read_bytes()
+        contents = path.read_bytes() if not path.is_symlink() else b""
     except OSError:
         return False
     return b"setuptools" in contents or b"distutils" in contents
@@ -305,7 +335,7 @@ def _conftest_ignores(folder: Path) -> tuple[set[Path] | None, list[str] | None]
     None means the conftest does not define the name (so a farther one may).
     """
     conftest = folder / "conftest.py"
-    if not conftest.is_file():
+    if not conftest.is_file() or conftest.is_symlink():  # a link is not read (it may lead out)
         return None, None
     try:
         tree = ast.parse(conftest.read_bytes(), filename=str(conftest))
@@ -365,6 +395,8 @@ def _walk(
             try:
                 is_dir = entry.is_dir()
                 is_file = not is_dir and entry.is_file()
+                if entry.is_symlink() and not inside(root, path):
+                    continue  # a link out of the checkout: neither walked nor read
             except OSError:
                 continue
             if is_dir:
@@ -434,8 +466,11 @@ def nominal_inputs(checkout: Path, files: Iterable[str]) -> tuple[dict[str, int]
     how many test functions it defines (a static count of `def test...`, parameters unseen)."""
     sizes: dict[str, int] = {}
     tests: dict[str, int] = {}
+    root = checkout.resolve()
     for file in files:
         try:
+            if not inside(root, checkout / file):
+                continue
             data = (checkout / file).read_bytes()
         except OSError:
             continue

@@ -208,11 +208,14 @@ def tox_env_list(checkout: str, tox: str | None) -> list[str]:
     """tox's default `env_list`, read by tox's own loader (empty without tox config)."""
     if tox is None:
         return []
+    from release_ledger.adapters.executors.environment import build_env
+
     argv = [tox, "config", "--core", "-k", "env_list", "--format", "json", "--no-provision"]
     try:
         done = subprocess.run(
             argv, cwd=checkout, capture_output=True, timeout=120, check=False,
             stdin=subprocess.DEVNULL,
+            env=build_env(dict(os.environ)),  # `{env:GITHUB_TOKEN}` in head's tox.ini finds none
         )  # fmt: skip
         core = json.loads(done.stdout.decode("utf-8", "replace")).get("tox", {})
     except (OSError, subprocess.TimeoutExpired, ValueError, AttributeError):

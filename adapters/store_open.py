@@ -26,6 +26,7 @@ from release_ledger.adapters.store_dialects import (
     sqlite_recorder,
 )
 from release_ledger.domain.errors import BadInput
+from release_ledger.domain.text import masked
 
 # --- opening by URL -------------------------------------------------------------------------
 
@@ -38,10 +39,10 @@ def sqlite_path(url: str) -> Path:
     """`sqlite:///` followed by the path: `sqlite:///.ledger/ledger.db` is relative to the
     current directory, `sqlite:////var/ledger.db` (that is, f"sqlite:///{abs_path}") absolute."""
     if not url.startswith("sqlite:///"):
-        raise BadInput(f"malformed ledger URL {url!r}: expected sqlite:///PATH")
+        raise BadInput(f"malformed ledger URL {masked(url)!r}: expected sqlite:///PATH")
     path = unquote(url[len("sqlite:///") :])
     if not path or path.endswith("/") or "?" in path or "\x00" in path:
-        raise BadInput(f"malformed ledger URL {url!r}: expected sqlite:///PATH/TO/FILE.db")
+        raise BadInput(f"malformed ledger URL {masked(url)!r}: expected sqlite:///PATH/TO/FILE.db")
     return Path(path)
 
 
@@ -59,7 +60,7 @@ def open_store(url: str | None, *, create: bool = True) -> EventStore:
         return _open_sqlite(sqlite_path(url), create=create)
     if scheme in ("postgresql", "postgres"):
         return _open_postgres(url)
-    raise BadInput(f"malformed ledger URL {url!r}: use sqlite:///PATH or postgresql://...")
+    raise BadInput(f"malformed ledger URL {masked(url)!r}: use sqlite:///PATH or postgresql://...")
 
 
 def _pathname2url(path: str) -> str:
@@ -219,12 +220,12 @@ def _open_postgres(url: str) -> EventStore:
     dbname = unquote(parsed.path.lstrip("/"))
     if not parsed.hostname or not dbname:
         raise BadInput(
-            f"malformed ledger URL {url!r}: expected postgresql://user:pass@host:port/db"
+            f"malformed ledger URL {masked(url)!r}: expected postgresql://user:pass@host:port/db"
         )
     try:
         port = parsed.port or 5432
     except ValueError as error:
-        raise BadInput(f"malformed ledger URL {url!r}: bad port") from error
+        raise BadInput(f"malformed ledger URL {masked(url)!r}: bad port") from error
     where = f"{parsed.hostname}:{port}/{dbname}"
     user, password = unquote(parsed.username or ""), unquote(parsed.password or "")
     try:

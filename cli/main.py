@@ -7,6 +7,7 @@ import sys
 import click
 
 from release_ledger.cli import commands
+from release_ledger.ledger.vocabulary import masked
 
 
 @click.group(
@@ -35,6 +36,6 @@ def main() -> None:
         sys.exit(130)
     except click.ClickException as error:
         # Usage errors: one line, exit 2 (click would print usage plus a multi-line hint).
-        click.echo(f"ledger: error: {' '.join(error.format_message().split())}", err=True)
+        click.echo(f"ledger: error: {masked(' '.join(error.format_message().split()))}", err=True)
         sys.exit(2)
     sys.exit(0)

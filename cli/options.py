@@ -21,6 +21,7 @@ from release_ledger.ledger.vocabulary import (
     LeaseHeld,
     LeaseLost,
     StoreBusy,
+    masked,
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -88,7 +89,7 @@ def _one_line_errors(f: F) -> F:
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
     """Print one line on stderr and exit; used for every bad-input path."""
-    line = " ".join(str(message).split())
+    line = masked(" ".join(str(message).split()))
     click.echo(f"ledger: error: {line}", err=True)
     sys.exit(code)
 

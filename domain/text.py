@@ -13,6 +13,15 @@ import re
 from collections.abc import Sequence
 
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# `scheme://user:password@`: the password runs to the last `@` of the word (a malformed URL's
+# included: `postgresql://u:p@ss@host`).
+_URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^:/@\s'\"]*):[^\s'\"]*@")
+
+
+def masked(text: str) -> str:
+    """`text` with every URL's password shown as `***` (`postgresql://gate:***@db/ledger`):
+    what a message quotes of a URL the user gave never shows its secret."""
+    return _URL_PASSWORD.sub(lambda m: f"{m.group('head')}:***@", text)
 
 
 def _visible(char: str) -> str:

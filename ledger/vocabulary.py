@@ -13,7 +13,7 @@ from release_ledger.domain.attribution import CAUSE_WORDS
 from release_ledger.domain.clusters import Cluster, headline
 from release_ledger.domain.errors import BadInput, IntegrityProblem
 from release_ledger.domain.resources import OutOfMemory, change_line
-from release_ledger.domain.text import one_line
+from release_ledger.domain.text import masked, one_line
 from release_ledger.domain.timing import Hang
 
 __all__ = [
@@ -28,5 +28,6 @@ __all__ = [
     "StoreBusy",
     "change_line",
     "headline",
+    "masked",
     "one_line",
 ]

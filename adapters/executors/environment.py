@@ -100,8 +100,26 @@ def installable(checkout: str) -> bool:
         return True
     if os.path.isfile(os.path.join(checkout, "setup.cfg")):
         return True
-    text = _read_text(os.path.join(checkout, "pyproject.toml"))
+    text = _checkout_text(checkout, "pyproject.toml")
     return bool(re.search(r"^\s*\[(project|build-system)\]", text, re.MULTILINE))
+
+
+def in_checkout(checkout: str, rel: str) -> str | None:
+    """The path of `rel` in the checkout when it is a file there, its links followed only as
+    far as they stay inside: the gate reads the candidate's files, and a link out
+    (`/proc/self/environ`, `/dev/zero`, `~/.netrc`) must neither be read nor quoted."""
+    root = os.path.realpath(checkout)
+    path = os.path.join(checkout, rel)
+    real = os.path.realpath(path)
+    if not real.startswith(root.rstrip(os.sep) + os.sep) or not os.path.isfile(real):
+        return None
+    return path
+
+
+def _checkout_text(checkout: str, rel: str) -> str:
+    """A file of the checkout as text ("" when absent, unreadable or a link out of it)."""
+    path = in_checkout(checkout, rel)
+    return _read_text(path) if path else ""
 
 
 def _read_text(path: str) -> str:
@@ -121,7 +139,7 @@ def _sha256_file(path: str) -> str:
 
 
 def _pyproject(checkout: str) -> dict[str, object]:
-    text = _read_text(os.path.join(checkout, "pyproject.toml"))
+    text = _checkout_text(checkout, "pyproject.toml")
     if not text:
         return {}
     try:
@@ -164,13 +182,14 @@ def dependency_group(checkout: str) -> tuple[str | None, list[str]]:
 
 def requirement_files(checkout: str) -> list[str]:
     """Test requirements files the checkout holds, as paths relative to it (sorted)."""
-    found = {rel for rel in _REQUIREMENT_FILES if os.path.isfile(os.path.join(checkout, rel))}
+    found = {rel for rel in _REQUIREMENT_FILES if in_checkout(checkout, rel)}
     for folder, prefix in _REQUIREMENT_GLOBS:
         directory = os.path.join(checkout, folder)
         with contextlib.suppress(OSError):
             for name in os.listdir(directory):
-                if name.startswith(prefix) and name.endswith(".txt"):
-                    found.add(os.path.normpath(os.path.join(folder, name)))
+                rel = os.path.normpath(os.path.join(folder, name))
+                if name.startswith(prefix) and name.endswith(".txt") and in_checkout(checkout, rel):
+                    found.add(rel)
     return sorted(found)
 
 
@@ -180,7 +199,7 @@ def sanitized_requirements(checkout: str, rel: str, out_dir: str) -> str:
     source = os.path.join(checkout, rel)
     base = os.path.dirname(source)
     lines = []
-    for line in _read_text(source).splitlines():
+    for line in _checkout_text(checkout, rel).splitlines():
         stripped = line.strip()
         if _LOCAL_PATH_LINE.match(stripped):
             continue  # the project itself comes from the overlay, never the shared env
@@ -737,7 +756,7 @@ def tox_declared(checkout: str) -> bool:
     """tox configuration in any of the places tox itself reads it from."""
     if any(os.path.isfile(os.path.join(checkout, name)) for name in TOX_FILES):
         return True
-    if "[tox:tox]" in _read_text(os.path.join(checkout, "setup.cfg")):
+    if "[tox:tox]" in _checkout_text(checkout, "setup.cfg"):
         return True
     tool = _pyproject(checkout).get("tool")
     return isinstance(tool, dict) and "tox" in tool
@@ -961,8 +980,8 @@ def _auto(
             f"extras {', '.join(unknown)} are not declared by the project"
             f" (it declares: {', '.join(provided) or 'none'})"
         )
-    lock_digest = _sha256_file(os.path.join(checkout, LOCK_FILE)) if os.path.isfile(
-        os.path.join(checkout, LOCK_FILE)) else ""  # fmt: skip
+    lock = in_checkout(checkout, LOCK_FILE)
+    lock_digest = _sha256_file(lock) if lock else ""
     document = _pyproject(checkout)
     result.update(project=meta.get("name"), project_reused=project_reused,
                   requires_dist=meta.get("requires", []), provides_extra=provided)  # fmt: skip
@@ -983,9 +1002,9 @@ def _auto(
             source.update(requirements=[], files=[], pins=list(pins),
                           detail=f"{source['detail']}, with the pinned package set")  # fmt: skip
         digests = {
-            rel: _sha256_file(os.path.join(checkout, rel))
+            rel: _sha256_file(str(in_checkout(checkout, rel)))
             for rel in source["files"]  # type: ignore[attr-defined]
-            if os.path.isfile(os.path.join(checkout, rel))
+            if in_checkout(checkout, rel)
         }
         spec = {k: source[k] for k in ("source", "extras", "requirements", "files",
                                         "install_project", "set_env", "pytest_args")}  # fmt: skip
@@ -1095,7 +1114,7 @@ def _build_env(
         scratch = os.path.join(staging, "requirements")
         os.makedirs(scratch)
         for rel in source["files"]:  # type: ignore[attr-defined]
-            if not os.path.isfile(os.path.join(checkout, str(rel))):
+            if not in_checkout(checkout, str(rel)):
                 raise SetupFailed(f"{rel} is named but not in the checkout")
             args += ["-r", sanitized_requirements(checkout, str(rel), scratch)]
         if source.get("pins"):
