@@ -78,10 +78,10 @@ class SessionScanner:
             return []
         self._foreign &= listing
         seen: dict[int, tuple[int, int, int]] = {}
-        for pid in listing - self._foreign:
-            stat = _read_stat(pid)
+        for entry in listing - self._foreign:
+            stat = _read_stat(entry)
             if stat is not None:
-                seen[int(pid)] = stat
+                seen[int(entry)] = stat
         while self.nested:  # a leader of a new session whose parent is a member: adopted
             adopted = {
                 pid for pid, (sid, _, parent) in seen.items()
