@@ -48,6 +48,7 @@ from release_ledger.adapters.executors.kubernetes.status import (
     job_outcome,
 )
 from release_ledger.adapters.executors.local import report_of, setup_failed
+from release_ledger.adapters.git import SAFE_GIT, git_env
 from release_ledger.domain.errors import BadInput
 from release_ledger.domain.events import MemberLease
 from release_ledger.domain.execution import EnvironmentRequest, Observation, ShardRun
@@ -562,7 +563,8 @@ class KubernetesExecutor:
 def _origin_url(repo: Path) -> str | None:
     try:
         result = subprocess.run(
-            ["git", "-C", str(repo), "remote", "get-url", "origin"],
+            ["git", *SAFE_GIT, "-C", str(repo), "remote", "get-url", "origin"],
+            env=git_env(),
             capture_output=True,
             text=True,
             timeout=30,

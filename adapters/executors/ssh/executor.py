@@ -44,7 +44,7 @@ from release_ledger.adapters.executors.ssh.remote import (
 )
 from release_ledger.adapters.executors.ssh.target import REMOTE_PYTHON, SshTarget, validate_target
 from release_ledger.adapters.executors.ssh.wrapper import PYTHON_MARK
-from release_ledger.adapters.git import git_env
+from release_ledger.adapters.git import SAFE_GIT, git_env
 from release_ledger.adapters.pytest_plugin import PLUGIN_MODULE, PLUGIN_SOURCE
 from release_ledger.domain.errors import BadInput
 from release_ledger.domain.execution import (
@@ -216,6 +216,7 @@ class SshExecutor:
             done = subprocess.run(
                 [
                     "git",
+                    *SAFE_GIT,
                     "-C",
                     str(self.repo),
                     "push",
