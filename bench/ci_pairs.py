@@ -49,6 +49,7 @@ from tests.realworld.ci_pairs import (  # noqa: E402
     PAIRS,
     Pair,
     expected_introduced,
+    normalized,
 )
 from tests.realworld.sdists import mutate, release_pair  # noqa: E402
 
@@ -73,13 +74,6 @@ def build(pair: Pair, work: Path, mutant: bool) -> Path:
 
 # --- the project's own CI run -------------------------------------------------------------
 
-_SITE = re.compile(r"^.*?site-packages/")
-
-
-def normalized(test: str) -> str:
-    """A test id as both sides name it: an installed module by its path inside the package."""
-    return _SITE.sub("", test)
-
 
 def _junit_failures(junit: Path) -> set[str]:
     root = ET.parse(junit).getroot()
@@ -101,14 +95,14 @@ def _junit_failures(junit: Path) -> set[str]:
 _UNITTEST = re.compile(r"^(?:FAIL|ERROR): (\w+) \(([\w.]+)\)", re.MULTILINE)
 
 
-def _unittest_failures(output: str) -> set[str]:
+def _unittest_failures(output: str, top: str) -> set[str]:
     failing = set()
     for name, where in _UNITTEST.findall(output):
         parts = where.split(".")
         if parts[-1] == name:  # Python >= 3.11 names module.Class.test
             parts = parts[:-1]
         module, klass = parts[:-1], parts[-1]
-        failing.add(f"{'/'.join(module)}.py::{klass}::{name}")
+        failing.add(f"{top}{'/'.join(module)}.py::{klass}::{name}")
     return failing
 
 
@@ -131,7 +125,7 @@ def run_ci(pair: Pair, repo: Path, rev: str, work: Path) -> tuple[set[str], str]
     )  # fmt: skip
     output = done.stdout + done.stderr
     if pair.runner == "unittest":
-        failing = _unittest_failures(output)
+        failing = _unittest_failures(output, pair.unittest_top)
     else:
         failing = _junit_failures(junit) if junit.is_file() else {"<no JUnit report>"}
     return failing, f"exit {done.returncode}: " + output[-1500:]
