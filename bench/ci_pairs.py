@@ -155,6 +155,16 @@ def ground_truth(pair: Pair, keep: bool) -> dict[str, object]:
 # --- the gate -----------------------------------------------------------------------------
 
 
+def _described(invocation: object) -> str:
+    """The gate's own one-line rendering of a recorded invocation (as `ledger show` has it)."""
+    try:
+        from release_ledger.domain.invocation import TestInvocation
+
+        return TestInvocation.model_validate(invocation).describe()
+    except Exception:  # an older or newer shape: the raw JSON
+        return json.dumps(invocation, sort_keys=True)[:400]
+
+
 def _invocations(exported: str) -> list[str]:
     """What the gate's events say it ran, per revision: a recorded invocation where an event
     carries one (issue 37), else the environment's declared source."""
@@ -165,8 +175,7 @@ def _invocations(exported: str) -> list[str]:
         revision = str(event.get("revision", ""))
         value = event.get("invocation")
         if value:
-            text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-            invocations[revision] = text[:400]
+            invocations[revision] = _described(value)
         if event.get("kind") == "EnvironmentPrepared" and event.get("status") == "ready":
             named = event.get("extra") or event.get("group") or ""
             sources[revision] = f"env {event.get('source') or event.get('how')} {named}".strip()
