@@ -272,10 +272,12 @@ def main() -> None:
             if args.json:
                 print(json.dumps(row, sort_keys=True), flush=True)
                 continue
-            invocation = "; ".join(row["invocations"][:2]) or "-"  # type: ignore[index]
+            invocation = "; ".join(row.get("invocations", [])[:2]) or "-"  # type: ignore[index]
             print(f"{row['project']!s:26} {row['ci_verdict']!s:>10} {row['status']!s:>12} "
                   f"{len(row['introduced']):>5} {row['right']!s:>6} {row['seconds']!s:>6}  "
                   f"{invocation}", flush=True)  # fmt: skip
+            if row.get("log"):
+                print(f"{'':26} {str(row['log'])[-400:]!r}", flush=True)
             if row["right"] == "WRONG":
                 print(f"{'':26} missed {row['missed']} extra {row['extra']} "
                       f"reasons {str(row.get('reasons'))[:300]}", flush=True)  # fmt: skip
