@@ -199,7 +199,7 @@ def run_gate(repo: Path, pair: Pair, work: Path, timeout: float) -> dict[str, ob
         )  # fmt: skip
     except subprocess.TimeoutExpired:
         return {"status": f"timeout>{timeout:.0f}s", "introduced": [], "seconds": timeout}
-    seconds = time.perf_counter() - started
+    seconds = round(time.perf_counter() - started, 1)
     try:
         document = json.loads(done.stdout)
     except json.JSONDecodeError:
@@ -213,10 +213,10 @@ def run_gate(repo: Path, pair: Pair, work: Path, timeout: float) -> dict[str, ob
     return {
         "status": document.get("status"),
         "introduced": sorted(normalized(t) for t in document.get("introduced", [])),
-        "preexisting": len(document.get("preexisting", []) or []),
+        "preexisting": sorted(normalized(t) for t in document.get("preexisting", []) or []),
         "tests_head": (document.get("tests") or {}).get("head"),
         "reasons": document.get("reasons"),
-        "seconds": round(seconds, 1),
+        "seconds": seconds,
         "invocations": _invocations(exported),
     }
 
@@ -241,6 +241,7 @@ def compare(pair: Pair, mutant: bool, keep: bool, timeout: float) -> dict[str, o
         ci_verdict="?" if wanted is None else (f"failed {len(wanted)}" if wanted else "passed"),
         right=right,
         missed=sorted((wanted or set()) - got)[:5],
+        missed_as_preexisting=len(((wanted or set()) - got) & set(gate.get("preexisting", []))),
         extra=sorted(got - (wanted or set()))[:5],
     )
     return gate
@@ -279,7 +280,8 @@ def main() -> None:
             if row.get("log"):
                 print(f"{'':26} {str(row['log'])[-400:]!r}", flush=True)
             if row["right"] == "WRONG":
-                print(f"{'':26} missed {row['missed']} extra {row['extra']} "
+                print(f"{'':26} missed {row['missed']} ({row['missed_as_preexisting']} of them "
+                      f"preexisting at the gate) extra {row['extra']} "
                       f"reasons {str(row.get('reasons'))[:300]}", flush=True)  # fmt: skip
     print("\nclasses and CI commands:")
     for pair in chosen:
