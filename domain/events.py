@@ -177,6 +177,9 @@ class TestFilesDiscovered(Event):
     # failure at both revisions is confirmed in that order before it is called preexisting.
     # Empty in events recorded before: those runs are judged as they were.
     order: list[str] = Field(default_factory=list, exclude_if=lambda value: not value)
+    # How the files were found: the items the declared invocation collected, or the file
+    # walk as the fallback and why (empty in events recorded before it, and left out).
+    collected_by: str = Field(default="", exclude_if=lambda value: value == "")
 
 
 class FileMeasured(OnInterpreter, Event):

@@ -173,3 +173,11 @@ def stable_node_id(node_id: str) -> str:
 def file_of(node_id: str) -> str:
     """The file part of a node id (`tests/test_a.py::T::t[1]` -> `tests/test_a.py`)."""
     return node_id.partition("::")[0]
+
+
+def collected_files(node_ids: Sequence[str]) -> list[str]:
+    """The files of collected items, each once, in collection order (stable ids)."""
+    seen: dict[str, None] = {}
+    for node_id in node_ids:
+        seen.setdefault(file_of(stable_node_id(node_id)), None)
+    return list(seen)

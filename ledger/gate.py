@@ -27,6 +27,7 @@ from release_ledger.adapters.discovery import (
     nominal_inputs,
 )
 from release_ledger.adapters.executors import Capabilities, Executor, spec_for
+from release_ledger.adapters.executors.collection import COLLECT_TIMEOUT_S, collect_files
 from release_ledger.adapters.store_errors import LeaseLost
 from release_ledger.domain import content
 from release_ledger.domain import events as ev
@@ -298,20 +299,28 @@ class GateProcess:
         try:
             checkout = worktrees.checkout(self.started.head)
             patterns = list(self.options.discover) or None
-            files = discover_test_files(checkout, patterns)
-            order = collection_order(files, collection_starts(checkout) if patterns is None
-                                     else ["."])  # fmt: skip
+            files, collected_by = self._collected(self.started.head, patterns)
+            if files is None:
+                files = discover_test_files(checkout, patterns)
+                order = collection_order(files, collection_starts(checkout) if patterns is None
+                                         else ["."])  # fmt: skip
+            else:  # the order the declared invocation collected them in
+                order, files = files, sorted(files)
             sizes, tests = nominal_inputs(checkout, files)
             # Test files base has and head has not: lost coverage unless git pairs them
             # with a file at head by content (a rename moves its tests, it removes none).
-            gone = set(discover_test_files(worktrees.checkout(self.started.base), patterns))
+            base_files, _ = self._collected(self.started.base, patterns)
+            if base_files is None:
+                base_files = discover_test_files(worktrees.checkout(self.started.base), patterns)
+            gone = set(base_files)
             gone -= set(files)
         finally:
             worktrees.close()
         if not files:
             raise BadInput(f"no test files found at {self.started.head_ref} in {self.repo}")
         at_base = git.files_at_commit(self.repo, self.started.base)
-        missing = [f for f in files if f not in at_base]
+        # an installed module (`{site-packages}/...`) is in no tree: base has it if collected
+        missing = [f for f in files if f not in at_base and f not in base_files]
         moved = git.renames(self.repo, self.started.base, self.started.head) if gone else {}
         renamed = {old: new for old, new in moved.items() if old in gone}
         self.ledger.record(
@@ -324,7 +333,18 @@ class GateProcess:
             sizes=sizes,
             test_functions=tests,
             order=order,
+            collected_by=collected_by,
         )
+
+    def _collected(
+        self, commit: str, patterns: Sequence[str] | None
+    ) -> tuple[list[str] | None, str]:
+        """The test files the revision's declared invocation collects, in its environment
+        (`adapters/executors/collection.py`), and how they were found; None: walk the files."""
+        if patterns is not None:
+            return None, ""
+        timeout_s = min(self.options.timeout_s, COLLECT_TIMEOUT_S)
+        return collect_files(self.executor, commit, timeout_s, int(self.options.budget_mb))
 
     def _measure(self, state: RunState, step: Step) -> None:
         files = list(step.files)

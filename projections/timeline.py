@@ -72,6 +72,8 @@ def _run_started(e: ev.RunStarted, _: Mapping[str, bytes]) -> str:
 
 def _discovered(e: ev.TestFilesDiscovered, _: Mapping[str, bytes]) -> str:
     text = f"discovered {len(e.files)} test files at head"
+    if e.collected_by:
+        text += f" ({e.collected_by})"
     if e.missing_at_base:
         text += f"; new at head (absent at base): {_files(e.missing_at_base)}"
     if e.removed_at_head:

@@ -53,6 +53,16 @@ import time
 import zipfile
 from typing import TYPE_CHECKING
 
+# On this machine; on a host the module is concatenated after these, already defined.
+with contextlib.suppress(ImportError):
+    from release_ledger.adapters.executors.invocation_source import (
+        POSARGS_SENTINEL,
+        InvocationUnreadable,
+        choose_tox_env,
+        resolved,
+        tox_invocation,
+    )
+
 if TYPE_CHECKING:  # the module also runs on build hosts' older interpreters: no run-time alias
     from collections.abc import Callable
 
@@ -543,7 +553,6 @@ def _choose_extra(extras: list[str]) -> str | None:
     return next((by_normal[name] for name in TEST_EXTRAS if name in by_normal), None)
 
 
-
 def _import_check(
     python: str,
     tops: list[str],
@@ -671,9 +680,7 @@ def _allowed(env: dict[str, str], allowed: tuple[str, ...]) -> dict[str, str]:
 
 def env_name_matches(name: str, patterns: tuple[str, ...] | list[str]) -> bool:
     """Whether `name` is one of `patterns` (exact names, or prefixes ending in `*`)."""
-    return any(
-        name.startswith(p[:-1]) if p.endswith("*") else name == p for p in patterns
-    )
+    return any(name.startswith(p[:-1]) if p.endswith("*") else name == p for p in patterns)
 
 
 # The gate's pytest plugin reads each file's time limit from this variable (its own copy of
@@ -770,56 +777,98 @@ def find_tox() -> str | None:
     return shutil.which("tox")
 
 
-def tox_source(
-    checkout: str, version: str, env: dict[str, str], confine: Confine | None = None
-) -> dict[str, object]:
-    """tox's test environment for this interpreter, read by tox's own loader (`tox config`):
-    its deps, extras, dependency groups, set_env and the pytest arguments of its commands."""
-    tox = find_tox()
-    name = "py" + "".join(version.split(".")[:2])
-    if tox is None:
-        raise SetupFailed("tox is not installed on this machine")
-    keys = ["deps", "extras", "dependency_groups", "set_env", "commands", "skip_install",
-            "runner", "no_default_groups"]  # fmt: skip
-    argv = [tox, "config", "-e", name, "-k", *keys, "--format", "json", "--no-provision"]
+def _tox_config(
+    checkout: str, argv: list[str], env: dict[str, str], confine: Confine | None
+) -> dict[str, dict[str, object]]:
+    """One `tox config --format json` answer: its environments by name."""
     try:
         done = subprocess.run(
             _confined(confine, argv, checkout), cwd=checkout, env=env,
             stdin=subprocess.DEVNULL, capture_output=True, timeout=TOX_TIMEOUT_S, check=False,
         )  # fmt: skip
-        found = json.loads(done.stdout.decode("utf-8", "replace"))["env"][name]
+        found: dict[str, dict[str, object]] = json.loads(done.stdout.decode("utf-8", "replace"))[
+            "env"
+        ]
+        if not isinstance(found, dict):
+            raise TypeError("no environments")
     except (OSError, subprocess.TimeoutExpired, ValueError, KeyError, TypeError) as error:
         tail = locals().get("done")
         said = tail.stderr.decode("utf-8", "replace").strip()[-300:] if tail else str(error)
-        raise SetupFailed(f"tox could not read its configuration: {said or error}") from None
+        said = (said or str(error)).splitlines()[-1] if (said or str(error)) else ""
+        raise SetupFailed(f"tox could not read its configuration: {said}") from None
+    return found
+
+
+def _commands(value: object) -> list[str]:
+    return [str(c) for c in value] if isinstance(value, list) else []
+
+
+def tox_source(
+    checkout: str, version: str, env: dict[str, str], confine: Confine | None = None
+) -> dict[str, object]:
+    """tox's test environment for this interpreter, chosen and read by tox's own loader
+    (`tox config`): the one of `env_list` whose Python factor is this interpreter and whose
+    commands run the tests (`py311-tests`), else tox's ad-hoc `py311`
+    (`invocation_source.choose_tox_env`); its deps, extras, dependency groups, set_env, with
+    its factor conditions evaluated by tox, and its test command (`invocation`)."""
+    tox = find_tox()
+    if tox is None:
+        raise SetupFailed("tox is not installed on this machine")
+    config = [tox, "config", "--format", "json", "--no-provision"]
+    listed = _tox_config(checkout, [*config, "-k", "base_python", "commands"], env, confine)
+    chosen = choose_tox_env(listed, version)
+    name = chosen or "py" + "".join(version.split(".")[:2])
+    keys = ["deps", "extras", "dependency_groups", "set_env", "commands", "skip_install",
+            "runner", "no_default_groups", "change_dir", "env_site_packages_dir"]  # fmt: skip
+    argv = [*config, "-e", name, "-k", *keys, "--", POSARGS_SENTINEL]
+    found = _tox_config(checkout, argv, env, confine).get(name)
+    if not isinstance(found, dict):
+        raise SetupFailed(f"tox could not read its configuration: no environment {name}")
+    if chosen is None:
+        defaults = _tox_config(checkout, [*config, "-e", name, "-k", "commands"], env, confine)
+        commands = _commands(defaults.get(name, {}).get("commands"))
+    else:
+        commands = _commands(listed[name].get("commands"))
     requirements: list[str] = []
     files: list[str] = []
-    for dep in found.get("deps") or []:
+    for dep in found.get("deps") or []:  # type: ignore[attr-defined]
         match = re.match(r"^(-r|--requirement)\s*=?\s*(\S+)$", str(dep).strip())
         if match:
             path = match.group(2)
             files.append(os.path.relpath(path, checkout) if os.path.isabs(path) else path)
         elif str(dep).strip():
             requirements.append(str(dep).strip())
-    groups = [str(group) for group in found.get("dependency_groups") or []]
+    groups = [str(group) for group in found.get("dependency_groups") or []]  # type: ignore[attr-defined]
     if found.get("runner") == LOCK_RUNNER and not groups and not found.get("no_default_groups"):
         groups = _default_groups(checkout)  # what `uv sync` adds when no group is named
     for group in groups:
         requirements.extend(_resolve_group(checkout, group))
     set_env = {
-        str(k): str(v) for k, v in (found.get("set_env") or {}).items() if not _TOX_OWN_ENV.match(k)
+        str(k): str(v)
+        for k, v in (found.get("set_env") or {}).items()  # type: ignore[attr-defined]
+        if not _TOX_OWN_ENV.match(k)
     }
-    return {
+    source: dict[str, object] = {
         "source": "tox",
         "detail": f"tox env {name}",
-        "extras": [str(e) for e in found.get("extras") or []],
+        "extras": [str(e) for e in found.get("extras") or []],  # type: ignore[attr-defined]
         "requirements": requirements,
         "files": files,
         "install_project": not bool(found.get("skip_install")),
         "set_env": set_env,
-        "pytest_args": pytest_arguments([str(c) for c in found.get("commands") or []], checkout),
+        "pytest_args": pytest_arguments(commands, checkout),
         "runner": str(found.get("runner") or ""),
     }
+    site = found.get("env_site_packages_dir")
+    try:
+        source["invocation"] = tox_invocation(
+            checkout, name, commands, _commands(found.get("commands")),
+            str(found.get("change_dir") or checkout), site if isinstance(site, str) else "",
+            set_env,
+        )  # fmt: skip
+    except InvocationUnreadable as error:
+        source["invocation_error"] = str(error)
+    return source
 
 
 def _default_groups(checkout: str) -> list[str]:
@@ -1074,6 +1123,14 @@ def _auto(
     result["packages"] = _dependencies_only(str((found or {}).get("packages", "")), meta)
     set_env = {str(k): str(v) for k, v in dict(source["set_env"]).items()}  # type: ignore[call-overload]
     pytest_args = [str(a) for a in source["pytest_args"]]  # type: ignore[attr-defined]
+    invocation = _invocation(
+        checkout, source, str(result["python"]), apply_runtime(installer.env, runtime(None, venv)),
+        installer.confine,
+    )  # fmt: skip
+    result["invocation"] = invocation
+    if invocation.get("runner") == "pytest" and not invocation.get("fallback"):
+        options = [str(o) for o in invocation.get("options", [])]  # type: ignore[attr-defined]
+        pytest_args = shard_options(options)
     result["runtime"] = runtime(None, venv, set_env, pytest_args)
     result["keep"] = [entry, os.path.dirname(os.path.dirname(wheel))]
     env = apply_runtime(installer.env, result["runtime"])  # type: ignore[arg-type]
@@ -1081,6 +1138,47 @@ def _auto(
     result["imports"], result["warnings"] = _import_check(
         str(result["python"]), tops, venv, checkout, env, installer.confine
     )
+
+
+def _invocation(
+    checkout: str, source: dict[str, object], python: str, env: dict[str, str],
+    confine: Confine | None,
+) -> dict[str, object]:  # fmt: skip
+    """The test invocation the source declares, its options told from its targets by the
+    environment's pytest; where it declares none, or pytest cannot parse it, the fallback
+    (pytest as the project configures it, the options kept by the old rule), saying why."""
+    kept = [str(a) for a in source["pytest_args"]]  # type: ignore[attr-defined]
+    declared = source.get("invocation")
+    if not isinstance(declared, dict):
+        why = source.get("invocation_error") or f"{source['detail']} declares no test command"
+        return {"source": "default", "options": kept, "fallback": str(why)}
+    try:
+        return resolved(declared, python, checkout, env, confine)
+    except InvocationUnreadable as error:
+        found = {k: v for k, v in declared.items() if k != "words"}
+        return {**found, "options": kept, "fallback": f"{error}; options kept by name"}
+
+
+# Options a shard never passes, with their values: as `domain/invocation.STOPPING_OPTIONS`
+# (this module imports nothing of ours; tests/test_tox_invocation.py holds them equal).
+STOPPING_OPTIONS = (
+    "-x", "--exitfirst", "--maxfail", "--junitxml", "--junit-xml", "--sw", "--stepwise",
+    "--basetemp",
+)  # fmt: skip
+
+
+def shard_options(options: list[str]) -> list[str]:
+    """`options` (told from targets by pytest's parser) less `STOPPING_OPTIONS` and their
+    values (`--maxfail 3`, `--maxfail=3`, `-x`)."""
+    kept: list[str] = []
+    dropping = False
+    for word in options:
+        if word.startswith("-"):
+            name = word.split("=", 1)[0] if word.startswith("--") else word[:2]
+            dropping = name in STOPPING_OPTIONS
+        if not dropping:
+            kept.append(word)
+    return kept
 
 
 def _dependencies_only(frozen: str, meta: dict[str, object]) -> str:
@@ -1139,7 +1237,6 @@ def _build_env(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-
 
 
 def _command(

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from release_ledger.domain.execution import (
     ShardRun,
     expand_command,
 )
+from release_ledger.domain.invocation import INSTALLED_PREFIX, stable_node_id
 
 LOG_TAIL_BYTES = 64 * 1024
 
@@ -193,6 +195,40 @@ class LocalExecutor:
                 warnings.append(build_sandbox.UNCONFINED_WARNING)
         return prepared
 
+    def collect(
+        self, commit: str, timeout_s: float = 300.0, memory_limit_mb: int | None = None
+    ) -> tuple[list[str] | None, str]:
+        """The items the commit's declared invocation collects (`--collect-only -q`, in its
+        environment, sandboxed and watched like a shard: a module that hangs or blows up at
+        import ends it, and the file walk then finds the files), or None and why not."""
+        report, runtime = self.environment_for(commit)
+        if report.status != "ready" or report.invocation is None:
+            return None, report.error or "no resolved test invocation"
+        if report.invocation.runner != "pytest":
+            return None, f"the declared runner is {report.invocation.runner}"
+        run_dir = Path(tempfile.mkdtemp(prefix="collect-", dir=self.work_dir))
+        try:
+            cwd = isolated_copy(self.repo, commit, run_dir / "w")
+            run = ShardRun(
+                run_id="", shard_id="collect", attempt=1, revision="head", commit=commit,
+                files=tuple(t.shown() for t in report.invocation.targets), timeout_s=timeout_s,
+                memory_limit_mb=memory_limit_mb,
+                command=("{python}", "-c", COLLECT_PROGRAM, "{files}"),
+            )  # fmt: skip
+            seen = self._run_in(run, cwd, run_dir, report, runtime)
+            output = (run_dir / "output.log").read_text("utf-8", "replace")
+            items = collected_items(output, str(cwd))
+        except OSError as error:
+            return None, f"collection could not run: {error}"
+        finally:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        if seen.timed_out or seen.oom:
+            return None, "collection " + ("timed out" if seen.timed_out else "ran out of memory")
+        if seen.exit_code not in (0, 5) or seen.signal is not None:
+            tail = [line for line in output.splitlines() if line.strip()][-1:] or ["no output"]
+            return None, f"collection exited {seen.exit_code}: {tail[0][:200]}"
+        return items, ""
+
     # -- running ---------------------------------------------------------------------------
 
     def run(self, shard: ShardRun) -> Observation:
@@ -236,7 +272,8 @@ class LocalExecutor:
         junit = run_dir / "junit.xml"
         log_path = run_dir / "output.log"
         python = report.python or self.python
-        argv = expand_command(shard.command, python=python, junit=str(junit), files=shard.files)
+        start, files = in_workdir(cwd, report, shard.files)
+        argv = expand_command(shard.command, python=python, junit=str(junit), files=files)
         if not argv:
             raise BadInput("the test command is empty")
         # A home and temporary folder of the attempt's own (given to the shard's user with the
@@ -252,11 +289,13 @@ class LocalExecutor:
         )  # fmt: skip
         if shutil.which(argv[0], path=env.get("PATH")) is None:  # checked before any sandbox
             raise BadInput(f"cannot run the test command '{argv[0]}': not found")
-        argv, confined = self._sandboxed(argv, cwd, run_dir, python, env)
+        if start != cwd:  # the plugin names files from the checkout, not from `start`
+            env["RELEASE_LEDGER_FILES_ROOT"] = str(cwd)
+        argv, confined = self._sandboxed(argv, start, run_dir, python, env)
         env = sandbox.shard_environment(env, confined)
         process = ShardProcess(
             argv,
-            cwd=str(cwd),
+            cwd=str(start),
             env=env,
             log_path=str(log_path),
             timeout_s=shard.timeout_s,
@@ -360,6 +399,77 @@ class LocalExecutor:
         if self._own_worktrees:  # a Worktrees passed in is released by its owner
             self.worktrees.close()
         self._checkouts.clear()
+
+
+# `pytest --collect-only` with the invocation's options (PYTEST_ADDOPTS) and targets, naming
+# each item's file by its path (node ids alone cannot say where a file outside the rootdir,
+# an installed module, is), and each module that skipped itself whole at import.
+COLLECT_PROGRAM = """
+import os, sys, pytest
+class Items:
+    def pytest_configure(self, config):
+        self.root = str(config.rootpath)
+    def pytest_collectreport(self, report):
+        # a module that skips itself whole at import is a file the run still has to run
+        if report.outcome == "skipped" and report.nodeid and "::" not in report.nodeid:
+            path = os.path.join(self.root, report.nodeid)
+            print("release-ledger-item\\t%s\\t%s" % (path, report.nodeid), flush=True)
+    def pytest_collection_finish(self, session):
+        for item in session.items:
+            print("release-ledger-item\\t%s\\t%s" % (getattr(item, "path", ""), item.nodeid),
+                  flush=True)
+sys.exit(pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", *sys.argv[1:]],
+                     plugins=[Items()]))
+"""
+
+
+def collected_items(output: str, checkout: str) -> list[str]:
+    """Stable ids of the items `COLLECT_PROGRAM` printed: the file relative to the checkout,
+    or `{site-packages}/...` for an installed module; files elsewhere are left out."""
+    found: list[str] = []
+    root = os.path.realpath(checkout)
+    for line in output.splitlines():
+        mark, _, rest = line.partition("\t")
+        path, _, node_id = rest.partition("\t")
+        if mark != "release-ledger-item" or not path:
+            continue
+        name = node_id.partition("::")[2]
+        real = os.path.realpath(path)
+        if real.startswith(root + os.sep):
+            file = os.path.relpath(real, root).replace(os.sep, "/")
+        else:
+            file = stable_node_id(path).partition("::")[0]
+            if not file.startswith(INSTALLED_PREFIX):
+                continue
+        found.append(f"{file}::{name}" if name else file)
+    return found
+
+
+def in_workdir(
+    checkout: Path, report: EnvironmentReport, files: Sequence[str]
+) -> tuple[Path, list[str]]:
+    """Where a run starts and the files it names from there: the invocation's working
+    directory (tox's `changedir`), made as tox makes it, with the checkout as pytest's
+    rootdir so node ids stay relative to it."""
+    invocation = report.invocation
+    site = site_packages(report)
+    named = [site + f[len(INSTALLED_PREFIX) - 1 :] if f.startswith(INSTALLED_PREFIX) else f
+             for f in files]  # fmt: skip
+    if invocation is None or not invocation.workdir:
+        return checkout, named
+    start = (checkout / invocation.workdir).resolve()
+    if not start.is_relative_to(checkout.resolve()):
+        return checkout, named
+    start.mkdir(parents=True, exist_ok=True)
+    moved = [os.path.relpath(checkout / f, start) for f in named]
+    return start, [f"--rootdir={checkout}", *moved]
+
+
+def site_packages(report: EnvironmentReport) -> str:
+    """The environment's site-packages, where `{site-packages}/...` targets are."""
+    version = ".".join(report.python_version.split(".")[:2])
+    venv = os.path.dirname(os.path.dirname(report.python))
+    return os.path.join(venv, "lib", f"python{version}", "site-packages")
 
 
 def report_of(prepared: dict[str, object], where: str) -> EnvironmentReport:

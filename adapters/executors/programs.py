@@ -34,7 +34,8 @@ def remote_program(entry: str) -> str:
     """Supervisor + lock rule + environment preparation + sandbox + checkout guard + the entry
     module (`ssh/wrapper.py`), `packed`."""
     return packed(program(
-        "supervisor.py", "env_lock.py", "environment.py", "sandbox.py", "checkout_guard.py", entry
+        "supervisor.py", "env_lock.py", "invocation_source.py", "environment.py", "sandbox.py",
+        "checkout_guard.py", entry,
     ))  # fmt: skip
 
 

@@ -90,6 +90,8 @@ if TYPE_CHECKING:  # annotations only: the plugin imports nothing beyond what it
 FORMAT_VERSION = "2"  # 2: collect_kb, reset, baseline, empty
 PREFIX = "release-ledger"
 MARKER = "release-ledger:"
+# The checkout a shard's files are named from when it runs elsewhere (its `changedir`).
+ROOT_VARIABLE = "RELEASE_LEDGER_FILES_ROOT"
 LIMITS_VARIABLE = "RELEASE_LEDGER_FILE_LIMITS"
 TIME_LIMIT_EXIT = 124  # as timeout(1) exits
 # The session's own stdout, kept before pytest captures fd 1 (`-p` imports the plugin first):
@@ -194,6 +196,23 @@ FILE_ATTR = "release_ledger_file"
 MARK_ATTR = "release_ledger_mark"
 
 
+def _named(path: str, root: str) -> str:
+    """A file as the report names it: relative to `root`; a module of an installed package
+    (outside it, in a site-packages) by its path inside site-packages, the same at every
+    revision (`{site-packages}/pkg/mod.py`)."""
+    relative = os.path.relpath(path, root).replace(os.sep, "/")
+    normal = path.replace(os.sep, "/")
+    if relative.startswith("../") and "/site-packages/" in normal:
+        return "{site-packages}/" + normal.rsplit("/site-packages/", 1)[1]
+    return relative
+
+
+def _files_root(config: pytest.Config) -> str:
+    """What the report's file names are relative to: the checkout, where the gate runs the
+    shard in a working directory of the project's (tox's `changedir`) and names it here."""
+    return os.environ.get(ROOT_VARIABLE) or str(config.invocation_params.dir)
+
+
 class WorkerMarks:
     """On an xdist worker: each report names its test's file; the first report of a segment
     (consecutive tests of one file) carries the worker's memory at its start, the last one
@@ -201,7 +220,7 @@ class WorkerMarks:
     segment's wall seconds."""
 
     def __init__(self, config: pytest.Config) -> None:
-        self.root = str(config.invocation_params.dir)
+        self.root = _files_root(config)
         self.file: str | None = None
         self.following: str | None = None
         self.started = 0.0
@@ -219,7 +238,7 @@ class WorkerMarks:
         path = getattr(item, "path", None)
         if path is None:
             return item.nodeid.split("::", 1)[0]
-        return os.path.relpath(str(path), self.root).replace(os.sep, "/")
+        return _named(str(path), self.root)
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
@@ -298,7 +317,7 @@ class ReleaseLedgerReport:
     def __init__(self, config: pytest.Config, path: str) -> None:
         self.config = config
         self.path = os.path.abspath(path)
-        self.root = str(config.invocation_params.dir)
+        self.root = _files_root(config)
         self.files: dict[str, _File] = {}
         self.cases: dict[str, _Case] = {}
         self.subtest_names: dict[str, dict[str, int]] = {}
@@ -329,8 +348,7 @@ class ReleaseLedgerReport:
     def _file_of(self, path: object, fallback: str) -> str:
         if path is None:
             return fallback.split("::", 1)[0]
-        relative = os.path.relpath(str(path), self.root)
-        return relative.replace(os.sep, "/")
+        return _named(str(path), self.root)
 
     def _case(self, nodeid: str, path: object, subtest: str | None = None) -> _Case:
         file = self._file_of(path, nodeid)

@@ -1,0 +1,36 @@
+"""Discovery from the declared invocation: the files whose items the revision's own runner
+collects (`--collect-only` with the invocation's options and targets, in the revision's
+environment), instead of a model of pytest's rules. The file walk (adapters/discovery.py)
+stays the fallback where collection cannot run, and the ledger says which it was."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from release_ledger.domain.invocation import INSTALLED_PREFIX, collected_files
+
+COLLECT_TIMEOUT_S = 300.0  # at most, for collecting a whole suite before it is sharded
+
+
+def collect_files(
+    executor: Any, commit: str, timeout_s: float, memory_limit_mb: int | None
+) -> tuple[list[str] | None, str]:
+    """(files in collection order, how they were found), or (None, why the walk is used).
+    A module of the installed package is named `{site-packages}/pkg/mod.py`. Collection runs
+    under the run's shard limits (`timeout_s`, `memory_limit_mb`)."""
+    collect = getattr(executor, "collect", None)
+    if collect is None:
+        return None, "file walk (fallback: the executor cannot collect before the run)"
+    node_ids, why = collect(commit, timeout_s=timeout_s, memory_limit_mb=memory_limit_mb)
+    if node_ids is None:
+        return None, f"file walk (fallback: {why})"
+    if not node_ids:
+        return None, "file walk (fallback: the declared invocation collected no items)"
+    report, _ = executor.environment_for(commit)
+    source = report.invocation.source if report.invocation is not None else "pytest"
+    files = collected_files(node_ids)  # in the order the invocation collects them
+    installed = [f for f in files if f.startswith(INSTALLED_PREFIX)]
+    how = f"collected by {source}: {len(node_ids)} items in {len(files)} files"
+    if installed:
+        how += f", {len(installed)} of them modules of the installed package"
+    return files, how
