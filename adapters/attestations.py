@@ -21,6 +21,7 @@ from in_toto_attestation.v1.statement import Statement  # type: ignore[import-un
 from securesystemslib.dsse import Envelope
 from securesystemslib.signer import CryptoSigner, Key, Signer, SSlibKey
 
+from release_ledger.adapters.bounded_files import read_capped
 from release_ledger.domain.errors import BadInput
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
@@ -57,13 +58,13 @@ def generate_key(path: Path) -> str:
     return SSlibKey.from_crypto(private.public_key()).keyid
 
 
+# A PEM ed25519 key is a few hundred bytes: anything past this is not a key (`/dev/zero`
+# would otherwise be read for ever).
+MAX_KEY_BYTES = 64 * 1024
+
+
 def _read(path: Path, what: str) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise BadInput(f"{what} {path}: no such file") from None
-    except OSError as error:
-        raise BadInput(f"{what} {path}: cannot read: {error.strerror}") from None
+    return read_capped(path, what, MAX_KEY_BYTES)
 
 
 def load_signer(path: Path) -> Signer:
@@ -157,6 +158,8 @@ def _descriptor(subject: Any) -> Any:
 def decode_payload(payload: bytes) -> Any:
     try:
         return json.loads(payload)
+    except RecursionError:
+        raise ValueError("the payload nests too deeply to be a statement") from None
     except ValueError:
         raise ValueError("the payload is not JSON") from None
 

@@ -13,6 +13,7 @@ from click_option_group import OptionGroup
 from release_ledger.cli.options import common, common_in
 from release_ledger.cli.progress import RichObserver
 from release_ledger.cli.render import finish_verdict
+from release_ledger.ledger import outputs
 from release_ledger.ledger import report as reports
 from release_ledger.ledger import use_cases
 from release_ledger.ledger.bootstrap import opened
@@ -117,7 +118,8 @@ def gate(ledger_url: str | None, as_json: bool, junit_out: str | None, **flags: 
             click.echo(f"ledger: interrupted; continue with: ledger resume {stopped}", err=True)
             sys.exit(130)
         if junit_target is not None:
-            junit_target.write_bytes(reports.junit_bytes(ledger, str(document["run_id"])))
+            junit = reports.junit_bytes(ledger, str(document["run_id"]))
+            outputs.write_whole(junit_target, junit, "--junit-out")
     finish_verdict(document, as_json)
 
 

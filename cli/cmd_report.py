@@ -7,6 +7,7 @@ import hashlib
 import click
 
 from release_ledger.cli.options import common, emit_json
+from release_ledger.ledger import outputs
 from release_ledger.ledger import report as reports
 from release_ledger.ledger.bootstrap import opened
 from release_ledger.ledger.vocabulary import BadInput
@@ -56,7 +57,7 @@ def report(
     for name, data in written.items():
         target = targets[name]
         assert target is not None
-        target.write_bytes(data)
+        outputs.write_whole(target, data, f"--{'html' if name == 'html' else 'junit-out'}")
         files[name] = {
             "path": str(target),
             "bytes": len(data),

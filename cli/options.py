@@ -10,11 +10,11 @@ import functools
 import json
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
+from release_ledger.ledger import outputs
 from release_ledger.ledger.vocabulary import (
     BadInput,
     IntegrityProblem,
@@ -99,32 +99,21 @@ def emit_json(document: Any) -> None:
 
 
 class OutFile:
-    """An `--out FILE`, opened before anything is appended (an unwritable one is bad input,
-    exit 2, with nothing recorded), written whole once the command has its result, and
-    removed again when the command fails and the file did not exist before it."""
+    """An `--out FILE`, checked before anything is appended (a device, a folder or an
+    unwritable place is bad input, exit 2, with nothing recorded), then written whole once
+    the command has its result: a temporary file renamed over it, so a full disk leaves
+    it as it was (one line, exit 2), never half written."""
 
     def __init__(self, out: str | None) -> None:
         self.out = out
-        self.target = Path(out) if out else None
-        if self.target is not None and not self.target.parent.is_dir():
-            raise BadInput(f"--out {out}: directory {self.target.parent} does not exist")
-        self.existed = self.target is not None and self.target.exists()
-        try:
-            self.handle = self.target.open("a", encoding="utf-8") if self.target else None
-        except OSError as error:
-            raise BadInput(f"--out {out}: cannot write: {error.strerror}") from error
+        self.target = outputs.writable_target(out, "--out") if out else None
 
     def __enter__(self) -> OutFile:
         return self
 
     def __exit__(self, kind: object, *_: object) -> None:
-        if kind is not None and self.handle is not None:
-            self.handle.close()
-            if not self.existed and self.target is not None:
-                self.target.unlink(missing_ok=True)
+        return None
 
     def write(self, text: str) -> None:
-        if self.handle is not None:
-            with self.handle:
-                self.handle.truncate(0)
-                self.handle.write(text)
+        if self.target is not None:
+            outputs.write_whole(self.target, text.encode("utf-8"), "--out")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from release_ledger.adapters import attestations as crypto
+from release_ledger.adapters.bounded_files import read_capped
 from release_ledger.adapters.store_records import Recorded
 from release_ledger.domain import events as ev
 from release_ledger.domain.errors import BadInput
@@ -150,16 +151,31 @@ class Checked:
         }
 
 
+# A bundle is a few envelopes of statements: far below this, whatever the suite's size.
+MAX_BUNDLE_BYTES = 128 * 1024 * 1024
+
+
 def read_bundle(path: Path) -> list[str]:
+    """The bundle's envelopes, one JSON document a line: a regular file of at most
+    `MAX_BUNDLE_BYTES`, each line JSON no deeper than the parser's recursion allows (a
+    200,000-deep array is one line of bad input, not a crash)."""
+    data = read_capped(path, "bundle", MAX_BUNDLE_BYTES)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BadInput(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise BadInput(f"{path}: cannot read: {error}") from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadInput(f"bundle {path}: not UTF-8 text") from None
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         raise BadInput(f"{path}: no envelopes")
+    for number, line in enumerate(lines, start=1):
+        try:
+            json.loads(line)
+        except RecursionError:
+            raise BadInput(
+                f"bundle {path}: line {number} nests too deeply to be an envelope"
+            ) from None
+        except ValueError:
+            continue  # not JSON: `verify` names the envelope as invalid
     return lines
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from release_ledger.adapters.bounded_files import writable_target
 from release_ledger.domain.errors import BadInput
 from release_ledger.domain.rules import get_rule
 from release_ledger.ledger.projection import project, verdict_of
@@ -31,12 +32,6 @@ def junit_bytes(ledger: Ledger, run_id: str, rule: str | None = None) -> bytes:
 
 
 def writable(path: str, option: str) -> Path:
-    """A file path whose directory exists; checked before anything is run or written."""
-    target = Path(path)
-    if target.is_dir():
-        raise BadInput(f"{option} {path}: is a directory")
-    if target.exists() and not target.is_file():
-        raise BadInput(f"{option} {path}: not a regular file")
-    if not target.parent.is_dir():
-        raise BadInput(f"{option} {path}: directory {target.parent} does not exist")
-    return target
+    """A file path an output may be written to (`ledger/outputs.py`); checked before
+    anything is run or written."""
+    return writable_target(path, option)

@@ -22,7 +22,7 @@ def views_path(ledger: Ledger, views: str | Path | None) -> Path | str:
     2,000-run ledger against 3 s alone); a PostgreSQL ledger keeps its views in its own
     database, in the schema `ledger_views` (returned as that name)."""
     if views:
-        return Path(views)
+        return _own_views_file(Path(views))
     store = ledger.store
     if store.dialect != "sqlite":
         return PG_SCHEMA
@@ -32,6 +32,47 @@ def views_path(ledger: Ledger, views: str | Path | None) -> Path | str:
     own = database.with_name(database.name.removesuffix(".db") + VIEWS_SUFFIX)
     _adopt_shared_views(database.parent / SHARED_VIEWS_FILE, own, store.ledger_id())
     return own
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _own_views_file(path: Path) -> Path:
+    """`--views PATH` when it can be the ledger's views: none yet, empty, or a views file
+    (a SQLite database with the views' own table); anything else (the user's notes, the
+    ledger itself, another database, a device) is refused before a byte is written."""
+    if not path.parent.is_dir():
+        raise BadInput(f"--views {path}: directory {path.parent} does not exist")
+    if not path.exists():
+        return path
+    if not path.is_file():
+        raise BadInput(f"--views {path}: not a regular file")
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(len(SQLITE_HEADER))
+    except OSError as error:
+        raise BadInput(f"--views {path}: cannot read: {error.strerror}") from None
+    if not header:
+        return path
+    if header != SQLITE_HEADER or not _has_views_table(path):
+        raise BadInput(f"--views {path}: not a views file of release-ledger (not overwriting it)")
+    return path
+
+
+def _has_views_table(path: Path) -> bool:
+    from release_ledger.adapters.read_model_store import META
+
+    try:
+        conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=5)
+        try:
+            row = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (META,)
+            ).fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return False
+    return row is not None
 
 
 def _adopt_shared_views(shared: Path, own: Path, ledger_id: str) -> None:
