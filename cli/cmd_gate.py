@@ -13,9 +13,8 @@ from click_option_group import OptionGroup
 from release_ledger.cli.options import common, common_in
 from release_ledger.cli.progress import RichObserver
 from release_ledger.cli.render import finish_verdict
-from release_ledger.ledger import outputs
+from release_ledger.ledger import outputs, use_cases
 from release_ledger.ledger import report as reports
-from release_ledger.ledger import use_cases
 from release_ledger.ledger.bootstrap import opened
 from release_ledger.ledger.gate import GateInterrupted, warnings_for
 from release_ledger.ledger.options import (
