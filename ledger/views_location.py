@@ -94,5 +94,3 @@ def _adopt_shared_views(shared: Path, own: Path, ledger_id: str) -> None:
     if row is not None and str(row[0]) == ledger_id:
         with contextlib.suppress(OSError):  # two commands adopting it at once: one rename wins
             shared.rename(own)
-
-
