@@ -27,9 +27,10 @@ def read_capped(path: Path, what: str, limit: int) -> bytes:
         raise BadInput(f"{what} {path}: no such file") from None
     except OSError as error:
         raise BadInput(f"{what} {path}: cannot read: {error.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise BadInput(f"{what} {path}: not a regular file")
     with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise BadInput(f"{what} {path}: not a regular file")
         try:
             data = handle.read(limit + 1)
         except OSError as error:

@@ -313,6 +313,11 @@ class ShardAttemptRecorded(OnInterpreter, Event):
     # the test that was running and the limit.
     killed_test: str | None = Field(default=None, exclude_if=lambda value: value is None)
     time_limit_s: float | None = Field(default=None, exclude_if=lambda value: value is None)
+    # A time-limit line in the log that the supervisor's figures do not bear out (the run
+    # did not end as the plugin ends one, or ended before the limit): why it was not believed.
+    time_limit_not_believed: str | None = Field(
+        default=None, exclude_if=lambda value: value is None
+    )
     oom: bool = False
     report_hash: str | None = None
     log_tail_hash: str | None = None
@@ -376,6 +381,11 @@ class IsolationRecorded(OnInterpreter, Event):
     # the test that was running and the limit.
     killed_test: str | None = Field(default=None, exclude_if=lambda value: value is None)
     time_limit_s: float | None = Field(default=None, exclude_if=lambda value: value is None)
+    # A time-limit line in the log that the supervisor's figures do not bear out (the run
+    # did not end as the plugin ends one, or ended before the limit): why it was not believed.
+    time_limit_not_believed: str | None = Field(
+        default=None, exclude_if=lambda value: value is None
+    )
     report_hash: str | None = None
     log_tail_hash: str | None = None
     seconds: float = 0.0

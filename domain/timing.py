@@ -62,6 +62,35 @@ def parse_time_limit(log_tail: str, files: Sequence[str]) -> TimeLimitKill | Non
     )
 
 
+TIME_LIMIT_EXIT = 124  # the plugin's exit code when it ends a session at a file's limit
+SIGKILL = 9  # under xdist the plugin ends the whole process group with it
+
+
+def time_limit_doubt(
+    kill: TimeLimitKill,
+    *,
+    exit_code: int | None,
+    signal: int | None,
+    seconds: float,
+    limits: Mapping[str, float],
+) -> str | None:
+    """Why a time-limit line is not believed, or None when the supervisor saw the run end
+    as the plugin ends one (exit 124, or SIGKILL under xdist) at or after the limit the gate
+    gave that file. The line is the suite's output: a conftest can print one for any test."""
+    given = limits.get(kill.file)
+    said = f"a time-limit line named {kill.test} ({kill.file})"
+    if exit_code != TIME_LIMIT_EXIT and signal != SIGKILL:
+        ended = f"signal {signal}" if signal is not None else f"exit {exit_code}"
+        return f"{said}, but the run ended with {ended}, not as the plugin ends one"
+    if given is None:
+        return f"{said}, a file the gate gave no time limit"
+    if abs(kill.limit_s - given) > 0.05:
+        return f"{said} with a limit of {kill.limit_s:g} s; the gate gave it {given:g} s"
+    if seconds + 0.05 < given:
+        return f"{said}, but the run ended after {seconds:g} s, before the {given:g} s limit"
+    return None
+
+
 def file_limits(
     files: Iterable[str],
     known: Mapping[str, float],

@@ -55,7 +55,13 @@ from release_ledger.domain.run_state import (
     attempt_assessment,
     lane,
 )
-from release_ledger.domain.timing import file_limits, known_seconds, parse_time_limit, shard_timeout
+from release_ledger.domain.timing import (
+    file_limits,
+    known_seconds,
+    parse_time_limit,
+    shard_timeout,
+    time_limit_doubt,
+)
 from release_ledger.domain.verdict import Verdict
 from release_ledger.ledger.attribution import PinnedExecutor, record_attribution
 from release_ledger.ledger.confirm import record_in_order, reject_source, skipped_sources
@@ -741,7 +747,7 @@ class GateProcess:
             member=member,
             exit_code=o.exit_code,
             signal=o.signal,
-            **_ended(o, run.files),
+            **_ended(o, run),
             oom=o.oom,
             report_hash=report_hash,
             log_tail_hash=log_hash,
@@ -921,7 +927,7 @@ class GateProcess:
                 revision=run.revision,
                 exit_code=o.exit_code,
                 signal=o.signal,
-                **_ended(o, run.files),
+                **_ended(o, run),
                 report_hash=report_hash,
                 log_tail_hash=log_hash,
                 seconds=o.seconds,
@@ -1090,14 +1096,22 @@ class MemoryRoom:
                 self.changed.notify_all()
 
 
-def _ended(o: Observation, files: Sequence[str]) -> dict[str, Any]:
+def _ended(o: Observation, run: ShardRun) -> dict[str, Any]:
     """How a run ended in time, as its event records it: timed out, and when the gate's
-    pytest plugin ended it at a file's limit, the test that was running and the limit."""
-    killed = parse_time_limit(o.log_tail.decode("utf-8", "replace"), files)
+    pytest plugin ended it at a file's limit, the test that was running and the limit. A
+    time-limit line the supervisor's figures do not bear out is recorded as not believed."""
+    killed = parse_time_limit(o.log_tail.decode("utf-8", "replace"), run.files)
+    doubt = None
+    if killed is not None:
+        doubt = time_limit_doubt(killed, exit_code=o.exit_code, signal=o.signal,
+                                 seconds=o.seconds, limits=run.file_limits)  # fmt: skip
+        if doubt is not None:
+            killed = None
     return {
         "timed_out": o.timed_out or killed is not None,
         "killed_test": killed.test if killed else None,
         "time_limit_s": killed.limit_s if killed else None,
+        "time_limit_not_believed": doubt,
     }
 
 

@@ -180,7 +180,13 @@ def _attempt(e: ev.ShardAttemptRecorded, artifacts: Mapping[str, bytes]) -> str:
         text += f", {kind or 'infrastructure'} failure {e.infrastructure_failure}"
     if e.modified_files:
         text += f", its tests changed tracked files: {_files(e.modified_files)}"
-    return text + _report_summary(e.report_hash, e.files, artifacts)
+    return text + _report_summary(e.report_hash, e.files, artifacts) + _doubted(e)
+
+
+def _doubted(e: ev.ShardAttemptRecorded | ev.IsolationRecorded) -> str:
+    """A time-limit line the supervisor's figures did not bear out, said as not believed."""
+    doubt = e.time_limit_not_believed
+    return f"; not believed: {doubt}" if doubt else ""
 
 
 def _report_summary(
@@ -224,6 +230,7 @@ def _isolation(e: ev.IsolationRecorded, artifacts: Mapping[str, bytes]) -> str:
         f"{e.file} alone at {e.revision}: "
         f"{_exit(e.exit_code, e.signal, e.timed_out, killed=(e.killed_test, e.time_limit_s))}"
         + _report_summary(e.report_hash, [e.file], artifacts)
+        + _doubted(e)
     )
 
 

@@ -291,7 +291,10 @@ class LocalExecutor:
             raise BadInput(f"cannot run the test command '{argv[0]}': not found")
         if start != cwd:  # the plugin names files from the checkout, not from `start`
             env["RELEASE_LEDGER_FILES_ROOT"] = str(cwd)
-        argv, confined = self._sandboxed(argv, start, run_dir, python, env)
+        # A tmpfs of the sandbox is RAM: capped at twice the attempt's limit, so the
+        # supervisor (which counts it) kills a runaway writer as `oom` before the cap is met.
+        tmpfs_mb = 2 * shard.memory_limit_mb if shard.memory_limit_mb else None
+        argv, confined = self._sandboxed(argv, start, run_dir, python, env, tmpfs_mb)
         env = sandbox.shard_environment(env, confined)
         process = ShardProcess(
             argv,
@@ -337,7 +340,13 @@ class LocalExecutor:
         return observation
 
     def _sandboxed(
-        self, argv: list[str], cwd: Path, run_dir: Path, python: str, env: dict[str, str]
+        self,
+        argv: list[str],
+        cwd: Path,
+        run_dir: Path,
+        python: str,
+        env: dict[str, str],
+        tmpfs_mb: float | None = None,
     ) -> tuple[list[str], str]:
         """The shard's command inside the sandbox (`adapters/executors/sandbox.py`): only its
         own attempt folder writable; the home directory, the user's repository, the ledger's
@@ -359,7 +368,7 @@ class LocalExecutor:
         try:
             return sandbox.wrap(
                 argv, cwd=str(cwd), writable=[str(run_dir)], readable=readable, hidden=hidden,
-                path=env.get("PATH"), needed=needed,
+                path=env.get("PATH"), needed=needed, tmpfs_mb=tmpfs_mb,
             )  # fmt: skip
         except sandbox.Unavailable as error:
             raise BadInput(str(error)) from None

@@ -258,6 +258,7 @@ def wrap(
     path: str | None = None,
     needed: Sequence[str] = (),
     by_uid: bool = True,
+    tmpfs_mb: float | None = None,
 ) -> tuple[list[str], str]:
     """`argv` to run sandboxed, and the sandbox used (`bwrap`; `uid`, with `argv` as it is
     and the `writable` folders given to the shard's user, whom `credentials` names; or `none`).
@@ -267,7 +268,9 @@ def wrap(
     are what the command reads besides its program (its venv, the plugin): without bwrap they
     decide whether a separate user can run it. A program not found on `path` is left to fail
     to start, as it would without a sandbox. Without `by_uid` only bwrap confines (an
-    environment build writes into shared caches no separate user may be given)."""
+    environment build writes into shared caches no separate user may be given). `tmpfs_mb`
+    caps each writable tmpfs (`/tmp`, the home): files there are RAM, counted by the
+    supervisor, and the cap bounds what a runaway writer takes before it is killed."""
     mode = setting()
     program = shutil.which(argv[0], path=path)
     if mode == NONE or program is None:
@@ -299,7 +302,7 @@ def wrap(
     args = [
         binary, "--die-with-parent", *_confining(), "--new-session", "--unshare-pid",
         "--unshare-ipc", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-        "--tmpfs", "/tmp",
+        *_sized(tmpfs_mb), "--tmpfs", "/tmp",
     ]  # fmt: skip
     home = os.path.realpath(os.path.expanduser("~"))
     covered: list[str] = []  # a path under /tmp or under another covered one is gone already
@@ -307,7 +310,7 @@ def wrap(
         if path != home and not any(_within(path, top) for top in ["/tmp", *covered]):
             covered.append(path)
     for path in _existing([home, *covered]):
-        args += ["--tmpfs", path]
+        args += [*(_sized(tmpfs_mb) if path == home else []), "--tmpfs", path]
     for path in _existing(readable):
         args += ["--ro-bind", path, path]
     for path in _existing(writable):
@@ -316,6 +319,11 @@ def wrap(
         args += ["--remount-ro", path]
     args += ["--chdir", cwd, "--", *argv]
     return args, BWRAP
+
+
+def _sized(tmpfs_mb: float | None) -> list[str]:
+    """bwrap's `--size` for the next tmpfs (none: as large as the kernel allows)."""
+    return ["--size", str(int(tmpfs_mb * 1024 * 1024))] if tmpfs_mb else []
 
 
 def shard_environment(env: dict[str, str], sandbox: str) -> dict[str, str]:

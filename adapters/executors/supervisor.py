@@ -7,7 +7,9 @@ stdlib-only and imports nothing of ours.
 
 The peak-memory rule: the largest sum of resident memory over the session's processes seen by
 a sampling watchdog (every 50 ms under a limit, 100 ms without), floored by the shard process's
-own VmHWM (its exact peak since exec). Never `wait4`'s `ru_maxrss`: a forked child starts with
+own VmHWM (its exact peak since exec), plus what the suite holds in RAM as files: the tmpfs
+mounts its processes see that the supervisor's own mount namespace lacks (a sandbox's private
+`/tmp`, home and `/dev/shm`), so a test that parks 1.5 GiB in its `/tmp` counts 1.5 GiB. Never `wait4`'s `ru_maxrss`: a forked child starts with
 its parent's resident pages, so it reports at least the size of whatever started the shard.
 A shard over its limit is killed (SIGKILL to the whole session) and marked `oom`; at its
 deadline it gets SIGTERM, then SIGKILL after a short grace, and is marked `timed_out`.
@@ -17,11 +19,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 TAG_VARIABLE = "RELEASE_LEDGER_SHARD"  # in every shard process's environment: who owns it
 TERM_GRACE_S = 1.0
@@ -98,6 +101,67 @@ class SessionScanner:
             else:
                 self._foreign.add(str(pid))
         return found
+
+
+def _tmpfs_mounts(mountinfo: str) -> list[tuple[str, str]]:
+    """(device, mount point) of every tmpfs in a /proc/<pid>/mountinfo (the mount point as
+    the process sees it, octal escapes undone)."""
+    found = []
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        try:
+            fstype = fields[fields.index("-") + 1]
+        except (ValueError, IndexError):
+            continue
+        if fstype == "tmpfs" and len(fields) > 4:
+            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+            found.append((fields[2], point))
+    return found
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+class TmpfsCounter:
+    """RAM a shard holds as files: the used size of each tmpfs its processes see that the
+    supervisor's own mount namespace does not have (one a sandbox made: its `/tmp`, home,
+    `/dev`), read with statvfs through `/proc/<pid>/root`. A tmpfs of the host, bound into
+    the sandbox read-only, has the host's device and is not the shard's."""
+
+    def __init__(self) -> None:
+        self.own_namespace = self._namespace("self")
+        own = _read_text("/proc/self/mountinfo") or ""
+        self.host_devices = {device for device, _ in _tmpfs_mounts(own)}
+
+    @staticmethod
+    def _namespace(pid: str) -> str | None:
+        try:
+            return os.readlink(f"/proc/{pid}/ns/mnt")
+        except OSError:
+            return None
+
+    def kb(self, pids: Iterable[int]) -> int:
+        namespaces: set[str] = set()
+        used: dict[str, int] = {}
+        for pid in pids:
+            namespace = self._namespace(str(pid))
+            if namespace is None or namespace == self.own_namespace or namespace in namespaces:
+                continue
+            namespaces.add(namespace)
+            for device, point in _tmpfs_mounts(_read_text(f"/proc/{pid}/mountinfo") or ""):
+                if device in self.host_devices or device in used:
+                    continue
+                try:
+                    seen = os.statvfs(f"/proc/{pid}/root{point}")
+                except OSError:
+                    continue
+                used[device] = (seen.f_blocks - seen.f_bfree) * seen.f_frsize // 1024
+        return sum(used.values())
 
 
 def kill_session(sid: int, sig: int, *, nested: bool = False) -> None:
@@ -280,11 +344,14 @@ class ShardProcess:
         deadline = self._started + self.timeout_s
         nested = self.nested
         scanner = SessionScanner(sid, nested=nested)
+        files = TmpfsCounter()
         result = self.result
         while True:
             if self._done.wait(min(interval, max(0.0, deadline - time.monotonic()))):
                 return
-            total_kb = suite_kb(scanner.members(), sid, self.harness_levels)
+            members = scanner.members()
+            total_kb = suite_kb(members, sid, self.harness_levels)
+            total_kb += files.kb(pid for pid, _, _ in members)
             result.peak_kb = max(result.peak_kb, total_kb)
             if self.limit_kb is not None and total_kb > self.limit_kb:
                 result.oom = True

@@ -1,0 +1,89 @@
+"""Figures come from the supervisor, not from the suite (issue 38, part 4). Real gates whose
+head is hostile:
+
+- a test that parks 300 MB in its private `/tmp` (a RAM-backed tmpfs in the sandbox) under a
+  128 MB budget was recorded at a few tens of MB and passed: the supervisor now counts what
+  the attempt holds in its sandbox's tmpfs mounts, so the file is an `oom` finding;
+- a test file that prints a forged `release-ledger: time-limit` line after a clean run got an
+  innocent test named as hung: a line is believed only when the supervisor saw the run end
+  as the plugin ends one, at or after the limit the gate gave; the attempt records why not.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from release_ledger.adapters.executors import sandbox
+from tests.gatekit import events, gate, run_ledger
+from tests.gitrepo import commit, make_repo, tag
+
+FAST = "def test_one():\n    assert True\n"
+
+
+def parks_in_tmp(mb: int) -> str:
+    """A test file whose test writes `mb` MB into /tmp and leaves it there."""
+    return (
+        "def test_parks_files_in_tmp():\n"
+        "    with open('/tmp/parked', 'wb') as out:\n"
+        f"        for _ in range({mb}):\n"
+        "            out.write(b'x' * (1024 * 1024))\n"
+    )
+
+
+@pytest.mark.slow
+def test_files_parked_in_the_sandboxs_tmp_count_as_the_attempts_memory(tmp_path: Path) -> None:
+    if sandbox.bwrap() is None:
+        pytest.skip("bubblewrap is missing or cannot make namespaces here: /tmp is not private")
+    repo = make_repo(tmp_path, {"tests/test_a.py": FAST, "tests/test_tmp.py": parks_in_tmp(2)})
+    tag(repo, "v1")
+    commit(repo, {"tests/test_tmp.py": parks_in_tmp(300)}, "head: 300 MB parked in /tmp")
+    result = gate(tmp_path, repo, "--env", "none", "--budget-gib", "0.125",
+                  "--isolation-budget-gib", "0.125", "--timeout", "120", "--rounds", "1",
+                  "--no-release-builds")  # fmt: skip
+    assert result.code == 1, (result.stdout, result.stderr)
+    document = result.document
+    (blown,) = document["oom"]
+    assert blown["file"] == "tests/test_tmp.py"
+    assert blown["head_mb"] > 128 and blown["base_mb"] < 100
+    recorded = events(tmp_path, str(document["run_id"]))
+    assert {e["sandbox"] for e in recorded if e["kind"] == "ShardAttemptRecorded"} == {"bwrap"}
+
+
+FORGER = '''
+import atexit, os
+
+
+def _forge():
+    os.write(1, b"\\nrelease-ledger: time-limit tests/test_victim.py "
+                b"tests/test_victim.py::test_victim after 12.0 s (limit 10 s)\\n")
+
+
+atexit.register(_forge)
+
+
+def test_forger():
+    assert True
+'''
+
+
+@pytest.mark.slow
+def test_a_forged_time_limit_line_after_a_clean_run_names_no_test_as_hung(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, {"tests/test_victim.py": "def test_victim():\n    pass\n",
+                                "tests/test_a.py": FAST})  # fmt: skip
+    tag(repo, "v1")
+    commit(repo, {"tests/test_a.py": FAST + FORGER}, "head: a test file that forges a line")
+    result = gate(tmp_path, repo, "--env", "none", "--shards", "1", "--rounds", "1",
+                  "--no-release-builds")  # fmt: skip
+    assert result.code == 0, (result.stdout, result.stderr)
+    document = result.document
+    assert document["status"] == "passed"
+    assert "hung" not in document and document["introduced"] == []
+    recorded = events(tmp_path, str(document["run_id"]))
+    heads = [e for e in recorded if e["kind"] == "ShardAttemptRecorded" and e["revision"] == "head"]
+    assert heads and all("killed_test" not in e and not e["timed_out"] for e in heads)
+    doubts = [e["time_limit_not_believed"] for e in heads]
+    assert all("tests/test_victim.py::test_victim" in d and "exit 0" in d for d in doubts)
+    shown = run_ledger(tmp_path, "show", str(document["run_id"])).stdout
+    assert "not believed: a time-limit line named tests/test_victim.py::test_victim" in shown
