@@ -41,8 +41,6 @@ def _own_views_file(path: Path) -> Path:
     """`--views PATH` when it can be the ledger's views: none yet, empty, or a views file
     (a SQLite database with the views' own table); anything else (the user's notes, the
     ledger itself, another database, a device) is refused before a byte is written."""
-    if not path.parent.is_dir():
-        raise BadInput(f"--views {path}: directory {path.parent} does not exist")
     if not path.exists():
         return path
     if not path.is_file():

@@ -9,7 +9,8 @@ The peak-memory rule: the largest sum of resident memory over the session's proc
 a sampling watchdog (every 50 ms under a limit, 100 ms without), floored by the shard process's
 own VmHWM (its exact peak since exec), plus what the suite holds in RAM as files: the tmpfs
 mounts its processes see that the supervisor's own mount namespace lacks (a sandbox's private
-`/tmp`, home and `/dev/shm`), so a test that parks 1.5 GiB in its `/tmp` counts 1.5 GiB. Never `wait4`'s `ru_maxrss`: a forked child starts with
+`/tmp`, home and `/dev/shm`), so a test that parks 1.5 GiB in its `/tmp` counts 1.5 GiB.
+Never `wait4`'s `ru_maxrss`: a forked child starts with
 its parent's resident pages, so it reports at least the size of whatever started the shard.
 A shard over its limit is killed (SIGKILL to the whole session) and marked `oom`; at its
 deadline it gets SIGTERM, then SIGKILL after a short grace, and is marked `timed_out`.

@@ -51,7 +51,7 @@ def test_files_parked_in_the_sandboxs_tmp_count_as_the_attempts_memory(tmp_path:
     assert {e["sandbox"] for e in recorded if e["kind"] == "ShardAttemptRecorded"} == {"bwrap"}
 
 
-FORGER = '''
+FORGER = """
 import atexit, os
 
 
@@ -65,7 +65,7 @@ atexit.register(_forge)
 
 def test_forger():
     assert True
-'''
+"""
 
 
 @pytest.mark.slow
