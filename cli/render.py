@@ -160,7 +160,8 @@ def cause_lines(document: dict[str, Any], limit: int = 5) -> list[tuple[str, str
 def finding_lines(document: dict[str, Any]) -> list[tuple[str, str]]:
     """Lost coverage and resource regressions, each with its figures: test files removed at
     head, files heavier or slower at head than at base; how failures at both revisions were
-    judged in the project's own order."""
+    judged in the project's own order; and what of the harness head changed
+    (`harness-changed`: it changes how the candidate is judged)."""
     out = [
         ("removed", f"{file} (removed at head)") for file in document.get("removed_at_head") or []
     ]
@@ -173,6 +174,7 @@ def finding_lines(document: dict[str, Any]) -> list[tuple[str, str]]:
         ("in order", f"{test}: {how} in the project's own order")
         for test, how in sorted((document.get("in_order") or {}).items())
     ]
+    out += [("harness", line) for line in document.get("harness_changed") or []]
     return out
 def exoneration_lines(document: dict[str, Any]) -> list[str]:
     """One line per exonerated failure: the test, the reason and the events that prove it

@@ -14,6 +14,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from release_ledger.domain.harness import HarnessChange
 from release_ledger.domain.invocation import TestInvocation
 
 Revision = Literal["head", "base"]
@@ -169,6 +170,11 @@ class TestFilesDiscovered(Event):
     removed_at_head: list[str] = Field(default_factory=list, exclude_if=lambda value: not value)
     renamed_at_head: dict[str, str] = Field(
         default_factory=dict, exclude_if=lambda value: not value
+    )
+    # conftest.py files and pytest configuration that differ between base and head
+    # (`domain/harness.py`); None in events from before the gate compared them.
+    harness_changed: list[HarnessChange] | None = Field(
+        default=None, exclude_if=lambda value: value is None
     )
     # What discovery read of each file at head, for the first plan's nominal costs.
     sizes: dict[str, int] = Field(default_factory=dict)

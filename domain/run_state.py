@@ -23,6 +23,7 @@ from release_ledger.domain.assessment import (
 from release_ledger.domain.assessment_memo import AssessmentMemo as AssessmentMemo  # re-exported
 from release_ledger.domain.assessment_memo import content_key
 from release_ledger.domain.failures import blames_executor, excludes_member
+from release_ledger.domain.harness import HarnessChange
 from release_ledger.domain.junit import Report
 from release_ledger.domain.lifecycles import (
     ASSUMED,
@@ -140,6 +141,8 @@ class RunState:
     missing_at_base: tuple[str, ...] = ()
     removed_at_head: tuple[str, ...] = ()  # test files deleted at head (not renamed)
     renamed_at_head: dict[str, str] = field(default_factory=dict)  # old path -> new
+    # Harness files changed at head (None: the run's discovery did not compare them).
+    harness_changed: tuple[HarnessChange, ...] | None = None
     discovered: bool = False
     measured: dict[str, tuple[float, float, str | None]] = field(default_factory=dict)
     # The latest cost of each file for the memory model (solo, reused or measured in place),
@@ -494,6 +497,8 @@ def _discovered(
     state.missing_at_base = tuple(e.missing_at_base)
     state.removed_at_head = tuple(e.removed_at_head)
     state.renamed_at_head = dict(e.renamed_at_head)
+    if e.harness_changed is not None:
+        state.harness_changed = tuple(e.harness_changed)
     state.discovered_sizes = dict(e.sizes)
     state.discovered_tests = dict(e.test_functions)
     state.order = tuple(e.order)

@@ -17,6 +17,7 @@ from typing import Any
 from release_ledger.domain.attribution import DEPENDENCIES, causes, moves_text
 from release_ledger.domain.clusters import Cluster, cluster, merged
 from release_ledger.domain.failures import blames_executor
+from release_ledger.domain.harness import HARNESS_CHANGED, invocation_key, invocation_text
 from release_ledger.domain.junit import FAILING, Report, TestCase, test_id
 from release_ledger.domain.order import ARTEFACT, INTRODUCED, PENDING, order_judgement
 from release_ledger.domain.resources import (
@@ -58,6 +59,9 @@ class Policy:
     # A failure exonerated with a reason (`FailureExonerated`: flaky at base in earlier gates,
     # flaky at this head, quarantined) is still introduced; a rule may list it instead.
     exonerated_fails: bool = True
+    # The harness (conftest.py, pytest configuration, the test invocation) changed between
+    # base and head (`domain/harness.py`): every rule shows it; a rule may fail on it.
+    harness_change_fails: bool = False
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,8 @@ class Verdict:
     # and those that pass in that order at head (not failures of the project's own run).
     in_order: dict[str, str] = field(default_factory=dict)
     sharding_artefacts: tuple[str, ...] = ()
+    # `harness-changed`: what of the harness differs between base and head, one line each.
+    harness_changed: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         document = self._fields()
@@ -179,6 +185,8 @@ class Verdict:
             found["in_order"] = dict(sorted(self.in_order.items()))
         if self.sharding_artefacts:
             found["sharding_artefacts"] = list(self.sharding_artefacts)
+        if self.harness_changed:
+            found["harness_changed"] = list(self.harness_changed)
         return found
 
     def _attribution(self) -> dict[str, Any]:
@@ -453,6 +461,7 @@ def combine(verdicts: Sequence[tuple[str, Verdict]], rule: str, version: int) ->
         exonerated={t: x for _, v in verdicts for t, x in v.exonerated.items()},
         in_order={t: x for _, v in verdicts for t, x in v.in_order.items()},
         sharding_artefacts=union("sharding_artefacts"),
+        harness_changed=tuple(dict.fromkeys(h for _, v in verdicts for h in v.harness_changed)),
     )
 
 
@@ -579,6 +588,7 @@ def _judge_one(state: RunState, policy: Policy, rule: str, version: int) -> Verd
         exonerated=exonerated,
         in_order=dict(basis.in_order),
         sharding_artefacts=basis.artefacts,
+        harness_changed=findings.harness,
     )
 
 
@@ -591,6 +601,7 @@ class _Findings:
     slower: tuple[ResourceChange, ...]
     blown: tuple[OutOfMemory, ...]
     reasons: tuple[str, ...]
+    harness: tuple[str, ...] = ()
 
 
 def _head_findings(state: RunState, policy: Policy) -> _Findings:
@@ -607,7 +618,13 @@ def _head_findings(state: RunState, policy: Policy) -> _Findings:
     if blown:
         named = some([b.file for b in blown])
         reasons.append(f"{len(blown)} files ran out of memory alone at head only (oom: {named})")
-    return _Findings(removed, heavier, slower, blown, tuple(reasons))
+    harness = harness_lines(state)
+    if harness and policy.harness_change_fails:
+        reasons.append(
+            f"the harness changed between base and head ({HARNESS_CHANGED}: {some(harness)}; "
+            "the rule fails on it)"
+        )
+    return _Findings(removed, heavier, slower, blown, tuple(reasons), harness)
 
 
 
@@ -671,3 +688,25 @@ def _passes_alone(isolation: Any, test: str) -> bool:
 
 def _fails_alone(isolation: Any, test: str) -> bool:
     return _alone(isolation, test) in FAILING
+
+
+def harness_lines(state: RunState) -> tuple[str, ...]:
+    """The `harness-changed` finding: each harness file changed at head, then each place
+    whose resolved test invocation differs between base and head. Runs recorded before the
+    gate compared harnesses have none."""
+    recorded = state.harness_changed
+    if recorded is None:
+        return ()
+    lines = [change.line() for change in recorded]
+    for (revision, where), head in sorted(state.environments.items()):
+        base = state.environments.get((BASE, where))
+        if revision != HEAD or base is None or head.invocation is None:
+            continue
+        if base.invocation is not None and invocation_key(base.invocation) != invocation_key(
+            head.invocation
+        ):
+            lines.append(
+                f"the test invocation: {invocation_text(base.invocation)} at base, "
+                f"{invocation_text(head.invocation)} at head"
+            )
+    return tuple(lines)

@@ -66,6 +66,7 @@ from release_ledger.domain.verdict import Verdict
 from release_ledger.ledger.attribution import PinnedExecutor, record_attribution
 from release_ledger.ledger.confirm import record_in_order, reject_source, skipped_sources
 from release_ledger.ledger.exoneration import record_exonerations
+from release_ledger.ledger.harness import harness_changes
 from release_ledger.ledger.hooks import (
     GateSuspended,
     HookContext,
@@ -336,6 +337,7 @@ class GateProcess:
             missing_at_base=missing,
             removed_at_head=sorted(gone - set(renamed)),
             renamed_at_head=renamed,
+            harness_changed=harness_changes(self.repo, self.started.base, self.started.head),
             sizes=sizes,
             test_functions=tests,
             order=order,

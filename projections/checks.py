@@ -329,6 +329,8 @@ def gate_value(verdict: Verdict, *, causes: bool = False) -> str:
         parts.append(f"{len(lines)} out of memory: {some(lines, 2)}")
     if causes and verdict.hangs:
         parts.append(f"{len(verdict.hangs)} hung: {some([h.line() for h in verdict.hangs], 2)}")
+    if causes and verdict.harness_changed:
+        parts.append(f"harness changed: {some(list(verdict.harness_changed), 2)}")
     for what, changes in (("heavier", verdict.heavier), ("slower", verdict.slower)):
         if causes and changes:
             parts.append(f"{len(changes)} {what}: {some([c.line() for c in changes], 2)}")

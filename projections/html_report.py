@@ -391,6 +391,10 @@ def _findings_html(verdict: Verdict) -> list[str]:
     if verdict.hangs:
         out.append(_tests_table("hung", tuple(h.line() for h in verdict.hangs), "bad",
                                 "ended at their file's time limit, confirmed alone"))  # fmt: skip
+    if verdict.harness_changed:
+        note = ("conftest, pytest configuration or test invocation differ between base and "
+                "head: head changed how it is judged")  # fmt: skip
+        out.append(_tests_table("harness changed", verdict.harness_changed, "bad", note))
     for what, changes in (("heavier", verdict.heavier), ("slower", verdict.slower)):
         if not changes:
             continue

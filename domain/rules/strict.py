@@ -2,7 +2,9 @@
 v3: a shard failure is flaky only when the test passed alone, not when it was missing
 from its file's run alone (a file that failed to collect there); test files removed at head
 (`removed-at-head`) and files much heavier or slower at head (`heavier`, `slower`) fail; a
-failure exonerated with a reason (`FailureExonerated`) is still introduced."""
+failure exonerated with a reason (`FailureExonerated`) is still introduced.
+v4: a harness changed between base and head (`harness-changed`: conftest.py, pytest
+configuration, the test invocation) fails."""
 
 from __future__ import annotations
 
@@ -13,12 +15,13 @@ if TYPE_CHECKING:  # the fold and the judge load when a rule decides, not when i
     from release_ledger.domain.verdict import Verdict
 
 NAME = "strict"
-VERSION = 3
+VERSION = 4
 DESCRIPTION = (
     "reference rule: both revisions measured, reports cover exactly the shard's files, "
     "a skipped test makes its shard unmeasured, flaky failures fail, preexisting are allowed, "
     "a test that passed at base and is skipped or gone at head (skipped-at-head) fails, "
-    "and so do test files removed at head and files much heavier or slower than at base"
+    "and so do test files removed at head, files much heavier or slower than at base, "
+    "and a harness (conftest, pytest configuration, test invocation) changed at head"
 )
 
 
@@ -27,6 +30,6 @@ def decide(state: RunState) -> Verdict:
 
     policy = Policy(
         skips_allowed=False, flaky_fails=True, lost_coverage_fails=True,
-        resource_regressions_fail=True,
+        resource_regressions_fail=True, harness_change_fails=True,
     )  # fmt: skip
     return judge(state, policy, NAME, VERSION)
