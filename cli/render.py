@@ -175,6 +175,8 @@ def finding_lines(document: dict[str, Any]) -> list[tuple[str, str]]:
         for test, how in sorted((document.get("in_order") or {}).items())
     ]
     out += [("harness", line) for line in document.get("harness_changed") or []]
+    out += [("not believed", f"{d['where']}: {d['why']}")
+            for d in document.get("figures_not_believed") or []]  # fmt: skip
     return out
 def exoneration_lines(document: dict[str, Any]) -> list[str]:
     """One line per exonerated failure: the test, the reason and the events that prove it

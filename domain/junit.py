@@ -50,6 +50,7 @@ STOPPED_PROPERTY: Final = "release-ledger.stopped"
 BASELINE_PROPERTY: Final = "release-ledger.baseline"
 EMPTY_PROPERTY: Final = "release-ledger.empty"
 FINISH_PROPERTY: Final = "release-ledger.finish"
+WORKERS_PROPERTY: Final = "release-ledger.workers"
 FILE_START_PROPERTY: Final = "release-ledger.file-start"
 FILE_END_PROPERTY: Final = "release-ledger.file-end"
 
@@ -161,6 +162,7 @@ class Report:
         "skipped",
         "subtests",
         "tests",
+        "workers",
     )
 
     _cases: tuple[TestCase, ...] | None
@@ -179,6 +181,7 @@ class Report:
     baseline_kb: int | None
     empty_files: frozenset[str]
     finish_kb: int | None  # what writing the report took above the tests' memory
+    workers: int  # xdist workers that ran the files (their seconds are work done), else 1
 
     def __init__(self, cases: Iterable[TestCase]) -> None:
         kept = tuple(cases)
@@ -198,6 +201,7 @@ class Report:
         baseline_kb: int | None = None,
         empty_files: frozenset[str] = frozenset(),
         finish_kb: int | None = None,
+        workers: int = 1,
     ) -> Report:
         report = cls.__new__(cls)
         report._init(None, build, files, counts)
@@ -207,6 +211,7 @@ class Report:
         object.__setattr__(report, "baseline_kb", baseline_kb)
         object.__setattr__(report, "empty_files", empty_files)
         object.__setattr__(report, "finish_kb", finish_kb)
+        object.__setattr__(report, "workers", workers)
         return report
 
     def _init(
@@ -231,6 +236,7 @@ class Report:
         set_(self, "baseline_kb", None)
         set_(self, "empty_files", frozenset())
         set_(self, "finish_kb", None)
+        set_(self, "workers", 1)
 
     def __setattr__(self, name: str, value: object) -> NoReturn:
         raise AttributeError(f"Report is immutable (cannot set {name})")
@@ -458,6 +464,7 @@ class _Reader:
         self.case_subtest = False
         self.baseline_kb: int | None = None
         self.finish_kb: int | None = None
+        self.workers = 1
         self.declared_empty: set[str] = set()
         self.file_marks: dict[str, dict[str, str]] = {}  # file -> {start, end} property values
         self.case_file = ""
@@ -629,6 +636,8 @@ class _Reader:
             elif name == FINISH_PROPERTY and self.plugin:
                 kb = _figure_fields(value).get("kb", "")
                 self.finish_kb = int(kb) if kb.isdigit() else None
+            elif name == WORKERS_PROPERTY and self.plugin and value.isdigit():
+                self.workers = max(1, min(int(value), 4096))
         elif owner == "testsuite" and self.plugin and self.suites:
             file = self.suites[-1].file
             if file is not None and name in (FILE_START_PROPERTY, FILE_END_PROPERTY):
@@ -970,6 +979,7 @@ class _Reader:
             self.baseline_kb,
             frozenset(self.declared_empty - files),
             self.finish_kb,
+            self.workers,
         )
 
     def _total(self) -> int:
@@ -1106,6 +1116,7 @@ def report_to_data(report: Report) -> list[object]:
         report.baseline_kb,
         sorted(report.empty_files),
         report.finish_kb,
+        *([report.workers] if report.workers != 1 else []),  # kept forms before stay equal
     ]
 
 
@@ -1117,7 +1128,8 @@ def _figure_list(f: FileFigures) -> list[object]:
 def report_from_data(data: Any) -> Report:
     """The `Report` that `report_to_data` described (parsed JSON); ValueError (or KeyError,
     TypeError, IndexError) when the data is not such a description."""
-    groups_data, rows, counts_data, subtests, plugin, figures, baseline, empty, finish = data
+    groups_data, rows, counts_data, subtests, plugin, figures, baseline, empty, finish = data[:9]
+    workers = int(data[9]) if len(data) > 9 else 1
     groups: list[tuple[str, str]] = [(str(file), str(classname)) for file, classname in groups_data]
     counts = [int(n) for n in counts_data]
     if len(counts) != len(_OUTCOMES) or sum(counts) != len(rows):
@@ -1143,4 +1155,5 @@ def report_from_data(data: Any) -> Report:
         baseline,
         frozenset(empty) if empty else frozenset(),
         finish,
+        workers,
     )

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # `ledger show` formats a change without loading the fold
     from release_ledger.domain.junit import Report
-    from release_ledger.domain.run_state import RunState, ShardView
+    from release_ledger.domain.run_state import AttemptView, IsolationView, RunState, ShardView
 
 HEAVIER = "heavier"
 SLOWER = "slower"
@@ -99,9 +99,10 @@ def resource_changes(state: RunState) -> tuple[tuple[ResourceChange, ...], ...]:
     limits = thresholds(state)
     heavier: list[ResourceChange] = []
     slower: list[ResourceChange] = []
+    doubted = {doubt.shard for doubt in doubts(state) if doubt.shard}
     for shard in state.leaves():
         head = shard.latest(HEAD)
-        if head is None or not head.assessment.measured:
+        if head is None or not head.assessment.measured or shard.id in doubted:
             continue
         at_head = _figures(head.assessment.report, shard.files)
         for file, (head_mb, head_s) in sorted(at_head.items()):
@@ -157,3 +158,120 @@ def out_of_memory(state: RunState) -> tuple[OutOfMemory, ...]:
             continue
         found.append(OutOfMemory(file, round(isolation.rss_mb), round(at_base.rss_mb)))
     return tuple(found)
+
+
+# --- figures the supervisor does not bear out -------------------------------------------------
+
+FIGURES_NOT_BELIEVED = "figures-not-believed"
+# The supervisor's seconds are rounded to the millisecond and include the interpreter's start:
+# a report may claim at most this much more than it measured before its figures are doubted.
+OVER_TOLERANCE_S = 1.0
+
+
+@dataclass(frozen=True)
+class Doubt:
+    """A run whose report or log says what the supervisor's own figures do not bear out: not
+    evidence for `slower` or `hung` (the suite's code can slow or speed the clock the plugin
+    reads, or print any line)."""
+
+    where: str  # `s1 at head`, `tests/x.py alone at head`
+    why: str
+    shard: str = ""  # the shard whose figures are not believed ("" for an isolation)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"where": self.where, "why": self.why}
+
+    def line(self) -> str:
+        return f"{self.where}: {self.why}"
+
+
+def _claimed(report: Report) -> float:
+    return sum(f.seconds for f in report.figures.values())
+
+
+def _claims_more(report: Report, seconds: float) -> str | None:
+    """A report whose files took longer than the supervisor measured for the whole run (on
+    as many workers as it says ran them)."""
+    claimed = _claimed(report)
+    if claimed <= seconds * report.workers + OVER_TOLERANCE_S:
+        return None
+    on = f" on {report.workers} workers" if report.workers > 1 else ""
+    return (
+        f"the report's files took {claimed:.2f} s, more than the {seconds:.2f} s the "
+        f"supervisor measured for the whole run{on}"
+    )
+
+
+def _unaccounted(report: Report, seconds: float) -> float:
+    """What of the run's wall time no file's figure accounts for (start, collection, and
+    whatever a slowed clock hid)."""
+    return max(0.0, seconds - _claimed(report) / report.workers)
+
+
+def _hidden(
+    head: tuple[Report, float], base: tuple[Report, float], limits: dict[str, float]
+) -> str | None:
+    """Head's run took time no file's figure accounts for, much more than base's did: the
+    files' seconds do not add up to what the supervisor measured."""
+    at_head, at_base = _unaccounted(*head), _unaccounted(*base)
+    if not _over(at_base, at_head, limits["time_factor"], limits["time_floor_s"]):
+        return None
+    return (
+        f"the supervisor measured {head[1]:.1f} s, of which the report's files account for "
+        f"{_claimed(head[0]):.2f} s ({at_head:.1f} s unaccounted, {at_base:.1f} s at base): "
+        "the report's seconds do not add up"
+    )
+
+
+def _figures_of(view: AttemptView | IsolationView | None) -> tuple[Report, float] | None:
+    if view is None or not view.assessment.measured:
+        return None
+    report = view.assessment.report
+    return (report, view.seconds) if report is not None and report.plugin and view.seconds else None
+
+
+def _pair(
+    where: str,
+    shard: str,
+    head: tuple[Report, float] | None,
+    base: tuple[Report, float] | None,
+    limits: dict[str, float],
+) -> list[Doubt]:
+    found = []
+    for revision, figures in (("head", head), ("base", base)):
+        why = _claims_more(*figures) if figures else None
+        if why:
+            found.append(Doubt(f"{where} at {revision}", why, shard))
+    if head and base and not found:
+        why = _hidden(head, base, limits)
+        if why:
+            found.append(Doubt(f"{where} at head", why, shard))
+    return found
+
+
+def doubts(state: RunState) -> tuple[Doubt, ...]:
+    """Every run of this state whose figures are not believed: a report's seconds that do not
+    add up to the supervisor's clock for its run (shards and files run alone, each at head
+    checked against base), and time-limit lines the supervisor did not see the run end by."""
+    from release_ledger.domain.run_state import BASE, HEAD
+
+    cached = state.cache.get("doubts")
+    if isinstance(cached, tuple):
+        return cached
+    limits = thresholds(state)
+    found: list[Doubt] = []
+    for shard in state.leaves():
+        head, base = shard.latest(HEAD), shard.latest(BASE)
+        found += _pair(shard.id, shard.id, _figures_of(head), _figures_of(base), limits)
+        for view in (head, base):
+            if view is not None and view.time_limit_not_believed:
+                found.append(Doubt(f"{shard.id} at {view.revision}", view.time_limit_not_believed))
+    for (file, revision), isolation in sorted(state.isolations.items()):
+        if revision == HEAD:
+            found += _pair(f"{file} alone", "", _figures_of(isolation),
+                           _figures_of(state.isolations.get((file, BASE))), limits)  # fmt: skip
+        if isolation.time_limit_not_believed:
+            found.append(Doubt(f"{file} alone at {revision}", isolation.time_limit_not_believed))
+    result = tuple(found)
+    state.cache["doubts"] = result
+    return result

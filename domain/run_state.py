@@ -69,6 +69,7 @@ class AttemptView:
     killed_test: str | None = None  # ended at its file's time limit, this test running
     time_limit_s: float | None = None
     exit_code: int | None = None
+    time_limit_not_believed: str | None = None  # a time-limit line the supervisor belied
 
 
 @dataclass(frozen=True)
@@ -349,6 +350,7 @@ def _attempt_view(
         last_started=last, running=running, report_hash=e.report_hash,
         log_tail_hash=e.log_tail_hash, seconds=e.seconds, rss_mb=e.rss_mb,
         killed_test=e.killed_test, time_limit_s=e.time_limit_s, exit_code=e.exit_code,
+        time_limit_not_believed=e.time_limit_not_believed,
     )  # fmt: skip
 
 
@@ -430,7 +432,7 @@ def _isolation_view(
     )  # fmt: skip
     return IsolationView(
         e.file, e.revision, assessment, position, e.killed_test, e.time_limit_s, e.seconds,
-        e.oom, e.rss_mb,
+        e.oom, e.rss_mb, e.time_limit_not_believed,
     )  # fmt: skip
 
 

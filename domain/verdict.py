@@ -21,8 +21,11 @@ from release_ledger.domain.harness import HARNESS_CHANGED, invocation_key, invoc
 from release_ledger.domain.junit import FAILING, Report, TestCase, test_id
 from release_ledger.domain.order import ARTEFACT, INTRODUCED, PENDING, order_judgement
 from release_ledger.domain.resources import (
+    FIGURES_NOT_BELIEVED,
+    Doubt,
     OutOfMemory,
     ResourceChange,
+    doubts,
     out_of_memory,
     resource_changes,
 )
@@ -136,6 +139,8 @@ class Verdict:
     sharding_artefacts: tuple[str, ...] = ()
     # `harness-changed`: what of the harness differs between base and head, one line each.
     harness_changed: tuple[str, ...] = ()
+    # `figures-not-believed`: runs whose report or log the supervisor's figures belie.
+    figures_not_believed: tuple[Doubt, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         document = self._fields()
@@ -187,6 +192,8 @@ class Verdict:
             found["sharding_artefacts"] = list(self.sharding_artefacts)
         if self.harness_changed:
             found["harness_changed"] = list(self.harness_changed)
+        if self.figures_not_believed:
+            found["figures_not_believed"] = [d.as_dict() for d in self.figures_not_believed]
         return found
 
     def _attribution(self) -> dict[str, Any]:
@@ -462,6 +469,7 @@ def combine(verdicts: Sequence[tuple[str, Verdict]], rule: str, version: int) ->
         in_order={t: x for _, v in verdicts for t, x in v.in_order.items()},
         sharding_artefacts=union("sharding_artefacts"),
         harness_changed=tuple(dict.fromkeys(h for _, v in verdicts for h in v.harness_changed)),
+        figures_not_believed=tuple(d for _, v in verdicts for d in v.figures_not_believed),
     )
 
 
@@ -589,6 +597,7 @@ def _judge_one(state: RunState, policy: Policy, rule: str, version: int) -> Verd
         in_order=dict(basis.in_order),
         sharding_artefacts=basis.artefacts,
         harness_changed=findings.harness,
+        figures_not_believed=findings.doubted,
     )
 
 
@@ -602,6 +611,7 @@ class _Findings:
     blown: tuple[OutOfMemory, ...]
     reasons: tuple[str, ...]
     harness: tuple[str, ...] = ()
+    doubted: tuple[Doubt, ...] = ()
 
 
 def _head_findings(state: RunState, policy: Policy) -> _Findings:
@@ -624,7 +634,14 @@ def _head_findings(state: RunState, policy: Policy) -> _Findings:
             f"the harness changed between base and head ({HARNESS_CHANGED}: {some(harness)}; "
             "the rule fails on it)"
         )
-    return _Findings(removed, heavier, slower, blown, tuple(reasons), harness)
+    doubted = doubts(state)
+    if doubted and policy.resource_regressions_fail:
+        reasons.append(
+            f"{len(doubted)} runs' figures are not what the supervisor measured "
+            f"({FIGURES_NOT_BELIEVED}: {some([d.where for d in doubted])}; the rule cannot "
+            "judge their time from them)"
+        )
+    return _Findings(removed, heavier, slower, blown, tuple(reasons), harness, doubted)
 
 
 

@@ -432,7 +432,8 @@ def _leading_with_causes(metric: Metric, verdict: Verdict) -> Metric:
     """The gate metric's value led by the causes of the introduced failures, with removed
     test files and resource regressions (format 5)."""
     told = (verdict.clusters or verdict.removed_at_head or verdict.heavier or verdict.slower
-            or verdict.hangs or verdict.out_of_memory or verdict.harness_changed)  # fmt: skip
+            or verdict.hangs or verdict.out_of_memory or verdict.harness_changed
+            or verdict.figures_not_believed)  # fmt: skip
     if metric.name != GATE or metric.key or not told:
         return metric
     return dataclasses.replace(metric, value=gate_value(verdict, causes=True))

@@ -331,6 +331,9 @@ def gate_value(verdict: Verdict, *, causes: bool = False) -> str:
         parts.append(f"{len(verdict.hangs)} hung: {some([h.line() for h in verdict.hangs], 2)}")
     if causes and verdict.harness_changed:
         parts.append(f"harness changed: {some(list(verdict.harness_changed), 2)}")
+    if causes and verdict.figures_not_believed:
+        doubted = [d.line() for d in verdict.figures_not_believed]
+        parts.append(f"figures not believed: {some(doubted, 2)}")
     for what, changes in (("heavier", verdict.heavier), ("slower", verdict.slower)):
         if causes and changes:
             parts.append(f"{len(changes)} {what}: {some([c.line() for c in changes], 2)}")

@@ -395,6 +395,11 @@ def _findings_html(verdict: Verdict) -> list[str]:
         note = ("conftest, pytest configuration or test invocation differ between base and "
                 "head: head changed how it is judged")  # fmt: skip
         out.append(_tests_table("harness changed", verdict.harness_changed, "bad", note))
+    if verdict.figures_not_believed:
+        doubted = tuple(d.line() for d in verdict.figures_not_believed)
+        out.append(_tests_table("figures not believed", doubted, "bad",
+                                "what the suite reported, belied by the supervisor's own "
+                                "figures: no evidence for slower or hung"))  # fmt: skip
     for what, changes in (("heavier", verdict.heavier), ("slower", verdict.slower)):
         if not changes:
             continue

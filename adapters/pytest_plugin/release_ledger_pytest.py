@@ -25,6 +25,8 @@ PATH itself (atomically: a temporary file renamed into place at session finish):
   start and end, its wall seconds, and `collect_kb`, how much resident memory collecting it
   (importing the module) added; the peak is reset at each file's start where Linux allows it
   (`/proc/self/clear_refs`, then `reset=1`), so `peak_kb` at the end is that file's own peak;
+  under xdist the root's `release-ledger.workers` says how many workers ran the files (their
+  seconds are work done, up to that many times the session's wall time);
   the root's `release-ledger.baseline` is the resident memory at session start (interpreter,
   pytest, plugins, conftests), and its last `release-ledger.finish` how far writing the
   report rose above the tests' memory: the gate's memory model (`domain/memory.py`) is
@@ -335,6 +337,7 @@ class ReleaseLedgerReport:
         # xdist: the ids the workers collected, by the file part of the node id, not finished
         self.pending: dict[str, set[str]] | None = None
         self.running_test = ""  # the node id of the test running now (time limits)
+        self.workers: set[str] = set()  # xdist: the workers (files' seconds sum theirs)
         _watch_limits(_file_limits(config), self._running, out=_STDOUT, whole_group=False)
 
     def _running(self) -> tuple[str | None, float, str]:
@@ -495,6 +498,7 @@ class ReleaseLedgerReport:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self.workers.add(str(getattr(getattr(node, "gateway", None), "id", None) or id(node)))
         if self.pending is not None:  # every worker collects the same ids
             return
         self.pending = {}
@@ -629,6 +633,9 @@ class ReleaseLedgerReport:
         ET.SubElement(
             head, "property", name=f"{PREFIX}.baseline", value=f"rss_kb={self.baseline_kb}"
         )
+        if len(self.workers) > 1:  # files' seconds are work done by this many at once
+            count = str(len(self.workers))
+            ET.SubElement(head, "property", name=f"{PREFIX}.workers", value=count)
         with_cases = self.cases_by_file()  # a collection error reported after the ids
         for name in (name for name in self.empty if name not in with_cases):
             ET.SubElement(head, "property", name=f"{PREFIX}.empty", value=_clean(name))

@@ -4,7 +4,8 @@ from its file's run alone (a file that failed to collect there); test files remo
 (`removed-at-head`) and files much heavier or slower at head (`heavier`, `slower`) fail; a
 failure exonerated with a reason (`FailureExonerated`) is still introduced.
 v4: a harness changed between base and head (`harness-changed`: conftest.py, pytest
-configuration, the test invocation) fails."""
+configuration, the test invocation) fails, and so do figures the supervisor's own do not bear
+out (`figures-not-believed`: a report's seconds that do not add up to its run's)."""
 
 from __future__ import annotations
 

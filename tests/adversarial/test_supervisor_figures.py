@@ -87,3 +87,44 @@ def test_a_forged_time_limit_line_after_a_clean_run_names_no_test_as_hung(tmp_pa
     assert all("tests/test_victim.py::test_victim" in d and "exit 0" in d for d in doubts)
     shown = run_ledger(tmp_path, "show", str(document["run_id"])).stdout
     assert "not believed: a time-limit line named tests/test_victim.py::test_victim" in shown
+
+
+def clocked(sleep_s: float, rate: float | None) -> str:
+    """A test file whose test sleeps `sleep_s`; with `rate`, the module first makes
+    `time.perf_counter` (the clock the plugin times files by) run `rate` times as fast."""
+    patch = (
+        "import time\n"
+        "_real = time.perf_counter\n"
+        "_start = _real()\n"
+        f"time.perf_counter = lambda: _start + (_real() - _start) * {rate}\n"
+        if rate
+        else "import time\n"
+    )
+    return patch + f"\n\ndef test_clocked():\n    time.sleep({sleep_s})\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("head", "hidden"),
+    [(clocked(7.0, 0.01), True), (clocked(0.1, 100.0), False)],
+    ids=["slowed-clock-hides-70x", "sped-clock-forges-100x"],
+)
+def test_a_file_s_seconds_are_checked_against_the_supervisors_clock(
+    tmp_path: Path, head: str, hidden: bool
+) -> None:
+    repo = make_repo(tmp_path, {"tests/test_a.py": FAST, "tests/test_clock.py": clocked(0.1, None)})
+    tag(repo, "v1")
+    commit(repo, {"tests/test_clock.py": head}, "head: a test file that bends the clock")
+    result = gate(tmp_path, repo, "--env", "none", "--shards", "1", "--measure", "never",
+                  "--no-release-builds")  # fmt: skip
+    document = result.document
+    assert "slower" not in document  # never a slowdown from the suite's own clock
+    (doubt,) = document["figures_not_believed"]
+    assert doubt["where"].endswith("at head")
+    assert ("do not add up" if hidden else "more than") in doubt["why"]
+    assert document["status"] == "passed"  # the default rule reports it
+    strict = run_ledger(tmp_path, "verdict", str(document["run_id"]), "--rule", "strict",
+                        "--json")  # fmt: skip
+    assert strict.code == 1, strict.stdout  # strict cannot judge time from such figures
+    assert any("figures-not-believed" in r for r in strict.document["reasons"])
+    assert "slower" not in strict.document
