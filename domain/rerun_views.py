@@ -21,6 +21,7 @@ class IsolationView:
     seconds: float = 0.0
     oom: bool = False  # killed over its memory limit
     rss_mb: float = 0.0
+    time_limit_not_believed: str | None = None  # a time-limit line the supervisor belied
 
 
 @dataclass(frozen=True)

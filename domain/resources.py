@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # `ledger show` formats a change without loading the fold
     from release_ledger.domain.junit import Report
-    from release_ledger.domain.run_state import AttemptView, IsolationView, RunState, ShardView
+    from release_ledger.domain.rerun_views import IsolationView
+    from release_ledger.domain.run_state import AttemptView, RunState, ShardView
 
 HEAVIER = "heavier"
 SLOWER = "slower"
