@@ -46,8 +46,14 @@ def _size(limit: int) -> str:
 
 def writable_target(path: str, what: str) -> Path:
     """A path an output may be written to: a regular file or none yet, in a folder that
-    exists and can be written (checked before the command records anything)."""
+    exists and can be written (checked before the command records anything). A link is
+    followed: the file it names is written (the link itself is never replaced)."""
     target = Path(path)
+    if target.is_symlink():
+        real = Path(os.path.realpath(target))
+        if not real.parent.is_dir():
+            raise BadInput(f"{what} {path}: cannot write: {real.parent} does not exist")
+        target = real
     if target.is_dir():
         raise BadInput(f"{what} {path}: is a directory")
     if target.exists() and not target.is_file():
@@ -64,7 +70,7 @@ def writable_target(path: str, what: str) -> Path:
 def write_whole(target: Path, data: bytes, what: str) -> None:
     """Write `data` as the whole content of `target`, or leave it untouched: a temporary
     file beside it, flushed to disk, then renamed over it (a full disk is `BadInput`)."""
-    writable_target(str(target), what)
+    target = writable_target(str(target), what)
     try:
         mode = stat.S_IMODE(target.stat().st_mode)
     except FileNotFoundError:

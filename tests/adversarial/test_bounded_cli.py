@@ -137,3 +137,14 @@ def test_views_never_overwrite_a_file_that_is_not_views(workdir: Path) -> None:
     views = workdir / "mine.views.db"
     assert ledger(workdir, "rebuild", "--views", str(views)).returncode == 0
     assert ledger(workdir, "rebuild", "--views", str(views)).returncode == 0  # its own: again
+
+
+def test_an_output_through_a_link_writes_the_file_it_names_and_keeps_the_link(
+    workdir: Path,
+) -> None:
+    real = workdir / "summary.md"
+    real.write_text("old\n")
+    link = workdir / "link.md"
+    link.symlink_to(real)
+    assert ledger(workdir, "approve", RUN, "--out", str(link)).returncode == 1  # failed run
+    assert link.is_symlink() and "approval" in real.read_text()
