@@ -119,6 +119,7 @@ def test_a_file_s_seconds_are_checked_against_the_supervisors_clock(
                   "--no-release-builds")  # fmt: skip
     document = result.document
     assert "slower" not in document  # never a slowdown from the suite's own clock
+    assert "harness_changed" not in document  # a test file is not the harness
     (doubt,) = document["figures_not_believed"]
     assert doubt["where"].endswith("at head")
     assert ("do not add up" if hidden else "more than") in doubt["why"]
