@@ -33,6 +33,7 @@ from release_ledger.domain.errors import BadInput
 
 DEFAULT_PYTHON_FILES = ("test_*.py", "*_test.py")
 DEFAULT_DOCTEST_GLOBS = ("test*.txt",)
+UNITTEST_DEFAULT_PATTERN = "test*.py"  # `python -m unittest`'s, where pytest's rules find none
 DEFAULT_NORECURSEDIRS = (
     "*.egg",
     ".*",
@@ -103,6 +104,10 @@ def discover_test_files(checkout: Path, patterns: Sequence[str] | None = None) -
     for start in starts:
         if start.is_file() and start.suffix == ".py" and not ignored(start):
             found.append(start.relative_to(root).as_posix())
+    if not found:
+        # No file pytest's rules name: a unittest suite (`test.py`, `tests.py`) found the way
+        # `python -m unittest` finds it, run under pytest (which runs its TestCase classes).
+        found = _walk(root, starts, config.norecursedirs, _unittest_default, ignored, config)
     return sorted(set(found))
 
 
@@ -112,6 +117,11 @@ def collection_starts(checkout: Path) -> list[str]:
     root = checkout.resolve()
     starts = _start_paths(root, read_pytest_config(root))
     return [s.relative_to(root).as_posix() if s != root else "." for s in starts]
+
+
+def _unittest_default(rel: str, name: str) -> bool:
+    """unittest's default discovery pattern (`test*.py`), conftest.py never."""
+    return fnmatch.fnmatch(name, UNITTEST_DEFAULT_PATTERN) and name != "conftest.py"
 
 
 def read_pytest_config(root: Path) -> PytestConfig:

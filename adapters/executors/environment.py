@@ -12,7 +12,9 @@ How an installable revision (`--env auto`) is prepared, the way its own CI would
 2. Its test environment comes from the first *declared source* that installs, in this order
    (`PRECEDENCE`): tox's test environment for this interpreter (`py311`), read by tox's own
    loader (`tox config`: deps, extras, dependency_groups, set_env and the pytest options of
-   its commands); the first PEP 735 group named test/tests/testing/dev (include-group
+   its commands); nox's test session, run by nox with its commands captured
+   (`nox_reader.py`); hatch's test environment and script, read by hatch
+   (`hatch_reader.py`); the first PEP 735 group named test/tests/testing/dev (include-group
    resolved); the first test extra; one test requirements file (the variant for this
    interpreter when one exists, such as `requirements/tests311.txt`; a dev file only where
    there is no test file); pytest alone. Never a union of unrelated files. A `uv.lock`
@@ -69,6 +71,13 @@ if TYPE_CHECKING:  # the module also runs on build hosts' older interpreters: no
 # On the gate's machine; on hosts and in pods the program's earlier part defines them.
 with contextlib.suppress(ImportError):
     from release_ledger.adapters.executors.env_lock import LOCK_FILE, LOCK_RUNNER, lock_use
+    from release_ledger.adapters.executors.hatch_reader import hatch_declared, hatch_source
+    from release_ledger.adapters.executors.nox_reader import (
+        DeclarationUnreadable,
+        nox_declared,
+        nox_source,
+    )
+    from release_ledger.adapters.executors.runners import unittest_under_pytest
 
 FORMAT = 4  # bump when the layout or the key's inputs change (4: venvs built in place)
 TEST_EXTRAS = ("test", "tests", "testing", "dev")
@@ -745,7 +754,7 @@ def apply_runtime(env: dict[str, str], extra: dict[str, list[str]]) -> dict[str,
 # `install_project`, `set_env` and `pytest_args`. The first that installs is used; every one
 # tried is recorded, in `PRECEDENCE` order.
 
-PRECEDENCE = ("tox", "dependency-group", "extras", "requirements-file", "pytest")
+PRECEDENCE = ("tox", "nox", "hatch", "dependency-group", "extras", "requirements-file", "pytest")
 TOX_FILES = ("tox.ini", "tox.toml")
 TOX_TIMEOUT_S = 120.0
 # Variables tox sets for its own bookkeeping: never part of what the project declares.
@@ -814,7 +823,7 @@ def tox_source(
     tox = find_tox()
     if tox is None:
         raise SetupFailed("tox is not installed on this machine")
-    config = [tox, "config", "--format", "json", "--no-provision"]
+    config = [tox, "config", "-qq", "--format", "json", "--no-provision"]  # -qq: JSON alone
     listed = _tox_config(checkout, [*config, "-k", "base_python", "commands"], env, confine)
     chosen = choose_tox_env(listed, version)
     name = chosen or "py" + "".join(version.split(".")[:2])
@@ -981,6 +990,7 @@ def declared_sources(
             sources.append(tox_source(checkout, version, env, confine))
         except SetupFailed as error:
             sources.append({"source": "tox", "detail": "tox", "unreadable": str(error)})
+    sources.extend(runner_sources(checkout, version, env, confine))
     group, group_requires = dependency_group(checkout)
     if group:
         sources.append({"source": "dependency-group", "detail": f"group {group}",
@@ -1000,6 +1010,39 @@ def declared_sources(
         source.setdefault("set_env", {})
         source.setdefault("pytest_args", [])
     return sources
+
+
+def runner_sources(
+    checkout: str, version: str, env: dict[str, str], confine: Confine | None = None
+) -> list[dict[str, object]]:
+    """nox's test session, then hatch's test environment, where the project declares them
+    (`nox_reader.py`, `hatch_reader.py`): each read by its own tool, its groups resolved and
+    its test command as pytest options; one that cannot be read is a failed entry."""
+    found: list[dict[str, object]] = []
+    import shlex
+
+    for kind, is_declared, read in (("nox", nox_declared, nox_source),
+                                    ("hatch", hatch_declared, hatch_source)):  # fmt: skip
+        if not is_declared(checkout):
+            continue
+        try:
+            source = read(checkout, version, env, confine)
+        except DeclarationUnreadable as error:
+            found.append({"source": kind, "detail": kind, "unreadable": str(error)})
+            continue
+        groups = [str(g) for g in source.pop("groups", [])]  # type: ignore[attr-defined]
+        for group in groups:
+            source["requirements"] = [*source["requirements"], *_resolve_group(checkout, group)]  # type: ignore[misc]
+        invocation = dict(source["invocation"])  # type: ignore[call-overload]
+        words = [str(w) for w in invocation["words"]]
+        # The options kept where pytest's parser cannot tell them (the old rule, by name).
+        source["pytest_args"] = (
+            pytest_arguments([shlex.join(["pytest", *words])], checkout)
+            if invocation["runner"] == "pytest"
+            else unittest_under_pytest(words, str(invocation["workdir"]), checkout)["options"]
+        )
+        found.append(source)
+    return found
 
 
 def pinned_requirements(frozen: str) -> list[str]:
@@ -1128,7 +1171,7 @@ def _auto(
         installer.confine,
     )  # fmt: skip
     result["invocation"] = invocation
-    if invocation.get("runner") == "pytest" and not invocation.get("fallback"):
+    if invocation.get("runner") in ("pytest", "unittest") and not invocation.get("fallback"):
         options = [str(o) for o in invocation.get("options", [])]  # type: ignore[attr-defined]
         pytest_args = shard_options(options)
     result["runtime"] = runtime(None, venv, set_env, pytest_args)

@@ -18,12 +18,17 @@ The result is a JSON-able dict with the fields of `domain/invocation.TestInvocat
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shlex
 import subprocess
 from typing import TYPE_CHECKING
+
+# On the gate's machine; on a host these names come from the program's other parts.
+with contextlib.suppress(ImportError):
+    from release_ledger.adapters.executors.runners import declared, unittest_under_pytest
 
 if TYPE_CHECKING:  # the module also runs on build hosts' older interpreters: no run-time alias
     from collections.abc import Callable, Sequence
@@ -69,7 +74,8 @@ def command_runner(line: str) -> tuple[str, list[str]] | None:
                 return "pytest", words[index + 2 :]
             if module == "unittest":
                 return "unittest", words[index + 2 :]
-    return None
+    found = declared(words, "")  # a test module run as a script: `python test.py`
+    return (str(found["runner"]), [str(w) for w in found["words"]]) if found else None  # type: ignore[attr-defined]
 
 
 def choose_tox_env(found: dict[str, dict[str, object]], version: str) -> str | None:
@@ -254,6 +260,9 @@ def resolved(
     the revision's environment: `options` and `targets` (`{"path", "installed"}` each)."""
     found = {k: v for k, v in invocation.items() if k != "words"}
     words = [str(w) for w in invocation.get("words", [])]  # type: ignore[attr-defined]
+    if invocation.get("runner") == "unittest":  # run under pytest (`runners.py`)
+        found.update(unittest_under_pytest(words, str(invocation.get("workdir") or ""), checkout))
+        return found
     if invocation.get("runner") != "pytest":
         found.update(options=words, targets=[])
         return found

@@ -204,7 +204,7 @@ class LocalExecutor:
         report, runtime = self.environment_for(commit)
         if report.status != "ready" or report.invocation is None:
             return None, report.error or "no resolved test invocation"
-        if report.invocation.runner != "pytest":
+        if report.invocation.runner not in ("pytest", "unittest"):  # unittest: under pytest
             return None, f"the declared runner is {report.invocation.runner}"
         run_dir = Path(tempfile.mkdtemp(prefix="collect-", dir=self.work_dir))
         try:

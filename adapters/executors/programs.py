@@ -31,11 +31,11 @@ def program(*relative_paths: str) -> str:
 
 
 def remote_program(entry: str) -> str:
-    """Supervisor + lock rule + environment preparation + sandbox + checkout guard + the entry
-    module (`ssh/wrapper.py`), `packed`."""
+    """Supervisor + lock rule + environment preparation (with the nox and hatch readers) +
+    sandbox + checkout guard + the entry module (`ssh/wrapper.py`), `packed`."""
     return packed(program(
-        "supervisor.py", "env_lock.py", "invocation_source.py", "environment.py", "sandbox.py",
-        "checkout_guard.py", entry,
+        "supervisor.py", "env_lock.py", "invocation_source.py", "environment.py", "runners.py",
+        "nox_reader.py", "hatch_reader.py", "sandbox.py", "checkout_guard.py", entry,
     ))  # fmt: skip
 
 

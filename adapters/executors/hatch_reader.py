@@ -1,0 +1,214 @@
+"""A project's hatch test environment, read by hatch itself: its dependencies and test script.
+
+`hatch env show --json` gives every environment as hatch resolves it: templates inherited,
+matrices expanded (`test.py3.11`, `hatch-test.py3.11`), scripts expanded into their command
+lines (a script naming another is replaced by its commands, `{args}` defaults applied). The
+environment chosen is the first for this interpreter (its `python` is this version, or it
+names none) with a script whose command runs tests (`runners.py`), the project's own
+environments before `hatch test`'s (`hatch-test`, used only where the project configures it:
+hatch defines it for every project, so its presence declares nothing); in an environment, the
+scripts named test/tests/run/unit first.
+
+Stdlib only, importing nothing of ours at run time (sent to build hosts and pods with
+`environment.py`); where hatch is not installed the source is unreadable and the next is tried.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+# On the gate's machine; on a host these names come from the program's other parts.
+with contextlib.suppress(ImportError):
+    from release_ledger.adapters.executors.nox_reader import DeclarationUnreadable
+    from release_ledger.adapters.executors.runners import command_line, declared, is_test_command
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+HATCH_TIMEOUT_S = 120.0
+HATCH_TEST_ENV = "hatch-test"
+_SCRIPT_ORDER = ("test", "tests", "run", "unit", "test-all", "cov", "run-cov")
+
+
+def _tables(checkout: str) -> dict[str, object]:
+    """`tool.hatch` of pyproject.toml merged under hatch.toml (hatch's own two places)."""
+    try:
+        import tomllib
+    except ImportError:  # pragma: no cover - older interpreters on build hosts
+        return {}
+    found: dict[str, object] = {}
+    for name in ("pyproject.toml", "hatch.toml"):
+        try:
+            with open(os.path.join(checkout, name), "rb") as handle:
+                data = tomllib.load(handle)
+        except (OSError, ValueError):
+            continue
+        if name == "pyproject.toml":
+            tool = data.get("tool")
+            data = tool.get("hatch", {}) if isinstance(tool, dict) else {}
+        if isinstance(data, dict):
+            found.update(data)
+    return found
+
+
+def hatch_declared(checkout: str) -> bool:
+    """Whether the project configures hatch environments (`[tool.hatch.envs.*]` or `envs` in
+    hatch.toml): only their presence is looked at; hatch reads what they say."""
+    envs = _tables(checkout).get("envs")
+    return isinstance(envs, dict) and bool(envs)
+
+
+def _configured_envs(checkout: str) -> set[str]:
+    envs = _tables(checkout).get("envs")
+    return {str(name) for name in envs} if isinstance(envs, dict) else set()
+
+
+def find_hatch() -> str | None:
+    """hatch beside this interpreter (the gate's own environment) or on PATH."""
+    beside = os.path.join(os.path.dirname(sys.executable), "hatch")
+    if os.path.isfile(beside) and os.access(beside, os.X_OK):
+        return beside
+    return shutil.which("hatch")
+
+
+def read_environments(
+    checkout: str,
+    env: dict[str, str],
+    confine: Callable[[list[str], str | None, list[str]], list[str]] | None = None,
+) -> dict[str, dict[str, object]]:
+    """Every environment hatch resolves for the project (`hatch env show --json`)."""
+    hatch = find_hatch()
+    if hatch is None:
+        raise DeclarationUnreadable("hatch is not installed on this machine")
+    plugins = _tables(checkout).get("env")
+    required = plugins.get("requires") if isinstance(plugins, dict) else None
+    if required:
+        # hatch would install them into the interpreter it runs in: the gate's own.
+        named = ", ".join(str(r) for r in required) if isinstance(required, list) else required
+        raise DeclarationUnreadable(
+            f"hatch needs environment plugins the gate does not install ({named})"
+        )
+    argv = [hatch, "--no-interactive", "--no-color", "env", "show", "--json"]
+    wrapped = confine(argv, checkout, []) if confine is not None else argv
+    # hatch's data and cache folders: a private /tmp one (a confined step writes nothing else).
+    scratch = os.path.join(env.get("TMPDIR") or "/tmp", "release-ledger-hatch")
+    quiet = dict(env, HATCH_DATA_DIR=scratch + "/data", HATCH_CACHE_DIR=scratch + "/cache")
+    try:
+        done = subprocess.run(
+            wrapped, cwd=checkout, env=quiet, stdin=subprocess.DEVNULL, capture_output=True,
+            timeout=HATCH_TIMEOUT_S, check=False,
+        )  # fmt: skip
+        found = json.loads(done.stdout.decode("utf-8", "replace"))
+    except (OSError, subprocess.TimeoutExpired, ValueError) as error:
+        said = locals().get("done")
+        # hatch prints its error (a traceback's last line) on stdout or stderr
+        text = (said.stderr + said.stdout).decode("utf-8", "replace") if said else str(error)
+        lines = [line.strip() for line in text.splitlines() if line.strip()] or [str(error)]
+        raise DeclarationUnreadable(
+            f"hatch could not read its configuration: {lines[-1][-300:]}"
+        ) from None
+    if not isinstance(found, dict):
+        raise DeclarationUnreadable("hatch could not read its configuration: not a table")
+    return {str(k): v for k, v in found.items() if isinstance(v, dict)}
+
+
+def _hatch_python_rank(python: object, version: str) -> int:
+    """2 for an environment of exactly this interpreter, 1 for one naming none, else 0."""
+    if python in (None, ""):
+        return 1
+    return 2 if str(python) == ".".join(version.split(".")[:2]) else 0
+
+
+def choose_environment(
+    environments: dict[str, dict[str, object]], version: str, configured: set[str]
+) -> tuple[str, str, list[str]] | None:
+    """(environment, script, test command) for this interpreter, or None."""
+
+    def base(name: str) -> str:
+        return name.split(".", 1)[0]
+
+    names = [
+        n for n in environments
+        if base(n) in configured and (not base(n).startswith("hatch-") or base(n) == HATCH_TEST_ENV)
+    ]  # fmt: skip
+    ranked = sorted(
+        enumerate(names),
+        key=lambda item: (
+            -_hatch_python_rank(environments[item[1]].get("python"), version),
+            base(item[1]) == HATCH_TEST_ENV,
+            "test" not in base(item[1]),
+            item[0],
+        ),
+    )
+    for _, name in ranked:
+        config = environments[name]
+        if not _hatch_python_rank(config.get("python"), version):
+            continue
+        scripts = config.get("scripts")
+        if not isinstance(scripts, dict):
+            continue
+        order = sorted(scripts, key=lambda s: (s not in _SCRIPT_ORDER, _SCRIPT_ORDER.index(s)
+                                                if s in _SCRIPT_ORDER else 0))  # fmt: skip
+        for script in order:
+            lines = scripts[script]
+            for line in lines if isinstance(lines, list) else [lines]:
+                try:
+                    words = shlex.split(str(line))
+                except ValueError:
+                    continue
+                if words and words[0].startswith("- "):
+                    words[0] = words[0][2:]  # hatch's "ignore this command's exit" prefix
+                if is_test_command(words):
+                    return name, str(script), words
+    return None
+
+
+def _strings(value: object) -> list[str]:
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def hatch_source(
+    checkout: str,
+    version: str,
+    env: dict[str, str],
+    confine: Callable[[list[str], str | None, list[str]], list[str]] | None = None,
+) -> dict[str, object]:
+    """The hatch test environment for this interpreter as a declared source: its
+    dependencies, features (extras), variables, and its test script as an invocation."""
+    environments = read_environments(checkout, env, confine)
+    chosen = choose_environment(environments, version, _configured_envs(checkout))
+    if chosen is None:
+        raise DeclarationUnreadable(
+            f"no hatch environment for Python {version} has a script that runs tests"
+        )
+    name, script, words = chosen
+    config = environments[name]
+    invocation = declared(words, "")
+    if invocation is None:  # pragma: no cover - choose_environment kept only test commands
+        raise DeclarationUnreadable(f"hatch env {name}: no test command")
+    env_vars = config.get("env-vars")
+    set_env = {str(k): str(v) for k, v in env_vars.items()} if isinstance(env_vars, dict) else {}
+    set_env = {k: v for k, v in set_env.items() if not k.startswith("HATCH_")}
+    invocation.update(source=f"hatch:{name}:{script}", env=set_env)
+    groups = _strings(config.get("dependency-groups"))
+    return {
+        "source": "hatch",
+        "detail": f"hatch env {name}, script {script}",
+        "extras": _strings(config.get("features")),
+        "requirements": [
+            *_strings(config.get("dependencies")), *_strings(config.get("extra-dependencies"))
+        ],
+        "groups": groups,
+        "files": [],
+        "install_project": not bool(config.get("skip-install")),
+        "set_env": set_env,
+        "command": command_line(words),
+        "invocation": invocation,
+    }
