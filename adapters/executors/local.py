@@ -447,7 +447,7 @@ def collected_items(output: str, checkout: str) -> list[str]:
         if real.startswith(root + os.sep):
             file = os.path.relpath(real, root).replace(os.sep, "/")
         else:
-            file = stable_node_id(path).partition("::")[0]
+            file = stable_node_id(real).partition("::")[0]
             if not file.startswith(INSTALLED_PREFIX):
                 continue
         found.append(f"{file}::{name}" if name else file)
@@ -461,9 +461,15 @@ def in_workdir(
     directory (tox's `changedir`), made as tox makes it, with the checkout as pytest's
     rootdir so node ids stay relative to it."""
     invocation = report.invocation
-    site = site_packages(report)
-    named = [site + f[len(INSTALLED_PREFIX) - 1 :] if f.startswith(INSTALLED_PREFIX) else f
-             for f in files]  # fmt: skip
+    named = list(files)
+    if any(f.startswith(INSTALLED_PREFIX) for f in files):
+        # As under tox, whose environment is inside the checkout (`.tox/`): pytest finds the
+        # project's configuration and root conftest above an installed module it is given.
+        link = checkout / SITE_LINK
+        if not link.exists():
+            link.symlink_to(site_packages(report), target_is_directory=True)
+        named = [f"{SITE_LINK}/{f[len(INSTALLED_PREFIX) :]}" if f.startswith(INSTALLED_PREFIX)
+                 else f for f in files]  # fmt: skip
     if invocation is None or not invocation.workdir:
         return checkout, named
     start = (checkout / invocation.workdir).resolve()
@@ -472,6 +478,11 @@ def in_workdir(
     start.mkdir(parents=True, exist_ok=True)
     moved = [os.path.relpath(checkout / f, start) for f in named]
     return start, [f"--rootdir={checkout}", *moved]
+
+
+# Where a run's copy of the checkout shows the environment's site-packages (the gate's pytest
+# plugin names a file under it `{site-packages}/...`, as under any site-packages).
+SITE_LINK = ".release-ledger-site-packages"
 
 
 def site_packages(report: EnvironmentReport) -> str:

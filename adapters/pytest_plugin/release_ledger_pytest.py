@@ -94,6 +94,8 @@ PREFIX = "release-ledger"
 MARKER = "release-ledger:"
 # The checkout a shard's files are named from when it runs elsewhere (its `changedir`).
 ROOT_VARIABLE = "RELEASE_LEDGER_FILES_ROOT"
+# The link to the environment's site-packages in a run's checkout (the executor's `SITE_LINK`).
+SITE_LINK = ".release-ledger-site-packages"
 LIMITS_VARIABLE = "RELEASE_LEDGER_FILE_LIMITS"
 TIME_LIMIT_EXIT = 124  # as timeout(1) exits
 # The session's own stdout, kept before pytest captures fd 1 (`-p` imports the plugin first):
@@ -204,6 +206,8 @@ def _named(path: str, root: str) -> str:
     revision (`{site-packages}/pkg/mod.py`)."""
     relative = os.path.relpath(path, root).replace(os.sep, "/")
     normal = path.replace(os.sep, "/")
+    if relative.startswith(SITE_LINK + "/"):  # the gate's view of the environment's
+        return "{site-packages}/" + relative[len(SITE_LINK) + 1 :]
     if relative.startswith("../") and "/site-packages/" in normal:
         return "{site-packages}/" + normal.rsplit("/site-packages/", 1)[1]
     return relative

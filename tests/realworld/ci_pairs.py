@@ -585,7 +585,7 @@ EXPECTED: dict[str, dict[str, list[str]]] = {
 }
 
 
-_SITE = re.compile(r"^.*?site-packages/")
+_SITE = re.compile(r"^(?:.*?site-packages/|\{site-packages\}/)")  # tox's path; the gate's name
 
 
 def normalized(test: str) -> str:

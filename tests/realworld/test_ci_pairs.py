@@ -15,9 +15,8 @@ CI fails at head and not at base, under the one-line bug at head.
 - glom 24.11.0 -> 25.12.0 (opt-in, ~100 s a gate): tox runs `pytest --doctest-modules
   {envsitepackagesdir}/glom` with `changedir = .tox`, the tests and doctests of the
   *installed* package; the bug breaks a doctest (`glom/core.py::glom.core.format_invocation`)
-  and five tests. The mutant is expected to fail until the gate runs that invocation (issue
-  37, parts 1-3): on main at 32d16db the gate falls back to plain pytest over the checkout and
-  names the five tests, not the doctest (on 92ec41d both runs ended `unmeasured`).
+  and five tests; the gate names the installed modules `{site-packages}/glom/...` at both
+  revisions.
 
 - nbstripout 0.9.0 -> 0.9.1 (opt-in, ~1-2 min a gate): tests run the `nbstripout` console
   script in a bash subshell; the bug breaks `-t`, so four of them fail at head only (on main at
@@ -45,11 +44,6 @@ opt_in = pytest.mark.skipif(
     not os.environ.get("LEDGER_TEST_REALWORLD_ALL"),
     reason="kept out of CI for time; set LEDGER_TEST_REALWORLD_ALL=1 to run it",
 )
-installed_doctests_not_run = pytest.mark.xfail(
-    strict=True,
-    reason="issue 37: the doctests of the installed package (`--doctest-modules "
-    "{envsitepackagesdir}/glom`) are not run by the gate",
-)
 
 
 @pytest.mark.parametrize(
@@ -62,7 +56,7 @@ installed_doctests_not_run = pytest.mark.xfail(
         pytest.param("structlog", False, marks=opt_in),
         pytest.param("structlog", True, marks=opt_in),
         pytest.param("glom", False, marks=opt_in),
-        pytest.param("glom", True, marks=[opt_in, installed_doctests_not_run]),
+        pytest.param("glom", True, marks=opt_in),
         pytest.param("nbstripout", False, marks=opt_in),
         pytest.param("nbstripout", True, marks=opt_in),
     ],
