@@ -127,7 +127,8 @@ def run_ci(pair: Pair, repo: Path, rev: str, work: Path) -> tuple[set[str], str]
     if pair.runner == "unittest":
         failing = _unittest_failures(output, pair.unittest_top)
     else:
-        failing = _junit_failures(junit) if junit.is_file() else {"<no JUnit report>"}
+        report = checkout / pair.junit if pair.junit else junit
+        failing = _junit_failures(report) if report.is_file() else {"<no JUnit report>"}
     return failing, f"exit {done.returncode}: " + output[-1500:]
 
 
@@ -183,7 +184,7 @@ def _invocations(exported: str) -> list[str]:
     return [f"{revision}: {text}" for revision, text in sorted(chosen.items())]
 
 
-def run_gate(repo: Path, pair: Pair, work: Path, timeout: float) -> dict[str, object]:
+def run_gate(repo: Path, pair: Pair, work: Path, timeout: float, as_of: str) -> dict[str, object]:
     ledger = f"sqlite:///{work / 'ledger' / 'ledger.db'}"
     env = _git_env()
     env.update(LEDGER_WORKTREES_DIR=str(work / "worktrees"), LEDGER_ENVS_DIR=str(work / "envs"))
@@ -194,7 +195,7 @@ def run_gate(repo: Path, pair: Pair, work: Path, timeout: float) -> dict[str, ob
         done = subprocess.run(
             [sys.executable, "-m", "release_ledger", "gate", "--repo", str(repo), "--base",
              f"v{pair.base}", "--shards", "2", "--jobs", "2", "--questions", "0", "--json",
-             "--ledger", ledger],
+             "--ledger", ledger, "--resolve-as-of", as_of],
             cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False,
         )  # fmt: skip
     except subprocess.TimeoutExpired:
@@ -216,16 +217,17 @@ def run_gate(repo: Path, pair: Pair, work: Path, timeout: float) -> dict[str, ob
         "preexisting": sorted(normalized(t) for t in document.get("preexisting", []) or []),
         "tests_head": (document.get("tests") or {}).get("head"),
         "reasons": document.get("reasons"),
+        "unmeasured": str(document.get("unmeasured") or "")[:300],
         "seconds": seconds,
         "invocations": _invocations(exported),
     }
 
 
-def compare(pair: Pair, mutant: bool, keep: bool, timeout: float) -> dict[str, object]:
+def compare(pair: Pair, mutant: bool, keep: bool, timeout: float, as_of: str) -> dict[str, object]:
     work = Path(tempfile.mkdtemp(prefix=f"gate-{pair.name}-"))
     try:
         repo = build(pair, work, mutant)
-        gate = run_gate(repo, pair, work, timeout)
+        gate = run_gate(repo, pair, work, timeout, as_of)
     finally:
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -256,20 +258,28 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the scratch folders")
     parser.add_argument("--timeout", type=float, default=1500.0, help="seconds per gate")
     parser.add_argument("--json", action="store_true", help="one JSON document per row")
+    parser.add_argument(
+        "--resolve-as-of",
+        default="now",
+        help="the gate's --resolve-as-of (default now: as the CI measurement resolved; the "
+        "pairs' commits carry a fixed 2026-01-01 date, older than most of these releases)",
+    )
     args = parser.parse_args()
     chosen = [p for p in PAIRS if not args.project or p.name in args.project]
     if args.ci:
         for pair in chosen:
             print(json.dumps({pair.name: ground_truth(pair, args.keep)}, indent=1), flush=True)
         return
-    print(f"# expected outcomes: {EXPECTED_MEASURED}")
-    header = f"{'project':26} {'CI':>10} {'gate':>12} {'intro':>5} {'':>6} {'s':>6}  invocation"
-    print(header)
+    if not args.json:
+        print(
+            f"# expected outcomes: {EXPECTED_MEASURED}; gate --resolve-as-of {args.resolve_as_of}"
+        )
+        print(f"{'project':26} {'CI':>10} {'gate':>12} {'intro':>5} {'':>6} {'s':>6}  invocation")
     for pair in chosen:
         variants = [m for m in (False, True) if not (m and args.no_mutant)
                     and not (not m and args.mutant_only)]  # fmt: skip
         for mutant in variants:
-            row = compare(pair, mutant, args.keep, args.timeout)
+            row = compare(pair, mutant, args.keep, args.timeout, args.resolve_as_of)
             if args.json:
                 print(json.dumps(row, sort_keys=True), flush=True)
                 continue
@@ -282,7 +292,10 @@ def main() -> None:
             if row["right"] == "WRONG":
                 print(f"{'':26} missed {row['missed']} ({row['missed_as_preexisting']} of them "
                       f"preexisting at the gate) extra {row['extra']} "
-                      f"reasons {str(row.get('reasons'))[:300]}", flush=True)  # fmt: skip
+                      f"reasons {str(row.get('reasons'))[:300]} {row.get('unmeasured', '')}",
+                      flush=True)  # fmt: skip
+    if args.json:
+        return
     print("\nclasses and CI commands:")
     for pair in chosen:
         print(f"  {pair.name} {pair.base} -> {pair.head}: {pair.klass}; CI: `{pair.ci}`")

@@ -33,6 +33,7 @@ class Pair:
     runner: str = "pytest"  # how the CI's failures are read: pytest (JUnit) or unittest (stderr)
     unittest_top: str = ""  # unittest's top-level folder (`discover -s DIR`), as a path prefix
     base_has_ci: bool = True  # False: the base release's sdist holds no CI configuration
+    junit: str = ""  # where the CI command writes its own JUnit report (its option wins)
 
 
 PAIRS: tuple[Pair, ...] = (
@@ -142,6 +143,23 @@ PAIRS: tuple[Pair, ...] = (
             "parser.add_argument('--textconv', '-t',",
             "parser.add_argument('--textconv', '-T',",
         ),
+    ),
+    Pair(
+        "pyproject-api",
+        "1.12.0",
+        "1.12.1",
+        "tox.toml `{posargs:...}` default whose option values are paths (`--junitxml "
+        "{work_dir}/junit.xml`, `--cov {env_site_packages_dir}/pyproject_api`, `--cov "
+        "{tox_root}/tests`) and `--cov-fail-under=100`; a pylock.toml",
+        # Its package environment builds on 3.15 (`env_pkg_base.default_base_python`), which
+        # this machine lacks: the wheel is built on 3.11 instead, nothing else changed.
+        "tox run -e 3.11 -x env_pkg_base.default_base_python=3.11",
+        Mutation(
+            "src/pyproject_api/_util.py",
+            "path.unlink()\n            path.mkdir()",
+            "path.unlink()\n            path.touch()",
+        ),
+        junit=".tox/junit.3.11.xml",
     ),
 )
 
@@ -580,6 +598,18 @@ EXPECTED: dict[str, dict[str, list[str]]] = {
             "tests/test_git_integration.py::test_git_diff_diff",
             "tests/test_git_integration.py::test_git_diff_extrakeys",
             "tests/test_git_integration.py::test_git_diff_keepmetadatakeys",
+        ],
+    },
+    "pyproject-api": {
+        "base": [
+            "tests/test_frontend_setuptools.py::test_result_missing",
+        ],
+        "head": [
+            "tests/test_frontend_setuptools.py::test_result_missing",
+        ],
+        "mutant": [
+            "tests/test_frontend_setuptools.py::test_result_missing",
+            "tests/test_util.py::test_ensure_empty_dir_on_path_file",
         ],
     },
 }
