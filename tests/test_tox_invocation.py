@@ -11,6 +11,7 @@ from release_ledger.adapters.executors.invocation_source import (
     command_runner,
     posargs_default,
     relative_word,
+    tox_candidates,
     unittest_discovery,
 )
 from release_ledger.adapters.executors.local import collected_items
@@ -91,3 +92,13 @@ def test_collected_items_name_installed_modules_inside_site_packages() -> None:
     assert invocation.collected_files([*ids, "tests/test_b.py::test_c"]) == [
         "tests/test_b.py", "{site-packages}/pkg/mod.py",
     ]  # fmt: skip
+
+
+def test_only_environments_this_interpreter_can_be_are_read_for_their_commands() -> None:
+    specs = {
+        "py37": {"base_python": ["py37"]},
+        "py311": {"base_python": ["py311"]},
+        "lint": {"base_python": ["/usr/bin/python3"]},
+        "docs": {"base_python": ["python3.8"]},
+    }
+    assert tox_candidates(specs, "3.11.7") == ["py311", "lint"]

@@ -62,6 +62,7 @@ with contextlib.suppress(ImportError):
         InvocationUnreadable,
         choose_tox_env,
         resolved,
+        tox_candidates,
         tox_invocation,
     )
 
@@ -803,9 +804,13 @@ def _tox_config(
     except (OSError, subprocess.TimeoutExpired, ValueError, KeyError, TypeError) as error:
         tail = locals().get("done")
         said = tail.stderr.decode("utf-8", "replace").strip()[-300:] if tail else str(error)
-        said = (said or str(error)).splitlines()[-1] if (said or str(error)) else ""
+        lines = [_ANSI.sub("", line).strip() for line in (said or str(error)).splitlines()]
+        said = next((line for line in reversed(lines) if line), "")
         raise SetupFailed(f"tox could not read its configuration: {said}") from None
     return found
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _commands(value: object) -> list[str]:
@@ -824,7 +829,14 @@ def tox_source(
     if tox is None:
         raise SetupFailed("tox is not installed on this machine")
     config = [tox, "config", "-qq", "--format", "json", "--no-provision"]  # -qq: JSON alone
-    listed = _tox_config(checkout, [*config, "-k", "base_python", "commands"], env, confine)
+    # Commands only of the environments this interpreter can be (tox-uv makes a venv to read
+    # them, and fails on an interpreter this machine lacks): its factor's, and factorless ones.
+    specs = _tox_config(checkout, [*config, "-k", "base_python"], env, confine)
+    listed: dict[str, dict[str, object]] = {}
+    for candidate in tox_candidates(specs, version):
+        with contextlib.suppress(SetupFailed):
+            argv = [*config, "-e", candidate, "-k", "base_python", "commands"]
+            listed.update(_tox_config(checkout, argv, env, confine))
     chosen = choose_tox_env(listed, version)
     name = chosen or "py" + "".join(version.split(".")[:2])
     keys = ["deps", "extras", "dependency_groups", "set_env", "commands", "skip_install",

@@ -97,6 +97,21 @@ def choose_tox_env(found: dict[str, dict[str, object]], version: str) -> str | N
     return factorless
 
 
+def tox_candidates(found: dict[str, dict[str, object]], version: str) -> list[str]:
+    """Of `env_list` (names and `base_python` as tox read them), those this interpreter can
+    be: its Python factor's first, then those without a Python factor, each in tox's order."""
+    wanted = ".".join(version.split(".")[:2])
+    matching, factorless = [], []
+    for name, values in found.items():
+        specs = values.get("base_python")
+        versions = [spec_version(str(s)) for s in specs] if isinstance(specs, list) else []
+        if wanted in versions:
+            matching.append(name)
+        elif not any(versions):
+            factorless.append(name)
+    return [*matching, *factorless]
+
+
 def posargs_default(with_defaults: list[str], with_sentinel: list[str]) -> list[str]:
     """The words tox put for `{posargs:DEFAULT}`: where the sentinel stands in the same
     command read with posargs given."""
