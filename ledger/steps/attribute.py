@@ -1,23 +1,43 @@
-"""The gate's attribution step (issue 25): head's introduced failures run again at head with
-base's package set, recorded as `AttributionRecorded`; `domain/attribution.py` reads it.
-
-Its inputs are explicit (the ledger, the run, the executor to use) rather than the whole gate
-process, so this module imports nothing of the gate's.
+"""The `attribute` step (issue 25): head's introduced failures run again at head with base's
+package set, recorded as `AttributionRecorded`; `domain/attribution.py` reads it. Without a
+way to build that environment, or without both package lists in the ledger, it records that
+nothing could be installed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from release_ledger.adapters.executors import Executor
 from release_ledger.domain import events as ev
 from release_ledger.domain.chain import sha256_hex
 from release_ledger.domain.execution import Observation, ShardRun
+from release_ledger.domain.observed import bounded
+from release_ledger.domain.run_state import BASE, HEAD, RunState
 from release_ledger.ledger.service import Ledger
+from release_ledger.ledger.steps.context import PinnedExecutor, StepContext
 from release_ledger.projections.checks import packages_of
+from release_ledger.projections.next_step import Step
 
-# Builds an executor whose environments install the given frozen package set (`pinned`).
-PinnedExecutor = Callable[[str], Executor]
+
+def attribute(ctx: StepContext, state: RunState, step: Step) -> None:
+    lists = {r: e.packages_hash for (r, _), e in state.environments.items()}
+    texts = {r: ctx.ledger.artifact(h) if h else None for r, h in lists.items()}
+    rerun = ctx.alone("attribute", HEAD, step.files)
+    base, head = texts.get(BASE), texts.get(HEAD)
+    if ctx.pinned_executor is None or base is None or head is None:
+        why = ("this executor cannot install a given package set" if base and head
+               else "a revision's package list is not in the ledger")  # fmt: skip
+        ctx.ledger.record(ctx.run_id, ev.AttributionRecorded, tests=list(step.tests),
+                          files=list(step.files), moved=[], environment_error=why)  # fmt: skip
+        return
+    ctx.observer.notice(f"running {len(step.tests)} introduced failures with base's package set")
+    record_attribution(
+        ctx.ledger, ctx.run_id, rerun=rerun, tests=step.tests,
+        base_packages=base.decode("utf-8", "replace"),
+        head_packages=head.decode("utf-8", "replace"),
+        executor_for=ctx.pinned_executor,
+        bounded=lambda o: bounded(o, ctx.options.max_report_mb),
+    )  # fmt: skip
 
 
 def package_moves(base: str, head: str) -> list[ev.PackageMove]:
