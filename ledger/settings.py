@@ -1,6 +1,6 @@
 """The gate's settings: command-line flags over the repository's `[tool.release-ledger]`
 table over the built-in defaults. The table is read at base for the gate's policy and at head
-for what describes the code being tested (`domain/settings.Setting.at_head`).
+for what describes the code being tested (`adapters/setting.Setting.at_head`).
 
 The effective settings are what `RunStarted` records, so a run says what it was asked to do
 whichever source a value came from.
