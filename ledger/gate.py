@@ -134,7 +134,7 @@ class GateProcess:
     """Drives one run to its conclusion from whatever its ledger already holds: asks
     `next_step`, hands the step to its handler (`ledger/steps/`), and asks again.
 
-    Everything it needs comes in through the constructor (`ledger/bootstrap.py` wires it):
+    Everything it needs comes in through the constructor (`ledger/bootstrap/gate.py` wires it):
     the executor, the one that measures and isolates files (the same one unless the
     executor's capabilities say files are measured locally), the workspace (the repository's
     commits), and `hooks` — extra decisions (owner questions, ...) run after the built-in

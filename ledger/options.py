@@ -84,7 +84,7 @@ class GateOptions:
     # (`ledger.release.release_builds`); they feed the approval report, never the verdict.
     release_builds: bool = True
     # Run head's introduced failures again with base's package set when the package sets
-    # differ, to name the change that introduced each (`ledger/attribution.py`).
+    # differ, to name the change that introduced each (`ledger/steps/attribute.py`).
     attribution: bool = True
     # The memory this machine had for the shards at the gate's start (`adapters/machine.py`;
     # None: not read, as for a pool): no budget, and no sum of running reservations, exceeds it.
@@ -109,7 +109,7 @@ class GateOptions:
             "time_floor_s": self.slower_floor_s,
         }
     # Tests (node ids) whose failures are never blamed on head: each is exonerated as
-    # `quarantined` (`ledger/exoneration.py`); the rule says what that means.
+    # `quarantined` (`ledger/steps/exonerate.py`); the rule says what that means.
     quarantine: tuple[str, ...] = ()
     # Policy keys head's `[tool.release-ledger]` sets otherwise than base's (key -> head's
     # value): not applied, since policy is read at base; recorded and told so that nobody
