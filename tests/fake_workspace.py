@@ -22,10 +22,19 @@ def _sha(name: str) -> str:
 
 
 class InMemoryWorkspace:
-    """`commits`: ref -> {path: content}; each ref resolves to a commit of its own."""
+    """`commits`: ref -> {path: content}; each ref resolves to a commit of its own. `tests`:
+    the test files where they are not only `test_*.py` (doctest files, say), and `starts`
+    pytest's start paths (`testpaths`), as the project's configuration would declare them."""
 
-    def __init__(self, commits: Mapping[str, Mapping[str, str]], repo: str = "/fake/repo") -> None:
+    def __init__(
+        self,
+        commits: Mapping[str, Mapping[str, str]],
+        repo: str = "/fake/repo",
+        tests: Sequence[str] = (),
+        starts: Sequence[str] = (".",),
+    ) -> None:
         self.repo = Path(repo)
+        self.tests, self.starts = set(tests), list(starts)
         self.refs = {ref: _sha(ref) for ref in commits}
         self.trees = {self.refs[ref]: dict(files) for ref, files in commits.items()}
         self.checkouts_released = 0
@@ -51,12 +60,14 @@ class InMemoryWorkspace:
             name = PurePosixPath(path).name
             if patterns:
                 return any(fnmatch.fnmatch(path, p) for p in patterns)
+            if path in self.tests:
+                return True
             return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
 
         return sorted(path for path in self._tree(commit) if wanted(path))
 
     def collection_starts(self, commit: str) -> list[str]:
-        return ["."]  # no `testpaths`: the files in the order pytest walks them
+        return list(self.starts)
 
     def nominal_inputs(
         self, commit: str, files: Sequence[str]
