@@ -142,6 +142,31 @@ def in_order_fields(k: Kept) -> dict[str, Any]:
     }
 
 
+def attribution_fields(k: Kept) -> dict[str, Any]:
+    """`AttributionRecorded`'s fields of head's failures run with base's package set: what
+    the run did, or, when its environment could not be made, why (and nothing else)."""
+    o, environment = k.observation, k.observation.environment
+    if environment is not None and environment.status != "ready":
+        error = environment.error or "the environment could not be prepared"
+        return {"environment_key": environment.key, "environment_error": error}
+    fields: dict[str, Any] = {
+        "environment_key": environment.key if environment is not None else "",
+        "exit_code": o.exit_code,
+        "signal": o.signal,
+        "timed_out": o.timed_out,
+        "seconds": o.seconds,
+        "report_too_large": k.too_large,
+        "failure_kind": o.failure_kind,
+        "failure_reason": o.failure_reason,
+        "sandbox": o.sandbox,
+    }
+    if k.report_hash is not None:
+        fields["report_hash"] = k.report_hash
+    if k.log_hash is not None:
+        fields["log_tail_hash"] = k.log_hash
+    return fields
+
+
 def is_machine_failure(o: Observation) -> bool:
     """The machinery failed under the run (a dropped connection, an evicted pod): on an
     executor whose infrastructure can fail, also a fact about its member (`PodFailed`)."""

@@ -6,12 +6,12 @@ nothing could be installed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from release_ledger.domain import events as ev
 from release_ledger.domain.chain import sha256_hex
-from release_ledger.domain.execution import Observation, ShardRun
-from release_ledger.domain.observed import bounded
+from release_ledger.domain.execution import ShardRun
+from release_ledger.domain.observed import attribution_fields, kept
 from release_ledger.domain.run_state import BASE, HEAD, RunState
 from release_ledger.ledger.service import Ledger
 from release_ledger.ledger.steps.context import PinnedExecutor, StepContext
@@ -36,7 +36,7 @@ def attribute(ctx: StepContext, state: RunState, step: Step) -> None:
         base_packages=base.decode("utf-8", "replace"),
         head_packages=head.decode("utf-8", "replace"),
         executor_for=ctx.pinned_executor,
-        bounded=lambda o: bounded(o, ctx.options.max_report_mb),
+        max_report_mb=ctx.options.max_report_mb,
     )  # fmt: skip
 
 
@@ -59,7 +59,7 @@ def record_attribution(
     base_packages: str,
     head_packages: str,
     executor_for: PinnedExecutor,
-    bounded: Callable[[Observation], tuple[Observation, int | None]],
+    max_report_mb: float,
 ) -> ev.AttributionRecorded:
     """Run `rerun` (head's commit, the files of `tests`) in an environment with base's
     package set, and append what happened."""
@@ -77,7 +77,10 @@ def record_attribution(
     except Exception as error:  # the evidence is optional: a fault here never stops the run
         fields: dict[str, object] = {"environment_error": f"{type(error).__name__}: {error}"}
     else:
-        fields = _observed(*bounded(observation), artifacts)
+        k = kept(observation, max_report_mb)
+        fields = attribution_fields(k)
+        referenced = (k.report_hash, k.log_hash) if "exit_code" in fields else ()
+        artifacts |= {h: k.artifacts[h] for h in referenced if h}  # what the event names
     event = ledger.make(
         ev.AttributionRecorded,
         run_id,
@@ -89,33 +92,3 @@ def record_attribution(
     )
     ledger.append(run_id, [event], artifacts=artifacts)
     return event
-
-
-def _observed(
-    o: Observation, too_large: int | None, artifacts: dict[str, bytes]
-) -> dict[str, object]:
-    """The event's facts of one observation (its report already bounded: `too_large` is the
-    full size of one cut to its head); its report and log tail added to `artifacts`."""
-    environment = o.environment
-    if environment is not None and environment.status != "ready":
-        error = environment.error or "the environment could not be prepared"
-        return {"environment_key": environment.key, "environment_error": error}
-    report = o.report
-    fields: dict[str, object] = {
-        "environment_key": environment.key if environment is not None else "",
-        "exit_code": o.exit_code,
-        "signal": o.signal,
-        "timed_out": o.timed_out,
-        "seconds": o.seconds,
-        "report_too_large": too_large,
-        "failure_kind": o.failure_kind,
-        "failure_reason": o.failure_reason,
-        "sandbox": o.sandbox,
-    }
-    if report is not None:
-        report_hash = fields["report_hash"] = sha256_hex(report)
-        artifacts[report_hash] = report
-    if o.log_tail:
-        log_hash = fields["log_tail_hash"] = sha256_hex(o.log_tail)
-        artifacts[log_hash] = o.log_tail
-    return fields
