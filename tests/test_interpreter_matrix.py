@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from release_ledger.adapters import interpreters
-from release_ledger.adapters.executors.environment import find_uv
+from release_ledger.adapters.executors.env_installer import find_uv
 from release_ledger.adapters.executors.port import per_interpreter
 from release_ledger.domain import events as ev
 from release_ledger.domain.errors import BadInput

@@ -11,7 +11,7 @@ import sys
 from typing import Any, NewType
 
 from release_ledger.adapters.executors import Executor, build_executor, spec_for, validate_options
-from release_ledger.adapters.executors.environment import find_uv
+from release_ledger.adapters.executors.env_installer import find_uv
 from release_ledger.adapters.executors.local import LocalExecutor
 from release_ledger.adapters.interpreters import available
 from release_ledger.adapters.machine import memory_mb
