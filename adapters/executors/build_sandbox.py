@@ -31,8 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from release_ledger.adapters.executors import sandbox
-from release_ledger.adapters.executors.env_installer import find_uv
-from release_ledger.adapters.executors.env_sources import find_tox
+from release_ledger.adapters.executors.environment import find_tox, find_uv
 
 UNCONFINED_WARNING = (
     "the environment build ran unconfined (bubblewrap is not available here, or "
