@@ -40,19 +40,16 @@ from typing import Any
 
 from release_ledger.adapters import git
 from release_ledger.adapters.executors import build_sandbox
-from release_ledger.adapters.executors.environment import (
+from release_ledger.adapters.executors.env_cache import _key, _locked, _publish, _ready
+from release_ledger.adapters.executors.env_installer import (
     LOG_TAIL_BYTES,
     Installer,
     SetupFailed,
     _interpreter,
-    _key,
-    _locked,
-    _publish,
-    _ready,
     _wheel_metadata,
-    build_env,
     find_uv,
 )
+from release_ledger.adapters.executors.env_variables import build_env
 from release_ledger.domain.chain import sha256_hex
 from release_ledger.domain.errors import BadInput
 

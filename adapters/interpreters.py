@@ -208,7 +208,7 @@ def tox_env_list(checkout: str, tox: str | None) -> list[str]:
     """tox's default `env_list`, read by tox's own loader (empty without tox config)."""
     if tox is None:
         return []
-    from release_ledger.adapters.executors.environment import build_env
+    from release_ledger.adapters.executors.env_variables import build_env
 
     argv = [tox, "config", "--core", "-k", "env_list", "--format", "json", "--no-provision"]
     try:

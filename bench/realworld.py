@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from release_ledger.adapters.executors.environment import find_uv  # noqa: E402
+from release_ledger.adapters.executors.env_installer import find_uv  # noqa: E402
 from tests.gitrepo import git  # noqa: E402
 from tests.realworld.sdists import project_python, release_pair  # noqa: E402
 

@@ -13,9 +13,10 @@ from click_option_group import OptionGroup
 from release_ledger.cli.options import common, common_in
 from release_ledger.cli.progress import RichObserver
 from release_ledger.cli.render import finish_verdict
-from release_ledger.ledger import outputs, use_cases
+from release_ledger.ledger import outputs
 from release_ledger.ledger import report as reports
 from release_ledger.ledger.bootstrap import opened
+from release_ledger.ledger.bootstrap.gate import checked, resume_gate, run_gate
 from release_ledger.ledger.gate import GateInterrupted, warnings_for
 from release_ledger.ledger.options import (
     EXECUTOR_SETTINGS,
@@ -23,7 +24,6 @@ from release_ledger.ledger.options import (
     HELP_GROUPS,
     SETTINGS,
     Setting,
-    validate,
 )
 from release_ledger.ledger.settings import gate_options
 
@@ -105,14 +105,13 @@ def gate(ledger_url: str | None, as_json: bool, junit_out: str | None, **flags: 
       ledger gate --base v1.4.0 --executor ssh --host ci@build-1
       ledger gate --base v1.4.0 --junit-out reports/gate-junit.xml
     """
-    options = gate_options(flags)
-    validate(options)  # every value checked before the ledger is even opened
+    options = checked(gate_options(flags))  # every value checked before the ledger is opened
     for warning in warnings_for(options):
         click.echo(f"ledger: {warning}", err=True)
     junit_target = reports.writable(junit_out, "--junit-out") if junit_out else None
     with opened(ledger_url) as ledger, RichObserver(quiet=as_json) as observer:
         try:
-            document = use_cases.run_gate(ledger, options, observer)
+            document = run_gate(ledger, options, observer)
         except GateInterrupted as stopped:
             click.echo(f"ledger: interrupted; continue with: ledger resume {stopped}", err=True)
             sys.exit(130)
@@ -134,7 +133,7 @@ def resume(run: str, ledger_url: str | None, as_json: bool) -> None:
     """
     with opened(ledger_url, create=False) as ledger, RichObserver(quiet=as_json) as observer:
         try:
-            document = use_cases.resume_gate(ledger, run, observer)
+            document = resume_gate(ledger, run, observer)
         except GateInterrupted as stopped:
             click.echo(f"ledger: interrupted; continue with: ledger resume {stopped}", err=True)
             sys.exit(130)

@@ -12,7 +12,6 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from release_ledger.domain.failures import failure_kind
 from release_ledger.domain.junit import (
@@ -23,9 +22,6 @@ from release_ledger.domain.junit import (
     report_to_data,
 )
 from release_ledger.domain.versions import READER_VERSION as READER_VERSION
-
-if TYPE_CHECKING:  # the executors' models (pydantic) load with the executors, not with a replay
-    from release_ledger.domain.execution import Observation
 
 # Reasons a shard (or a file) could not be measured.
 SIGNAL = "signal"
@@ -219,25 +215,6 @@ def assess(
         if disagreement:
             return Assessment(False, UNATTRIBUTED, disagreement, parsed)
     return Assessment(True, report=parsed)
-
-
-def assess_observation(
-    o: Observation, files: Sequence[str], report_too_large: int | None = None
-) -> Assessment:
-    """`assess` of what an executor just observed, before it is recorded."""
-    return assess(
-        exit_code=o.exit_code,
-        signal=o.signal,
-        timed_out=o.timed_out,
-        oom=o.oom,
-        infrastructure_failure=o.failure_reason,
-        report=o.report,
-        log_tail=o.log_tail,
-        files=files,
-        infrastructure_detail=o.failure_detail,
-        kind=o.failure_kind,
-        report_too_large=report_too_large,
-    )
 
 
 # The stored form of `assessment_to_json` (part of every kept assessment's key).

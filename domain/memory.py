@@ -63,7 +63,7 @@ shard planned from nominal costs, or one whose lineage was already killed over i
 gets the whole budget, so an estimate that was wrong costs one split rather than the run. A
 single file split off by bisection (or alone in a shard that was killed) runs with the larger
 isolation budget, so a heavy file is measured rather than killed again; a pool that has no
-room for that reservation places it with the shard budget instead (`ledger/placement.py`).
+room for that reservation places it with the shard budget instead (`ledger/steps/placement.py`).
 """
 
 from __future__ import annotations

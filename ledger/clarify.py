@@ -1,6 +1,6 @@
 """Owner questions in the gate: assume or ask once measuring is done, wait, observe deadlines.
 
-A step hook (`ledger/hooks.py`, wired in `ledger/use_cases.py`). Time enters only through
+A step hook (`ledger/hooks.py`, wired in `ledger/bootstrap/gate.py`). Time enters only through
 events: whoever observes a passed deadline (the waiting gate, `ledger resume`, a late
 `ledger answer`) appends `QuestionExpired`, then `RecommendationTaken` or, for a critical question,
 `QuestionParked`. A run is completed only once no question is open; without `--wait` the gate

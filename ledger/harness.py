@@ -1,19 +1,19 @@
 """Which harness files differ between base and head (`domain/harness.py`), read from git's
-blobs (never from a checkout the project's code could have written or linked out of)."""
+blobs through the workspace (never from a checkout the project's code could have written or
+linked out of); the `discover` step records them."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal
 
-from release_ledger.adapters import git
+from release_ledger.adapters.workspace import Workspace
 from release_ledger.domain.harness import HarnessChange, config_change, harness_kind
 
 
-def harness_changes(repo: Path, base: str, head: str) -> list[HarnessChange]:
+def harness_changes(workspace: Workspace, base: str, head: str) -> list[HarnessChange]:
     """Each conftest.py whose blob differs between the commits, and each pytest
     configuration file whose pytest settings do, sorted by path."""
-    at_base, at_head = git.blob_hashes(repo, base), git.blob_hashes(repo, head)
+    at_base, at_head = workspace.blob_hashes(base), workspace.blob_hashes(head)
     found = []
     for path in sorted(set(at_base) | set(at_head)):
         kind = harness_kind(path)
@@ -23,8 +23,8 @@ def harness_changes(repo: Path, base: str, head: str) -> list[HarnessChange]:
             found.append(HarnessChange(path=path, what=kind, change=_presence(
                 path in at_base, path in at_head)))  # fmt: skip
             continue
-        before = git.read_file_at_commit(repo, base, path) if path in at_base else None
-        after = git.read_file_at_commit(repo, head, path) if path in at_head else None
+        before = workspace.read_file(base, path) if path in at_base else None
+        after = workspace.read_file(head, path) if path in at_head else None
         change = config_change(path, before, after)
         if change is not None:
             found.append(HarnessChange(path=path, what=kind, change=change))

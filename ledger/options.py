@@ -1,7 +1,9 @@
-"""The gate's settings as one model: `GateOptions` with every default (`DEFAULTS`), the
-checks made before anything is appended (`validate`), what `RunStarted` records of them
-(`GateOptions.recorded`) and how a resumed run reads them back (`options_from`). The command
-line and `[tool.release-ledger]` are read into it by `ledger/settings.py`.
+"""The gate's settings as one model: `GateOptions` holds the values with every default
+(`DEFAULTS`); `SETTINGS` declares each setting once (flag, table key, range, help group, the
+revision its table key is read at, its key in `RunStarted`); from them come the checks made
+before anything is appended (`validate`), what `RunStarted` records (`GateOptions.recorded`)
+and how a resumed run reads it back (`options_from`). The command line and
+`[tool.release-ledger]` are read into it by `ledger/settings.py`.
 """
 
 from __future__ import annotations
@@ -13,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from release_ledger.adapters.executors import REGISTRY
+from release_ledger.adapters.setting import HELP_GROUPS as HELP_GROUPS
+from release_ledger.adapters.setting import SAME, Setting, unique
 from release_ledger.domain import events as ev
 from release_ledger.domain.errors import BadInput
 from release_ledger.domain.execution import DEFAULT_PYTEST_COMMAND, EnvironmentRequest
 from release_ledger.domain.resources import DEFAULT_THRESHOLDS
 from release_ledger.domain.rules import get_rule
-from release_ledger.domain.settings import HELP_GROUPS as HELP_GROUPS
-from release_ledger.domain.settings import Setting, unique
 from release_ledger.domain.timing import DEFAULT_FILE_FLOOR_S, DEFAULT_TIME_FACTOR
 
 
@@ -82,7 +84,7 @@ class GateOptions:
     # (`ledger.release.release_builds`); they feed the approval report, never the verdict.
     release_builds: bool = True
     # Run head's introduced failures again with base's package set when the package sets
-    # differ, to name the change that introduced each (`ledger/attribution.py`).
+    # differ, to name the change that introduced each (`ledger/steps/attribute.py`).
     attribution: bool = True
     # The memory this machine had for the shards at the gate's start (`adapters/machine.py`;
     # None: not read, as for a pool): no budget, and no sum of running reservations, exceeds it.
@@ -107,7 +109,7 @@ class GateOptions:
             "time_floor_s": self.slower_floor_s,
         }
     # Tests (node ids) whose failures are never blamed on head: each is exonerated as
-    # `quarantined` (`ledger/exoneration.py`); the rule says what that means.
+    # `quarantined` (`ledger/steps/exonerate.py`); the rule says what that means.
     quarantine: tuple[str, ...] = ()
     # Policy keys head's `[tool.release-ledger]` sets otherwise than base's (key -> head's
     # value): not applied, since policy is read at base; recorded and told so that nobody
@@ -159,31 +161,16 @@ class GateOptions:
     def recorded(self) -> dict[str, Any]:
         """The options as recorded in `RunStarted`, enough to resume the run elsewhere."""
         recorded: dict[str, Any] = {
+            s.recorded: _as_recorded(getattr(self, s.target)) for s in SETTINGS if s.recorded
+        }
+        # What is recorded otherwise than as given: the effective shard count and isolation
+        # budget, the executor's options as its model checked them, the thresholds together.
+        recorded |= {
             "shards": self.shard_count,
-            "budget_gib": self.budget_gib,
             "isolation_budget_gib": self.isolation_budget_mb / 1024,
-            "rounds": self.rounds,
-            "jobs": self.jobs,
-            "timeout_s": self.timeout_s,
-            "measure": self.measure,
-            "discover": list(self.discover),
             "executor_options": self.executor_options,
-            "deadline_s": self.deadline_s,
-            "wait": self.wait,
-            "question_budget": self.question_budget,
-            "env": self.environment,
-            "extras": list(self.extras),
-            "pass_env": list(self.pass_env),
-            "outputs": list(self.outputs),
-            "exclude_newer": self.exclude_newer,
-            "max_report_mb": self.max_report_mb,
-            "release_builds": self.release_builds,
-            "attribution": self.attribution,
             "resources": self.resource_thresholds,
             "machine_mb": self.machine_mb,
-            "time_factor": self.time_factor,
-            "time_floor_s": self.time_floor_s,
-            "quarantine": list(self.quarantine),
         }
         if self.interpreters:
             recorded["interpreters"] = [dict(i) for i in self.interpreters]
@@ -262,7 +249,7 @@ SETTINGS: tuple[Setting, ...] = (
             "command run in the checkout with {python} and {venv}.",
             flag="--env", table="env", table_type=str, field="environment",
             metavar="auto|none|COMMAND", at_head=True,
-            group="Environments"),
+            recorded="env", before="none", group="Environments"),
     Setting("python", "Run the gate on each of these interpreters (an interpreter matrix): "
             "versions, interpreter paths, or auto (the versions the project's classifiers and "
             "tox env_list name within requires-python, that this machine has). Each gets its "
@@ -276,27 +263,27 @@ SETTINGS: tuple[Setting, ...] = (
             group="Resources"),
     Setting("budget_gib", f"Memory per shard [default: {_shown('budget_gib')}].", kind="float",
             flag="--budget-gib", table="budget-gib", table_type=float, low=0, high=_TB,
-            group="Resources"),
+            recorded="budget_gib", group="Resources"),
     Setting("rounds", f"Retry rounds [default: {_shown('rounds')}].", kind="int",
             flag="--rounds", table="rounds", table_type=int, low=0, high=100, low_open=False,
-            group="Policy"),
+            recorded="rounds", group="Policy"),
     Setting("jobs", "Parallel processes (default: CPU count).", kind="int", flag="--jobs",
             table="jobs", table_type=int, low=1, high=4096, low_open=False,
-            group="Resources"),
+            recorded="jobs", group="Resources"),
     Setting("timeout_s", "Seconds per shard before its group is killed "
             f"[default: {_shown('timeout_s')}].", kind="float", flag="--timeout",
             table="timeout", table_type=float, low=0, high=YEAR_S,
-            group="Resources"),
+            recorded="timeout_s", group="Resources"),
     Setting("time_factor", "A file runs at most this many times what it is known to take "
             "(its measurement, or base's run in this gate) before the run is ended, naming "
             f"the test [default: {_shown('time_factor')}].", kind="float",
             flag="--time-factor", table="time-factor", table_type=float, low=1, high=1000,
             low_open=False,
-            group="Resources"),
+            recorded="time_factor", group="Resources"),
     Setting("time_floor_s", "A file's time limit is never under this many seconds "
             f"[default: {_shown('time_floor_s')}].", kind="float", flag="--time-floor-s",
             table="time-floor-s", table_type=float, low=0, high=YEAR_S,
-            group="Resources"),
+            recorded="time_floor_s", group="Resources"),
     Setting("rule", f"Aggregation rule [default: {_shown('rule')}].", flag="--rule",
             table="rule", table_type=str,
             group="Policy"),
@@ -306,13 +293,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("discover", "Test file globs for non-pytest commands (repeatable).",
             flag="--discover", table="discover", table_type=list[str], metavar="GLOB",
             multiple=True,
-            group="What to test"),
+            recorded="discover", group="What to test"),
     Setting("measure", "How files are measured: inplace (inside the shard runs, by the gate's "
             "pytest plugin; default), solo (each new file alone first, the reference "
             "behaviour), always (every file alone), never (nominal costs only). missing = solo.",
             kind="choice", flag="--measure", table="measure", table_type=str,
             choices=MEASURE_MODES,
-            group="Resources"),
+            recorded="measure", before="solo", group="Resources"),
     Setting("isolation_budget_gib", "Memory for a file run alone (isolation, last bisection "
             "level) [default: 4x --budget-gib, at most 32].", kind="float",
             flag="--isolation-budget-gib", table="isolation-budget-gib", table_type=float,
@@ -323,37 +310,37 @@ SETTINGS: tuple[Setting, ...] = (
             group="Executor"),
     Setting("deadline", "Question deadline (45s, 30m, 2h) [default: 30m].", flag="--deadline",
             table="deadline", table_type=str, field="deadline_s", low=0, high=YEAR_S,
-            group="Policy"),
+            recorded="deadline_s", group="Policy"),
     Setting("wait", "Wait for the owner's answers until each deadline.", kind="flag",
             flag="--wait",
-            group="Policy"),
+            recorded="wait", group="Policy"),
     Setting("question_budget", "Questions the gate may put to the owner per run "
             f"[default: {_shown('question_budget')}].", kind="int", flag="--questions",
             table="questions", table_type=int, low=0, high=1000, low_open=False,
-            group="Policy"),
+            recorded="question_budget", group="Policy"),
     Setting("max_report_mb", "A larger JUnit report makes its attempt unmeasured "
             f"[default: {_shown('max_report_mb')}].", kind="float", flag="--max-report-mb",
             table="max-report-mb", table_type=float, low=0, high=_TB,
-            group="Resources"),
+            recorded="max_report_mb", group="Resources"),
     Setting("release_builds", "Once the tests are done, build head's sdist and wheel and try "
             "the upgrade from base's wheel, for the approval report [default: on].",
             kind="switch", flag="--release-builds", table="release-builds", table_type=bool,
-            group="Policy"),
+            recorded="release_builds", before=False, group="Policy"),
     Setting("attribution", "When head's package set differs from base's, run head's "
             "introduced failures again with base's packages and name which change introduced "
             "each [default: on].", kind="switch", flag="--attribution", table="attribution",
             table_type=bool,
-            group="Policy"),
+            recorded="attribution", before=False, group="Policy"),
     Setting("resolve_as_of", "Resolve both revisions' unpinned dependencies as PyPI stood then "
             "(uv's --exclude-newer) [default: head, the head commit's committer date].",
             flag="--resolve-as-of", table="resolve-as-of", table_type=str,
             field="exclude_newer", metavar="head|base|now|DATE", at_head=True,
-            group="Environments"),
+            recorded="exclude_newer", group="Environments"),
     Setting("pass_env", "A variable of this environment the tests may see besides PATH, the "
             "locale and the like (repeatable; NAME_* for a prefix). Nothing else reaches them.",
             flag="--pass-env", table="pass-env", table_type=list[str], metavar="NAME",
             multiple=True,
-            group="Environments"),
+            recorded="pass_env", group="Environments"),
     Setting("heavier_factor", "A file whose peak memory at head is over this many times "
             "base's, and more than --heavier-floor-mb above it, is heavier "
             f"[default: {_shown('heavier_factor')}].", kind="float", flag="--heavier-factor",
@@ -375,15 +362,15 @@ SETTINGS: tuple[Setting, ...] = (
             group="Policy"),
     Setting("extras", "The project's extras its own tests need.", table="extras",
             table_type=list[str], at_head=True,
-            group="Environments"),
+            recorded="extras", group="Environments"),
     Setting("outputs", "Tracked files the suite rewrites (fnmatch patterns).", table="outputs",
             table_type=list[str],
-            group="Policy"),
+            recorded="outputs", group="Policy"),
     Setting("quarantine", "A test (node id, tests/x.py::test_y) whose failure is never "
             "blamed on head: exonerated as quarantined, reported, and failing only under "
             "strict (repeatable).", flag="--quarantine", table="quarantine",
             table_type=list[str], metavar="NODEID", multiple=True,
-            group="Policy"),
+            recorded="quarantine", group="Policy"),
 )  # fmt: skip
 
 
@@ -416,55 +403,56 @@ def validate(options: GateOptions) -> None:
 
 
 def options_from(started: ev.RunStarted) -> GateOptions:
+    """The options a run was started with, as `RunStarted` recorded them (`recorded`): each
+    declared setting read back by its `recorded` key, or as it was before it existed."""
     recorded = started.options
     return GateOptions(
         repo=Path(started.repo),
         base=started.base,
         head=started.head,
-        shards=int(recorded.get("shards", 2)),
-        budget_gib=float(recorded.get("budget_gib", DEFAULTS["budget_gib"])),
-        isolation_budget_gib=_recorded_number(recorded.get("isolation_budget_gib")),
-        rounds=int(recorded.get("rounds", DEFAULTS["rounds"])),
-        jobs=int(recorded.get("jobs", os.cpu_count() or 1)),
-        timeout_s=float(recorded.get("timeout_s", DEFAULTS["timeout_s"])),
         rule=started.rule,
         command=tuple(started.command),
-        # Runs recorded before measuring in place measured every new file alone first.
-        measure=str(recorded.get("measure", "solo")),
-        discover=tuple(recorded.get("discover", ())),
         executor=started.executor,
+        **{s.target: _read_back(s, recorded) for s in SETTINGS if s.recorded},
+        shards=int(recorded.get("shards", 2)),
+        isolation_budget_gib=_recorded_number(recorded.get("isolation_budget_gib")),
         executor_options=dict(recorded.get("executor_options", {})),
-        deadline_s=float(recorded.get("deadline_s", DEFAULTS["deadline_s"])),
-        wait=bool(recorded.get("wait", False)),
-        question_budget=int(recorded.get("question_budget", DEFAULTS["question_budget"])),
-        # Runs recorded before per-revision environments ran with the gate's interpreter.
-        environment=str(recorded.get("env", "none")),
-        extras=tuple(str(e) for e in recorded.get("extras", ())),
-        pass_env=tuple(str(e) for e in recorded.get("pass_env", ())),
-        outputs=tuple(str(e) for e in recorded.get("outputs", ())),
-        exclude_newer=str(recorded.get("exclude_newer", "")),
         interpreters=tuple(
             {str(k): str(v) for k, v in i.items()}
             for i in recorded.get("interpreters", ())
             if isinstance(i, dict)
         ),
-        max_report_mb=float(recorded.get("max_report_mb", DEFAULTS["max_report_mb"])),
-        # Runs recorded before release builds existed are not built on resume.
-        release_builds=bool(recorded.get("release_builds", False)),
-        # Runs recorded before attribution existed are not attributed on resume.
-        attribution=bool(recorded.get("attribution", False)),
         **_recorded_thresholds(recorded.get("resources")),
         machine_mb=_recorded_number(recorded.get("machine_mb")),
-        time_factor=float(recorded.get("time_factor", DEFAULTS["time_factor"])),
-        time_floor_s=float(recorded.get("time_floor_s", DEFAULTS["time_floor_s"])),
-        # Runs recorded before exoneration existed have no key and never look failures up.
-        quarantine=tuple(str(t) for t in recorded.get("quarantine", ())),
         head_settings_ignored=dict(recorded.get("head_settings_ignored", {})),
         base_settings_unread=tuple(str(k) for k in recorded.get("base_settings_unread", ())),
     )
 
 
-def _recorded_thresholds(recorded: Any) -> dict[str, float]:
+def _as_recorded(value: Any) -> Any:
+    """A setting's value as `RunStarted` records it (JSON: a list for a tuple)."""
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _read_back(setting: Setting, recorded: dict[str, Any]) -> Any:
+    """A recorded setting's value, of its default's type; `before` when the run predates it."""
+    assert setting.recorded is not None
+    default = _default_of(setting.target)
+    if setting.recorded not in recorded:
+        return default if setting.before is SAME else setting.before
+    value = recorded[setting.recorded]
+    if isinstance(default, tuple):
+        return tuple(str(item) for item in value)
+    return type(default)(value)
+
+
+def _default_of(target: str) -> Any:
+    if target == "jobs":
+        return os.cpu_count() or 1  # a factory's default: this machine's
+    return DEFAULTS[target]
+
+
+def _recorded_thresholds(recorded: Any) -> dict[str, Any]:
     """The resource thresholds `RunStarted` recorded (the defaults for runs before them)."""
     given = recorded if isinstance(recorded, dict) else {}
     names = {"heavier_factor": "memory_factor", "heavier_floor_mb": "memory_floor_mb",

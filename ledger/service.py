@@ -125,7 +125,7 @@ class Ledger:
         # One interpreter's lane of a matrix gate: the facts it makes carry its label.
         self.interpreter = ""
         # Post-commit subscribers, called after each append with the events it recorded
-        # (`ledger/bootstrap.py` subscribes the remembered verdict status).
+        # (`ledger/bootstrap/` subscribes the remembered verdict status).
         self.subscribers: list[Callable[[Ledger, str, Sequence[Event]], None]] = []
 
     @classmethod

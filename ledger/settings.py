@@ -1,6 +1,6 @@
 """The gate's settings: command-line flags over the repository's `[tool.release-ledger]`
 table over the built-in defaults. The table is read at base for the gate's policy and at head
-for what describes the code being tested (`domain/settings.Setting.at_head`).
+for what describes the code being tested (`adapters/setting.Setting.at_head`).
 
 The effective settings are what `RunStarted` records, so a run says what it was asked to do
 whichever source a value came from.
@@ -20,11 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from release_ledger.adapters import git, interpreters
 from release_ledger.adapters.executors import spec_for
-from release_ledger.adapters.executors.environment import (
+from release_ledger.adapters.executors.env_installer import find_uv
+from release_ledger.adapters.executors.env_variables import (
     PASS_ENV_PATTERN,
     SHARD_ENV_NEVER,
     env_name_matches,
-    find_uv,
 )
 from release_ledger.adapters.interpreters import Interpreter
 from release_ledger.domain.errors import BadInput
@@ -243,7 +243,7 @@ def declared_versions(repo: Path, head: str) -> list[str]:
     `requires-python` (tox's own loader reads its configuration, from a copy of head's)."""
     import tempfile
 
-    from release_ledger.adapters.executors.environment import TOX_FILES, find_tox, tox_declared
+    from release_ledger.adapters.executors.env_sources import TOX_FILES, find_tox, tox_declared
 
     document = _pyproject_at(repo, head)
     try:

@@ -15,7 +15,7 @@ from release_ledger.domain.attribution import CODE, DEPENDENCIES, UNKNOWN, cause
 from release_ledger.domain.chain import sha256_hex
 from release_ledger.domain.rules import get_rule
 from release_ledger.domain.run_state import fold
-from release_ledger.ledger.attribution import package_moves
+from release_ledger.ledger.steps.attribute import package_moves
 from release_ledger.projections.next_step import next_step, pending_attribution
 from release_ledger.projections.timeline import describe
 from tests import gatekit

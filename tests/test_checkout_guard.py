@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from release_ledger.adapters.executors.checkout_guard import changed_tracked, tracked_snapshot
-from release_ledger.domain.assessment import CHECKOUT_MODIFIED, assess_observation
+from release_ledger.domain.assessment import CHECKOUT_MODIFIED
 from release_ledger.domain.errors import BadInput
 from release_ledger.domain.execution import Observation
+from release_ledger.domain.observed import assess_observation
 from release_ledger.ledger.settings import checked_outputs
 from tests import gatekit
 from tests.gitrepo import commit, make_repo, tag

@@ -19,7 +19,7 @@ from release_ledger.ledger.gate import GateProcess, start
 from release_ledger.ledger.options import GateOptions
 from release_ledger.ledger.service import Ledger
 from tests.fake_executor import FakeExecutor, Suite
-from tests.gitrepo import commit, make_repo, tag
+from tests.fake_workspace import InMemoryWorkspace
 
 A, B = "tests/test_a.py", "tests/test_b.py"
 INDEX, KNOWN = "docs/index.rst", "docs/known.rst"
@@ -29,17 +29,6 @@ CONFIG = "[pytest]\ntestpaths = tests docs\naddopts = --doctest-glob=*.rst\n"
 
 def _case(file: str) -> str:
     return f"{file}::test_one"
-
-
-@pytest.fixture
-def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("LEDGER_WORKTREES_DIR", str(tmp_path / "worktrees"))
-    files = {f: "def test_one():\n    pass\n" for f in (A, B)}
-    files |= {INDEX: ">>> 1\n1\n", KNOWN: ">>> 1\n1\n", "pytest.ini": CONFIG}
-    made = make_repo(tmp_path, files)
-    tag(made, "v1")
-    commit(made, {"README": "head\n"})
-    return made
 
 
 @pytest.fixture
@@ -66,13 +55,24 @@ def _suite(head: dict[str, str], base: dict[str, str] | None = None, **extra: An
     return Suite(files, coupled={INDEX: A}, **extra)
 
 
-def _gate(ledger: Ledger, repo: Path, executor: FakeExecutor, **options: Any) -> Verdict:
+@pytest.fixture
+def workspace() -> InMemoryWorkspace:
+    """The repository in memory (no git): its doctest files and `testpaths` as pytest.ini says."""
+    files = {f: "def test_one():\n    pass\n" for f in (A, B)}
+    files |= {INDEX: ">>> 1\n1\n", KNOWN: ">>> 1\n1\n", "pytest.ini": CONFIG}
+    commits = {"v1": files, "HEAD": files | {"README": "head\n"}}
+    return InMemoryWorkspace(commits, tests=(INDEX, KNOWN), starts=("tests", "docs"))
+
+
+def _gate(
+    ledger: Ledger, workspace: InMemoryWorkspace, executor: FakeExecutor, **options: Any
+) -> Verdict:
     settings: dict[str, Any] = {
-        "repo": repo, "base": "v1", "jobs": 1, "rounds": 1, "shards": 4,
+        "repo": workspace.repo, "base": "v1", "jobs": 1, "rounds": 1, "shards": 4,
         "release_builds": False, "environment": "none", "question_budget": 0,
     } | options  # fmt: skip
-    run_id = start(ledger, GateOptions(**settings))
-    return GateProcess(ledger, run_id, executor).drive()
+    run_id = start(ledger, GateOptions(**settings), workspace)
+    return GateProcess(ledger, run_id, executor, workspace=workspace).drive()
 
 
 def test_the_collection_order_follows_the_declared_testpaths_then_pytests_walk() -> None:
@@ -84,12 +84,12 @@ def test_the_collection_order_follows_the_declared_testpaths_then_pytests_walk()
 
 
 def test_an_order_coupled_regression_is_introduced_and_a_real_preexisting_one_confirmed(
-    ledger: Ledger, repo: Path
+    ledger: Ledger, workspace: InMemoryWorkspace
 ) -> None:
     suite = _suite(head={INDEX: "failed", KNOWN: "failed"}, base={KNOWN: "failed"})
     executor = FakeExecutor(suite)
 
-    verdict = _gate(ledger, repo, executor)
+    verdict = _gate(ledger, workspace, executor)
 
     assert verdict.status == "failed"
     assert _files(verdict.introduced) == [INDEX]
@@ -103,9 +103,9 @@ def test_an_order_coupled_regression_is_introduced_and_a_real_preexisting_one_co
 
 
 def test_a_failure_only_the_shards_order_made_is_a_sharding_artefact_not_preexisting(
-    ledger: Ledger, repo: Path
+    ledger: Ledger, workspace: InMemoryWorkspace
 ) -> None:
-    verdict = _gate(ledger, repo, FakeExecutor(_suite(head={})))
+    verdict = _gate(ledger, workspace, FakeExecutor(_suite(head={})))
 
     assert verdict.status == "passed"
     assert verdict.preexisting == () and verdict.introduced == ()
@@ -116,11 +116,11 @@ def test_a_failure_only_the_shards_order_made_is_a_sharding_artefact_not_preexis
 
 
 def test_one_shard_runs_its_files_in_the_projects_order_and_needs_no_run_in_order(
-    ledger: Ledger, repo: Path
+    ledger: Ledger, workspace: InMemoryWorkspace
 ) -> None:
     executor = FakeExecutor(_suite(head={INDEX: "failed"}))
 
-    verdict = _gate(ledger, repo, executor, shards=1)
+    verdict = _gate(ledger, workspace, executor, shards=1)
 
     (first, *_) = executor.calls
     assert first.files == (A, B, INDEX, KNOWN)  # testpaths order: tests, then docs
@@ -131,14 +131,14 @@ def test_one_shard_runs_its_files_in_the_projects_order_and_needs_no_run_in_orde
 
 
 def test_a_source_whose_every_shard_stops_at_a_usage_error_is_rejected_for_the_next(
-    ledger: Ledger, repo: Path
+    ledger: Ledger, workspace: InMemoryWorkspace
 ) -> None:
     suite = _suite(head={B: "failed"}, packages={"head": "x==1\n", "base": "x==1\n"},
                    sources=("dependency-group", "extras"),
                    broken_sources=frozenset({"dependency-group"}))  # fmt: skip
     executor = FakeExecutor(suite)
 
-    verdict = _gate(ledger, repo, executor, shards=2)
+    verdict = _gate(ledger, workspace, executor, shards=2)
 
     assert verdict.status == "failed" and verdict.introduced == (_case(B),)
     events = ledger.events(executor.calls[0].run_id)
@@ -159,14 +159,14 @@ def test_a_source_whose_every_shard_stops_at_a_usage_error_is_rejected_for_the_n
 
 
 def test_when_every_source_stops_before_its_tests_the_revision_is_unmeasured_unbisected(
-    ledger: Ledger, repo: Path
+    ledger: Ledger, workspace: InMemoryWorkspace
 ) -> None:
     suite = _suite(head={}, packages={"head": "x==1\n", "base": "x==1\n"},
                    sources=("dependency-group", "extras"),
                    broken_sources=frozenset({"dependency-group", "extras"}))  # fmt: skip
     executor = FakeExecutor(suite)
 
-    verdict = _gate(ledger, repo, executor, shards=2)
+    verdict = _gate(ledger, workspace, executor, shards=2)
 
     assert verdict.status == "unmeasured"
     assert {u.reason for u in verdict.unmeasured} == {"env-setup"}
@@ -176,12 +176,12 @@ def test_when_every_source_stops_before_its_tests_the_revision_is_unmeasured_unb
 
 
 def test_a_usage_error_without_another_source_is_neither_retried_nor_bisected(
-    ledger: Ledger, repo: Path
+    ledger: Ledger, workspace: InMemoryWorkspace
 ) -> None:
     # `--env none`: the environment names no declared source, so there is none to move to
     executor = FakeExecutor(_suite(head={}, broken_sources=frozenset({""})))
 
-    verdict = _gate(ledger, repo, executor, shards=2, rounds=2)
+    verdict = _gate(ledger, workspace, executor, shards=2, rounds=2)
 
     assert verdict.status == "unmeasured"
     assert {u.reason for u in verdict.unmeasured} == {"no-output"}

@@ -53,7 +53,7 @@ def test_without_a_lock_nothing_is_applied_and_only_a_runner_that_needs_one_is_n
 
 
 def test_the_lock_runner_installs_the_groups_uv_sync_installs_unasked(tmp_path: Path) -> None:
-    from release_ledger.adapters.executors.environment import _default_groups
+    from release_ledger.adapters.executors.env_sources import _default_groups
 
     groups = '[dependency-groups]\ndev = ["a"]\ntest = ["b"]\n'
     (tmp_path / "pyproject.toml").write_text(groups)

@@ -19,6 +19,7 @@ from release_ledger.ledger.options import GateOptions
 from release_ledger.ledger.read_side import project, verdict_of
 from release_ledger.ledger.service import Ledger
 from tests.fake_executor import FakeExecutor, Suite, two_commit_repo
+from tests.fake_workspace import InMemoryWorkspace, two_commit_workspace
 from tests.gitrepo import commit, make_repo, tag
 
 FILES = [f"tests/test_{name}.py" for name in "ab"]
@@ -50,13 +51,19 @@ def ledger(tmp_path: Path) -> Iterator[Ledger]:
     opened.close()
 
 
-def _gate(ledger: Ledger, repo: Path, suite: Suite, **options: Any) -> str:
+@pytest.fixture
+def workspace() -> InMemoryWorkspace:
+    """The repository of the unit tests below, in memory (no git)."""
+    return two_commit_workspace(FILES)
+
+
+def _gate(ledger: Ledger, workspace: InMemoryWorkspace, suite: Suite, **options: Any) -> str:
     settings: dict[str, Any] = {
-        "repo": repo, "base": "v1", "jobs": 1, "rounds": 1, "shards": 1,
+        "repo": workspace.repo, "base": "v1", "jobs": 1, "rounds": 1, "shards": 1,
         "release_builds": False, "environment": "none", "question_budget": 0,
     } | options  # fmt: skip
-    run_id = start(ledger, GateOptions(**settings))
-    GateProcess(ledger, run_id, FakeExecutor(suite)).drive()
+    run_id = start(ledger, GateOptions(**settings), workspace)
+    GateProcess(ledger, run_id, FakeExecutor(suite), workspace=workspace).drive()
     return run_id
 
 
@@ -67,20 +74,20 @@ def _exonerations(ledger: Ledger, run_id: str) -> list[tuple[int, ev.FailureExon
 
 
 def test_a_test_that_failed_at_base_in_an_earlier_gate_is_exonerated_naming_that_gate(
-    ledger: Ledger, repo: Path
+    ledger: Ledger, workspace: InMemoryWorkspace
 ) -> None:
     # It failed at v1 in an earlier gate run with another command (so base's results are not
     # reused from it: they are run again, and pass).
     from release_ledger.domain.execution import DEFAULT_PYTEST_COMMAND
 
     other = (*DEFAULT_PYTEST_COMMAND, "-p", "no:randomly")
-    earlier = _gate(ledger, repo, _suite(base_b="failed"), command=other)
+    earlier = _gate(ledger, workspace, _suite(base_b="failed"), command=other)
     failing_at_base = next(
         p for p, e in ledger.store.read_events(earlier)
         if isinstance(e, ev.ShardAttemptRecorded) and e.revision == "base"
     )  # fmt: skip
 
-    run_id = _gate(ledger, repo, _suite(head_b="failed"))
+    run_id = _gate(ledger, workspace, _suite(head_b="failed"))
 
     [(_, event)] = _exonerations(ledger, run_id)
     assert (event.test, event.reason) == (B, "flaky-at-base")
@@ -96,10 +103,10 @@ def test_a_test_that_failed_at_base_in_an_earlier_gate_is_exonerated_naming_that
 
 
 def test_a_test_that_passed_at_this_head_in_an_earlier_gate_is_flaky_at_head(
-    ledger: Ledger, repo: Path
+    ledger: Ledger, workspace: InMemoryWorkspace
 ) -> None:
-    earlier = _gate(ledger, repo, _suite())
-    run_id = _gate(ledger, repo, _suite(head_b="failed"))
+    earlier = _gate(ledger, workspace, _suite())
+    run_id = _gate(ledger, workspace, _suite(head_b="failed"))
 
     [(_, event)] = _exonerations(ledger, run_id)
     assert event.reason == "flaky-at-head"
@@ -109,9 +116,9 @@ def test_a_test_that_passed_at_this_head_in_an_earlier_gate_is_flaky_at_head(
 
 
 def test_a_quarantined_test_is_exonerated_and_the_quarantine_is_recorded_in_run_started(
-    ledger: Ledger, repo: Path
+    ledger: Ledger, workspace: InMemoryWorkspace
 ) -> None:
-    run_id = _gate(ledger, repo, _suite(head_b="failed"), quarantine=(B,))
+    run_id = _gate(ledger, workspace, _suite(head_b="failed"), quarantine=(B,))
 
     started = project(ledger, run_id).started
     assert started is not None and started.options["quarantine"] == [B]
@@ -122,11 +129,11 @@ def test_a_quarantined_test_is_exonerated_and_the_quarantine_is_recorded_in_run_
 
 
 def test_show_verdict_and_the_approval_report_name_the_exoneration_and_its_proof(
-    tmp_path: Path, ledger: Ledger, repo: Path
+    tmp_path: Path, ledger: Ledger, workspace: InMemoryWorkspace
 ) -> None:
     from tests.gatekit import run_ledger
 
-    run_id = _gate(ledger, repo, _suite(head_b="failed"), quarantine=(B,))
+    run_id = _gate(ledger, workspace, _suite(head_b="failed"), quarantine=(B,))
     shown = run_ledger(tmp_path, "show", run_id)
     assert f"{B} exonerated (quarantined): run {run_id[:8]} position 1" in shown.stdout
     assert f"exonerated   {B}: quarantined" in shown.stdout
@@ -147,9 +154,9 @@ def test_show_verdict_and_the_approval_report_name_the_exoneration_and_its_proof
 
 
 def test_a_new_failure_with_no_history_stays_introduced_and_is_looked_up_once(
-    ledger: Ledger, repo: Path
+    ledger: Ledger, workspace: InMemoryWorkspace
 ) -> None:
-    run_id = _gate(ledger, repo, _suite(head_b="failed"))
+    run_id = _gate(ledger, workspace, _suite(head_b="failed"))
     events = [e for _, e in ledger.store.read_events(run_id)]
     assert [e.tests for e in events if isinstance(e, ev.ExonerationsLookedUp)] == [[B]]
     assert not _exonerations(ledger, run_id)

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from release_ledger.adapters import interpreters
-from release_ledger.adapters.executors.environment import find_uv
+from release_ledger.adapters.executors.env_installer import find_uv
 from release_ledger.adapters.executors.port import per_interpreter
 from release_ledger.domain import events as ev
 from release_ledger.domain.errors import BadInput
@@ -340,7 +340,7 @@ def test_auto_for_a_project_that_names_no_version_is_exit_2(tmp_path: Path) -> N
 @pytest.mark.slow
 def test_an_interrupted_matrix_resumes_with_the_interpreters_it_recorded(tmp_path: Path) -> None:
     _have("3.11", "3.12")
-    from release_ledger.ledger import use_cases
+    from release_ledger.ledger.bootstrap import gate as wiring
     from release_ledger.ledger.bootstrap import opened
     from release_ledger.ledger.gate import GateProcess, start
     from release_ledger.ledger.settings import gate_options
@@ -351,12 +351,12 @@ def test_an_interrupted_matrix_resumes_with_the_interpreters_it_recorded(tmp_pat
     url = gatekit.ledger_url(tmp_path)
     with opened(url) as ledger:
         run_id = start(ledger, options)
-        lanes = use_cases._lanes(options, ledger)
+        lanes = wiring._lanes(options, ledger)
         try:  # only the first interpreter's lane runs before the "interruption"
             GateProcess(ledger, run_id, lanes[0].executor, interpreter="3.11", finish=False).drive()
         finally:
-            use_cases._close(lanes)
-        document = use_cases.resume_gate(ledger, run_id, gatekit_observer())
+            wiring._close(lanes)
+        document = wiring.resume_gate(ledger, run_id, gatekit_observer())
 
     assert document["status"] == "passed"
     assert list(document["interpreters"]) == ["3.11", "3.12"]

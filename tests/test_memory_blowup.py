@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from release_ledger.ledger.gate import MemoryRoom
 from release_ledger.ledger.options import GateOptions
+from release_ledger.ledger.steps.parallel import MemoryRoom
 from tests.gatekit import events, gate, holding, run_ledger
 from tests.gitrepo import commit, make_repo, tag
 

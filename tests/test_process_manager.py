@@ -1,6 +1,7 @@
 """The gate's process manager decides from the ledger alone: retry rounds, bisection,
-isolation and attribution, driven here with a scripted executor (`tests/fake_executor.py`) in
-well under a second each; the real gates in `test_gate_*.py` run the same decisions with pytest.
+isolation and attribution, driven here with a scripted executor (`tests/fake_executor.py`) and
+an in-memory workspace (`tests/fake_workspace.py`: no git repository) in well under a second
+each; the real gates in `test_gate_*.py` run the same decisions with pytest and git.
 """
 
 from __future__ import annotations
@@ -18,7 +19,10 @@ from release_ledger.ledger.bootstrap import open_ledger
 from release_ledger.ledger.gate import GateProcess, start
 from release_ledger.ledger.options import GateOptions
 from release_ledger.ledger.service import Ledger
-from tests.fake_executor import DIES, FakeExecutor, Suite, two_commit_repo
+from tests.fake_executor import DIES, FakeExecutor, Suite
+from tests.fake_workspace import InMemoryWorkspace, two_commit_workspace
+
+Repo = InMemoryWorkspace  # the repository: commits in memory, no git
 
 FILES = [f"tests/test_{name}.py" for name in "abcd"]
 
@@ -42,9 +46,8 @@ def _suite(**head: dict[str, str] | str) -> Suite:
 
 
 @pytest.fixture
-def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("LEDGER_WORKTREES_DIR", str(tmp_path / "worktrees"))
-    return two_commit_repo(tmp_path, FILES)
+def repo() -> Repo:
+    return two_commit_workspace(FILES)
 
 
 @pytest.fixture
@@ -55,14 +58,18 @@ def ledger(tmp_path: Path) -> Iterator[Ledger]:
 
 
 def _gate(
-    ledger: Ledger, repo: Path, executor: FakeExecutor, pinned: Any = None, **options: Any
+    ledger: Ledger,
+    repo: Repo,
+    executor: FakeExecutor,
+    pinned: Any = None,
+    **options: Any,
 ) -> Verdict:
     settings: dict[str, Any] = {
-        "repo": repo, "base": "v1", "jobs": 1, "rounds": 1, "shards": 2,
+        "repo": repo.repo, "base": "v1", "jobs": 1, "rounds": 1, "shards": 2,
         "release_builds": False, "environment": "none", "question_budget": 0,
     } | options  # fmt: skip
-    run_id = start(ledger, GateOptions(**settings))
-    return GateProcess(ledger, run_id, executor, pinned_executor=pinned).drive()
+    run_id = start(ledger, GateOptions(**settings), repo)
+    return GateProcess(ledger, run_id, executor, pinned_executor=pinned, workspace=repo).drive()
 
 
 def _runs(executor: FakeExecutor) -> Counter[tuple[str, tuple[str, ...]]]:
@@ -70,7 +77,7 @@ def _runs(executor: FakeExecutor) -> Counter[tuple[str, tuple[str, ...]]]:
 
 
 def test_a_clean_head_passes_with_one_run_of_each_shard_at_each_revision(
-    ledger: Ledger, repo: Path
+    ledger: Ledger, repo: Repo
 ) -> None:
     executor = FakeExecutor(_suite())
     verdict = _gate(ledger, repo, executor)
@@ -79,7 +86,7 @@ def test_a_clean_head_passes_with_one_run_of_each_shard_at_each_revision(
 
 
 def test_a_shard_that_keeps_dying_is_bisected_until_the_file_that_kills_it_is_alone(
-    ledger: Ledger, repo: Path
+    ledger: Ledger, repo: Repo
 ) -> None:
     executor = FakeExecutor(_suite(a=DIES))
     verdict = _gate(ledger, repo, executor)
@@ -96,7 +103,7 @@ def test_a_shard_that_keeps_dying_is_bisected_until_the_file_that_kills_it_is_al
 
 
 def test_a_dying_shard_gets_its_retry_rounds_before_it_is_split(
-    ledger: Ledger, repo: Path
+    ledger: Ledger, repo: Repo
 ) -> None:
     executor = FakeExecutor(_suite(a=DIES))
     _gate(ledger, repo, executor, rounds=2)
@@ -106,7 +113,7 @@ def test_a_dying_shard_gets_its_retry_rounds_before_it_is_split(
 
 
 def test_a_new_failure_is_run_alone_at_both_revisions_and_is_introduced(
-    ledger: Ledger, repo: Path
+    ledger: Ledger, repo: Repo
 ) -> None:
     executor = FakeExecutor(_suite(b=_fails("tests/test_b.py")))
     verdict = _gate(ledger, repo, executor)
@@ -120,7 +127,7 @@ def test_a_new_failure_is_run_alone_at_both_revisions_and_is_introduced(
 
 
 def test_a_failure_that_passes_alone_is_flaky_and_does_not_fail_the_default_rule(
-    ledger: Ledger, repo: Path
+    ledger: Ledger, repo: Repo
 ) -> None:
     suite = _suite(c=_fails("tests/test_c.py"))
     suite.alone[("head", "tests/test_c.py")] = _ok("tests/test_c.py")
@@ -129,7 +136,7 @@ def test_a_failure_that_passes_alone_is_flaky_and_does_not_fail_the_default_rule
     assert verdict.flaky == ("tests/test_c.py::test_one",)
 
 
-def test_an_isolation_the_machinery_broke_is_run_again(ledger: Ledger, repo: Path) -> None:
+def test_an_isolation_the_machinery_broke_is_run_again(ledger: Ledger, repo: Repo) -> None:
     suite = _suite(b=_fails("tests/test_b.py"))
     executor = FakeExecutor(suite)
     original = executor.run
@@ -148,20 +155,20 @@ def test_an_isolation_the_machinery_broke_is_run_again(ledger: Ledger, repo: Pat
     assert sorted(alone.values()) == [1, 2]  # the broken one once more, the other once
 
 
-def test_a_resumed_run_redoes_nothing_already_recorded(ledger: Ledger, repo: Path) -> None:
+def test_a_resumed_run_redoes_nothing_already_recorded(ledger: Ledger, repo: Repo) -> None:
     _gate(ledger, repo, FakeExecutor(_suite(b=_fails("tests/test_b.py"))))
     (run_id,) = [r.run_id for r in ledger.runs()]
     recorded = len(ledger.read(run_id))
     again = FakeExecutor(_suite())
 
-    verdict = GateProcess(ledger, run_id, again).drive()
+    verdict = GateProcess(ledger, run_id, again, workspace=repo).drive()
 
     assert again.calls == [] and len(ledger.read(run_id)) == recorded
     assert verdict.introduced == ("tests/test_b.py::test_one",)
 
 
 def test_a_failure_that_passes_with_bases_packages_is_attributed_to_them(
-    ledger: Ledger, repo: Path
+    ledger: Ledger, repo: Repo
 ) -> None:
     suite = _suite(a=_fails("tests/test_a.py"), b=_fails("tests/test_b.py"))
     suite.packages = {"base": "iniconfig==1.1.1\n", "head": "iniconfig==2.3.0\n"}
@@ -184,7 +191,7 @@ def test_a_failure_that_passes_with_bases_packages_is_attributed_to_them(
 
 
 def test_an_attribution_whose_executor_fails_leaves_the_causes_unknown(
-    ledger: Ledger, repo: Path
+    ledger: Ledger, repo: Repo
 ) -> None:
     suite = _suite(a=_fails("tests/test_a.py"))
     suite.packages = {"base": "iniconfig==1.1.1\n", "head": "iniconfig==2.3.0\n"}

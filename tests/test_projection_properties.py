@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 from release_ledger.domain.events import event_from_json, event_to_json
 from release_ledger.ledger import views
 from release_ledger.ledger.bootstrap import open_ledger
+from release_ledger.ledger.replay import verdict_for
 from release_ledger.ledger.service import Ledger
-from release_ledger.ledger.use_cases import verdict_for
 from release_ledger.projections.read_models import run_rows
 from tests.synthetic_runs import SyntheticRun, interleave, synthetic_run
 

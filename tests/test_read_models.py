@@ -16,8 +16,8 @@ from release_ledger.domain import events as ev
 from release_ledger.domain.rules import REGISTRY
 from release_ledger.ledger import views
 from release_ledger.ledger.bootstrap import open_ledger
+from release_ledger.ledger.replay import verdict_for
 from release_ledger.ledger.service import Ledger
-from release_ledger.ledger.use_cases import verdict_for
 from release_ledger.projections.read_models import RUN_TABLE_NAMES, canonical_json, run_rows
 from tests.ledgerkit import run_cli
 from tests.synthetic_runs import SyntheticRun, synthetic_run

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from release_ledger.adapters.executors import REGISTRY
+from release_ledger.adapters.setting import Setting, unique
 from release_ledger.cli.cmd_gate import gate
 from release_ledger.domain.errors import BadInput
-from release_ledger.domain.settings import Setting, unique
 from release_ledger.ledger.options import EXECUTOR_SETTINGS, SETTINGS, GateOptions, validate
 from release_ledger.ledger.settings import RepositorySettings, gate_options
 from tests.gitrepo import make_repo, tag
@@ -141,3 +141,47 @@ def test_the_configuration_page_lists_exactly_the_table_keys_the_reader_takes() 
     keys = {key.strip().strip("`") for key in listed.replace("\n", " ").split(",")}
     model = {f.alias or name for name, f in RepositorySettings.model_fields.items()}
     assert keys == model
+
+
+def _started(options: dict[str, object]) -> object:
+    from datetime import UTC, datetime
+
+    from release_ledger.domain import events as ev
+
+    return ev.RunStarted(
+        run_id="r", at=datetime(2026, 1, 1, tzinfo=UTC), repo="/r", head_ref="HEAD",
+        base_ref="v1", head="h", base="b", rule="default", executor="local",
+        command=["{python}", "{junit}", "{files}"], options=options, tool_version="x",
+        python_version="3.12.0",
+    )  # fmt: skip
+
+
+def test_every_recorded_setting_is_read_back_as_given_and_an_older_run_as_it_ran_then() -> None:
+    import dataclasses
+
+    from release_ledger.ledger.options import DEFAULTS, options_from
+
+    recorded = [s for s in SETTINGS if s.recorded]
+    assert {s.name for s in recorded} >= {"rounds", "env", "measure", "quarantine", "deadline"}
+    given: dict[str, object] = {}
+    for s in recorded:  # a value other than its default, of its default's type
+        default = DEFAULTS.get(s.target, 1)
+        if isinstance(default, bool):
+            given[s.target] = not default
+        elif isinstance(default, tuple):
+            given[s.target] = ("x", "y")
+        elif isinstance(default, int | float):
+            given[s.target] = type(default)(default + 3)
+        else:
+            given[s.target] = "something-else"
+    options = GateOptions(repo=Path("/r"), base="b", head="h", **given)  # type: ignore[arg-type]
+    back = options_from(_started(options.recorded()))  # type: ignore[arg-type]
+    for name, value in given.items():
+        assert getattr(back, name) == value, name
+    older = options_from(_started({}))  # type: ignore[arg-type]
+    for s in recorded:
+        expected = DEFAULTS.get(s.target) if s.before == "(the default)" else s.before
+        if s.target != "jobs":
+            assert getattr(older, s.target) == expected, s.name
+    assert (older.measure, older.environment, older.release_builds) == ("solo", "none", False)
+    assert dataclasses.asdict(older)["attribution"] is False

@@ -31,7 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from release_ledger.adapters.executors import sandbox
-from release_ledger.adapters.executors.environment import find_tox, find_uv
+from release_ledger.adapters.executors.env_installer import find_uv
+from release_ledger.adapters.executors.env_sources import find_tox
 
 UNCONFINED_WARNING = (
     "the environment build ran unconfined (bubblewrap is not available here, or "

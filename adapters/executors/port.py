@@ -19,10 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.config import JsonDict
 from pydantic.fields import FieldInfo
 
+from release_ledger.adapters.setting import Kind, Setting
 from release_ledger.domain.errors import BadInput
 from release_ledger.domain.events import MemberLease
 from release_ledger.domain.execution import EnvironmentRequest, Observation, ShardRun
-from release_ledger.domain.settings import Kind, Setting
 
 
 class Executor(Protocol):

@@ -31,10 +31,12 @@ def program(*relative_paths: str) -> str:
 
 
 def remote_program(entry: str) -> str:
-    """Supervisor + lock rule + environment preparation (with the nox and hatch readers) +
-    sandbox + checkout guard + the entry module (`ssh/wrapper.py`), `packed`."""
+    """Supervisor + lock rule + environment preparation (its parts `env_*.py`, then
+    `environment.py`, with the nox and hatch readers) + sandbox + checkout guard + the entry
+    module (`ssh/wrapper.py`), `packed`."""
     return packed(program(
-        "supervisor.py", "env_lock.py", "invocation_source.py", "environment.py", "runners.py",
+        "supervisor.py", "env_lock.py", "invocation_source.py", "env_installer.py",
+        "env_variables.py", "env_cache.py", "env_sources.py", "environment.py", "runners.py",
         "nox_reader.py", "hatch_reader.py", "sandbox.py", "checkout_guard.py", entry,
     ))  # fmt: skip
 

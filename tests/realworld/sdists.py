@@ -105,7 +105,7 @@ def project_python(workdir: Path, repo: Path, *requirements: str) -> str:
     (`--resolve-as-of head`): otherwise the two run different releases of pytest, whose
     parametrize ids differ (pytest 9.0.2 escapes a multi-line string into the id, 9.2.0
     names it `expected_dump2`), and the ground truth names other tests than the gate."""
-    from release_ledger.adapters.executors.environment import find_uv
+    from release_ledger.adapters.executors.env_installer import find_uv
 
     uv = find_uv()
     if uv is None:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from release_ledger.adapters.executors.environment import find_uv
+from release_ledger.adapters.executors.env_installer import find_uv
 from tests.gatekit import gate
 from tests.realworld.sdists import mutate, plain_pytest_failures, project_python, release_pair
 

@@ -20,7 +20,8 @@ import sys
 
 try:  # on the gate's machine; in the pod these names come from the program's earlier parts
     from release_ledger.adapters.executors.checkout_guard import changed_tracked, tracked_snapshot
-    from release_ledger.adapters.executors.environment import prepare, shard_env, with_plugin
+    from release_ledger.adapters.executors.env_variables import shard_env
+    from release_ledger.adapters.executors.environment import prepare, with_plugin
     from release_ledger.adapters.executors.supervisor import ShardProcess, log_tail, run_shard
 except ImportError:  # pragma: no cover - only in the pod
     pass

@@ -21,7 +21,8 @@ import threading
 
 try:  # on the gate's machine; on the host these names come from the program's earlier parts
     from release_ledger.adapters.executors.checkout_guard import changed_tracked, tracked_snapshot
-    from release_ledger.adapters.executors.environment import prepare, shard_env, with_plugin
+    from release_ledger.adapters.executors.env_variables import shard_env
+    from release_ledger.adapters.executors.environment import prepare, with_plugin
     from release_ledger.adapters.executors.sandbox import (
         credentials,
         exit_status,

@@ -1,4 +1,4 @@
-"""The gate's exoneration step (issue 29): before head's introduced failures are called
+"""The `exonerate` step (issue 29): before head's introduced failures are called
 introduced, each is looked up in the ledger's test history (`test_history`, a read model) and
 in the run's quarantine; each one found appends `FailureExonerated` with its reason and the
 events that prove it, and `ExonerationsLookedUp` records the lookup was done.
@@ -18,7 +18,23 @@ from typing import Any
 
 from release_ledger.domain import events as ev
 from release_ledger.domain.junit import FAILING
+from release_ledger.domain.run_state import RunState
 from release_ledger.ledger.service import Ledger
+from release_ledger.ledger.steps.context import StepContext
+from release_ledger.projections.next_step import Step
+
+
+def exonerate(ctx: StepContext, state: RunState, step: Step) -> None:
+    """Look head's introduced failures up in the history and the quarantine before they
+    are called introduced."""
+    found = record_exonerations(
+        ctx.ledger, ctx.run_id, tests=step.tests, interpreter=ctx.interpreter,
+        head=ctx.started.head, base=ctx.started.base,
+        quarantine=ctx.options.quarantine, started_position=1,
+    )  # fmt: skip
+    for e in found:
+        ctx.observer.notice(f"{e.test} exonerated ({e.reason})")
+
 
 # (run id, position, revision, outcome): one observation of a test at a commit.
 Seen = tuple[str, int, str, str]

@@ -5,6 +5,8 @@ the group `ledger gate --help` lists it under, and its bounds.
 The gate's own settings (`ledger/options.SETTINGS`) and each executor's (its options model,
 `adapters/executors/port.py`) are lists of these; the command line's flags, the table's
 reader and the range checks are all made from them, so a new setting is one declaration.
+It is how a value is *given* (flags, help, table keys), not what it means: it lives beside
+the adapters that read those inputs, and the domain keeps only the values and their rules.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 Kind = Literal["text", "int", "float", "path", "choice", "flag", "switch"]
+
+SAME = "(the default)"  # `Setting.before`: runs recorded before it read as its default
 
 # The groups `ledger gate --help` shows its options in, in this order (an executor's own
 # settings are all under "Executor"; "Output" also holds the command line's own --json).
@@ -46,6 +50,11 @@ class Setting:
     at_head: bool = False
     # Where `ledger gate --help` lists its flag (None only for a setting with no flag).
     group: HelpGroup | None = None
+    # Its key in what `RunStarted` records of the options (None: recorded otherwise, or not
+    # at all), and the value a run recorded before the setting existed reads as (`SAME`: its
+    # default), so a resumed old run does what it did then.
+    recorded: str | None = None
+    before: Any = SAME
 
     @property
     def target(self) -> str:

@@ -1,4 +1,5 @@
-"""Placement for pool executors: measure the pool, place shards, record both as events.
+"""Placement for pool executors (the `run` step's first part): measure the pool, place
+shards, record both as events.
 
 Its inputs are explicit (the ledger and run, the executor, what each shard needs) and it
 returns what it decided, so it imports nothing of the gate's process and changes none of it.
@@ -84,3 +85,19 @@ def place_round(
     if events:
         ledger.append(run_id, events)
     return Placed({p.shard: p.member for p in placements}, reduced)
+
+
+def pool_detail(state: RunState) -> str:
+    """Why no member took a shard: every member of the latest pool measurement, named."""
+    if not state.pool_rounds:
+        return "no pool member was measured"
+    parts = []
+    failed = state.excluded_members
+    for lease in state.pool_rounds[-1].members:
+        if not lease.ready:
+            parts.append(f"{lease.member}: {lease.reason or 'not ready'}")
+        elif lease.member in failed:
+            parts.append(f"{lease.member}: excluded after a pod failure")
+        else:
+            parts.append(f"{lease.member}: no free slot or node with room")
+    return "no pool member could take it (" + "; ".join(parts) + ")"

@@ -1,22 +1,24 @@
-"""The application's use cases, as the command line calls them."""
+"""The composition root's gate half (`ledger/bootstrap/__init__.py` opens the ledger): a
+gate's options checked once, each lane's executors built, the workspace made, and the gate's
+process manager wired with them and the observer the command line passes in.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import os
 import sys
-from typing import Any
+from typing import Any, NewType
 
-from release_ledger.adapters import git
 from release_ledger.adapters.executors import Executor, build_executor, spec_for, validate_options
-from release_ledger.adapters.executors.environment import find_uv
+from release_ledger.adapters.executors.env_installer import find_uv
 from release_ledger.adapters.executors.local import LocalExecutor
 from release_ledger.adapters.interpreters import available
 from release_ledger.adapters.machine import memory_mb
+from release_ledger.adapters.workspace import GitWorkspace, Workspace
 from release_ledger.domain import events as ev
 from release_ledger.domain.errors import BadInput
 from release_ledger.domain.execution import EnvironmentRequest
-from release_ledger.ledger.attribution import PinnedExecutor
 from release_ledger.ledger.clarify import clarify
 from release_ledger.ledger.gate import GateProcess, Observer, start
 from release_ledger.ledger.options import GateOptions, options_from, validate
@@ -25,29 +27,46 @@ from release_ledger.ledger.release import release_builds
 from release_ledger.ledger.replay import verdict_for
 from release_ledger.ledger.service import Ledger
 from release_ledger.ledger.settings import runs_locally
+from release_ledger.ledger.steps.context import PinnedExecutor
 from release_ledger.ledger.views import catch_up_after_gate
 
+# --- a gate's options, checked once ------------------------------------------------------------
 
-def run_gate(ledger: Ledger, options: GateOptions, observer: Observer) -> dict[str, Any]:
-    """Start a gate run and drive it to a verdict; returns the verdict document."""
+# Options `checked` has accepted: the repository resolved, every value in range, the
+# executor's own options validated, the machine's memory read where shards run here.
+Checked = NewType("Checked", GateOptions)
+
+
+def checked(options: GateOptions) -> Checked:
+    """Every value checked before the ledger is even opened (one clear `BadInput` else)."""
     validate(options)
-    repo = git.repo_root(options.repo)
+    workspace = GitWorkspace(options.repo)
     recorded = validate_options(options.executor, options.executor_options)
     # Shards and files alone that run here never plan for more memory than this machine has.
     machine = memory_mb() if runs_locally(options.executor) else None
-    options = dataclasses.replace(
-        options, repo=repo, executor_options=recorded, machine_mb=machine
+    return Checked(
+        dataclasses.replace(
+            options, repo=workspace.repo, executor_options=recorded, machine_mb=machine
+        )
     )
+
+
+# --- the gate --------------------------------------------------------------------------------
+
+
+def run_gate(ledger: Ledger, options: Checked, observer: Observer) -> dict[str, Any]:
+    """Start a gate run and drive it to a verdict; returns the verdict document."""
     for said in [*options.told_settings(), *options.lowered()]:
         observer.notice(said)
+    workspace = GitWorkspace(options.repo)
     lanes = _lanes(options, ledger)  # every executor built and checked before any append
     try:
-        run_id = start(ledger, options)
+        run_id = start(ledger, options, workspace)
     except BaseException:
         _close(lanes)
         raise
     observer.notice(f"run {run_id}")
-    return _drive(ledger, run_id, lanes, observer)
+    return _drive(ledger, run_id, lanes, observer, workspace)
 
 
 def resume_gate(ledger: Ledger, run_prefix: str, observer: Observer) -> dict[str, Any]:
@@ -61,7 +80,7 @@ def resume_gate(ledger: Ledger, run_prefix: str, observer: Observer) -> dict[str
         lanes = _lanes(options, ledger)
         if not state.completed:
             ledger.record(run_id, ev.RunResumed)
-        return _drive(ledger, run_id, lanes, observer)
+        return _drive(ledger, run_id, lanes, observer, GitWorkspace(options.repo))
 
 
 @dataclasses.dataclass
@@ -141,7 +160,9 @@ def _close(lanes: list[Lane]) -> None:
             lane.measuring.close()
 
 
-def _drive(ledger: Ledger, run_id: str, lanes: list[Lane], observer: Observer) -> dict[str, Any]:
+def _drive(
+    ledger: Ledger, run_id: str, lanes: list[Lane], observer: Observer, workspace: Workspace
+) -> dict[str, Any]:
     """Wire the gate's process manager (the one place it is wired) and run it to its end:
     each interpreter's lane in turn, the last one finishing the run (hooks, completion)."""
     try:
@@ -159,6 +180,7 @@ def _drive(ledger: Ledger, run_id: str, lanes: list[Lane], observer: Observer) -
                 interpreter=lane.interpreter,
                 finish=last,
                 pinned_executor=lane.pinned,
+                workspace=workspace,
             )
             process.drive()
     finally:

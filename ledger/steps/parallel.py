@@ -1,0 +1,106 @@
+"""Runs at once: up to `--jobs` in threads, within the machine's memory (`MemoryRoom`), each
+result handed back to the main thread as it lands so the step records it there."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+
+from release_ledger.adapters.executors import Executor
+from release_ledger.domain.execution import Observation, ShardRun
+from release_ledger.ledger.steps.context import StepContext
+
+
+def run_parallel(
+    ctx: StepContext,
+    executor: Executor,
+    runs: Sequence[ShardRun],
+    label: str,
+    *,
+    retry_infrastructure: bool = False,
+) -> Iterator[tuple[ShardRun, Observation]]:
+    """Run up to `--jobs` at once; yield each result in the main thread as it lands.
+
+    With `retry_infrastructure` (isolations, which have no retry rounds of their own), a
+    run whose infrastructure failed (a dropped SSH connection, a failed pod) is tried
+    again up to `--rounds` times before its result counts.
+    """
+    pool = ThreadPoolExecutor(max_workers=max(1, ctx.options.jobs), thread_name_prefix="shard")
+    futures: dict[Future[Observation], ShardRun] = {}
+    tries = 1 + (ctx.options.rounds if retry_infrastructure else 0)
+    room = MemoryRoom(ctx.options.machine_mb)
+
+    def run_once_or_again(run: ShardRun) -> Observation:
+        with room.held(run.memory_limit_mb):
+            observation = executor.run(run)
+            for _ in range(tries - 1):
+                if not observation.infrastructure:
+                    break
+                observation = executor.run(run)
+        return observation
+
+    try:
+        for run in runs:
+            futures[pool.submit(run_once_or_again, run)] = run
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            for future in sorted(done, key=lambda f: (futures[f].shard_id, futures[f].revision)):
+                run = futures[future]
+                observation = future.result()
+                said = f"{run.shard_id} {run.revision}: {summary(observation)}"
+                ctx.observer.advance(label, said)
+                yield run, observation
+    except BaseException:
+        # Ctrl-C / SIGTERM: kill the children first, or shutting the pool down would
+        # wait for every running shard to finish on its own.
+        executor.cancel_all()
+        raise
+    finally:
+        for future in futures:
+            future.cancel()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+class MemoryRoom:
+    """The machine's memory shared by the runs going at once: a run starts only when its
+    limit fits beside the limits of those running (one bigger than the machine waits for
+    the machine to itself), so their sum never exceeds what the machine has. Without a
+    figure (a pool: placement reserves there) every run starts at once."""
+
+    def __init__(self, machine_mb: float | None) -> None:
+        self.machine_mb = machine_mb
+        self.held_mb = 0.0
+        self.changed = threading.Condition()
+
+    @contextlib.contextmanager
+    def held(self, limit_mb: float | None) -> Iterator[None]:
+        if not self.machine_mb or not limit_mb:
+            yield
+            return
+        machine = self.machine_mb
+        wanted = min(float(limit_mb), machine)
+        with self.changed:
+            self.changed.wait_for(lambda: self.held_mb + wanted <= machine + 1e-6)
+            self.held_mb += wanted
+        try:
+            yield
+        finally:
+            with self.changed:
+                self.held_mb -= wanted
+                self.changed.notify_all()
+
+
+def summary(o: Observation) -> str:
+    """One word or two for the progress line: how the run ended."""
+    if o.failure_reason:
+        return o.failure_reason
+    if o.timed_out:
+        return "timeout"
+    if o.oom:
+        return "oom"
+    if o.signal is not None:
+        return f"signal {o.signal}"
+    return f"exit {o.exit_code}"
