@@ -243,7 +243,8 @@ def declared_versions(repo: Path, head: str) -> list[str]:
     `requires-python` (tox's own loader reads its configuration, from a copy of head's)."""
     import tempfile
 
-    from release_ledger.adapters.executors.env_sources import TOX_FILES, find_tox, tox_declared
+    from release_ledger.adapters.executors.env_installer import find_tool
+    from release_ledger.adapters.executors.env_sources import TOX_FILES, tox_declared
 
     document = _pyproject_at(repo, head)
     try:
@@ -258,7 +259,7 @@ def declared_versions(repo: Path, head: str) -> list[str]:
             if data is not None:
                 Path(folder, name).write_bytes(data)
         if tox_declared(folder):
-            tox_envs = interpreters.tox_env_list(folder, find_tox())
+            tox_envs = interpreters.tox_env_list(folder, find_tool("tox"))
     return interpreters.declared_labels(document, tox_envs)
 
 

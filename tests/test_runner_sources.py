@@ -268,7 +268,7 @@ def test_the_modules_sent_to_build_hosts_define_each_name_once() -> None:
 
     seen: dict[str, str] = {}
     clashes = []
-    for module in ("environment.py", "runners.py", "nox_reader.py", "hatch_reader.py"):
+    for module in programs.REMOTE_PARTS:
         tree = ast.parse((programs._HERE / module).read_text(encoding="utf-8"))
         for node in tree.body:
             if isinstance(node, ast.FunctionDef | ast.ClassDef):
@@ -276,3 +276,15 @@ def test_the_modules_sent_to_build_hosts_define_each_name_once() -> None:
                     clashes.append((node.name, seen[node.name], module))
                 seen[node.name] = module
     assert clashes == []
+
+
+def test_the_gates_tools_are_found_beside_its_interpreter_before_path() -> None:
+    """tox, hatch and uv are found by one rule (`env_installer.find_tool`): the gate's own
+    environment first, whatever PATH says."""
+    import sys
+
+    from release_ledger.adapters.executors.env_installer import find_tool
+
+    beside = os.path.join(os.path.dirname(sys.executable), "hatch")
+    assert find_tool("hatch") == beside
+    assert find_tool("no-such-tool-of-the-gate") is None

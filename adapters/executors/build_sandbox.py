@@ -31,8 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from release_ledger.adapters.executors import sandbox
-from release_ledger.adapters.executors.env_installer import find_uv
-from release_ledger.adapters.executors.env_sources import find_tox
+from release_ledger.adapters.executors.env_installer import find_tool, find_uv
 
 UNCONFINED_WARNING = (
     "the environment build ran unconfined (bubblewrap is not available here, or "
@@ -69,7 +68,7 @@ def confinement(
     caches = [c for c in (_tool_cache("uv"), _tool_cache("pip")) if c]
     for cache in caches:
         os.makedirs(cache, exist_ok=True)  # a bind needs its folder; the tool makes it anyway
-    tools = [t for t in (find_uv(None), find_tox()) if t]
+    tools = [t for t in (find_uv(None), find_tool("tox")) if t]
     readable = [
         *sandbox.prefixes(python),
         *sandbox.prefixes(sys.executable),

@@ -186,12 +186,22 @@ class Installer:
             return None
 
 
-def find_uv(explicit: str | None = None) -> str | None:
-    """The uv binary: given, beside this interpreter, on PATH, or from the `uv` package."""
-    candidates = [explicit, os.path.join(os.path.dirname(sys.executable), "uv"), shutil.which("uv")]
-    for candidate in candidates:
+def find_tool(name: str) -> str | None:
+    """A command-line tool of the gate's (uv, tox, hatch): beside this interpreter (the
+    gate's own environment, whatever PATH says) or on PATH."""
+    for candidate in (os.path.join(os.path.dirname(sys.executable), name), shutil.which(name)):
         if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return candidate
+    return None
+
+
+def find_uv(explicit: str | None = None) -> str | None:
+    """The uv binary: given, beside this interpreter, on PATH, or from the `uv` package."""
+    if explicit and os.path.isfile(explicit) and os.access(explicit, os.X_OK):
+        return explicit
+    on_machine = find_tool("uv")
+    if on_machine is not None:
+        return on_machine
     with contextlib.suppress(Exception):
         import uv  # type: ignore[import-not-found,unused-ignore]
 

@@ -9,9 +9,7 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import subprocess
-import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the module also runs on build hosts' older interpreters: no run-time alias
@@ -25,7 +23,7 @@ if TYPE_CHECKING:
 
 # On the gate's machine; on hosts and in pods the program's earlier part defines them.
 with contextlib.suppress(ImportError):
-    from release_ledger.adapters.executors.env_installer import SetupFailed, _confined
+    from release_ledger.adapters.executors.env_installer import SetupFailed, _confined, find_tool
     from release_ledger.adapters.executors.env_lock import LOCK_RUNNER
     from release_ledger.adapters.executors.hatch_reader import hatch_declared, hatch_source
     from release_ledger.adapters.executors.invocation_source import (
@@ -81,10 +79,12 @@ def in_checkout(checkout: str, rel: str) -> str | None:
 def _checkout_text(checkout: str, rel: str) -> str:
     """A file of the checkout as text ("" when absent, unreadable or a link out of it)."""
     path = in_checkout(checkout, rel)
-    return _read_text(path) if path else ""
+    return _utf8_text(path) if path else ""
 
 
-def _read_text(path: str) -> str:
+def _utf8_text(path: str) -> str:
+    """The file as UTF-8 text, "" where it cannot be read so (its name differs from the
+    supervisor's `_read_text`: both are joined into one program on hosts)."""
     try:
         with open(path, encoding="utf-8") as handle:
             return handle.read()
@@ -200,14 +200,6 @@ def tox_declared(checkout: str) -> bool:
     return isinstance(tool, dict) and "tox" in tool
 
 
-def find_tox() -> str | None:
-    """tox beside this interpreter (the gate's own environment) or on PATH."""
-    beside = os.path.join(os.path.dirname(sys.executable), "tox")
-    if os.path.isfile(beside) and os.access(beside, os.X_OK):
-        return beside
-    return shutil.which("tox")
-
-
 def _tox_config(
     checkout: str, argv: list[str], env: dict[str, str], confine: Confine | None
 ) -> dict[str, dict[str, object]]:
@@ -246,7 +238,7 @@ def tox_source(
     commands run the tests (`py311-tests`), else tox's ad-hoc `py311`
     (`invocation_source.choose_tox_env`); its deps, extras, dependency groups, set_env, with
     its factor conditions evaluated by tox, and its test command (`invocation`)."""
-    tox = find_tox()
+    tox = find_tool("tox")
     if tox is None:
         raise SetupFailed("tox is not installed on this machine")
     config = [tox, "config", "-qq", "--format", "json", "--no-provision"]  # -qq: JSON alone

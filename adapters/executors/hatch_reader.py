@@ -19,13 +19,12 @@ import contextlib
 import json
 import os
 import shlex
-import shutil
 import subprocess
-import sys
 from typing import TYPE_CHECKING
 
 # On the gate's machine; on a host these names come from the program's other parts.
 with contextlib.suppress(ImportError):
+    from release_ledger.adapters.executors.env_installer import find_tool
     from release_ledger.adapters.executors.nox_reader import DeclarationUnreadable
     from release_ledger.adapters.executors.runners import command_line, declared, is_test_command
 
@@ -70,21 +69,13 @@ def _configured_envs(checkout: str) -> set[str]:
     return {str(name) for name in envs} if isinstance(envs, dict) else set()
 
 
-def find_hatch() -> str | None:
-    """hatch beside this interpreter (the gate's own environment) or on PATH."""
-    beside = os.path.join(os.path.dirname(sys.executable), "hatch")
-    if os.path.isfile(beside) and os.access(beside, os.X_OK):
-        return beside
-    return shutil.which("hatch")
-
-
 def read_environments(
     checkout: str,
     env: dict[str, str],
     confine: Callable[[list[str], str | None, list[str]], list[str]] | None = None,
 ) -> dict[str, dict[str, object]]:
     """Every environment hatch resolves for the project (`hatch env show --json`)."""
-    hatch = find_hatch()
+    hatch = find_tool("hatch")
     if hatch is None:
         raise DeclarationUnreadable("hatch is not installed on this machine")
     plugins = _tables(checkout).get("env")

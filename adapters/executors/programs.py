@@ -30,15 +30,20 @@ def program(*relative_paths: str) -> str:
     return "\n".join(parts)
 
 
+# The modules every remote program is made of, in the order they are joined: a module may use
+# at run time only names of the ones before it (and its own).
+REMOTE_PARTS = (
+    "supervisor.py", "env_lock.py", "invocation_source.py", "env_installer.py",
+    "env_variables.py", "env_cache.py", "env_sources.py", "environment.py", "runners.py",
+    "nox_reader.py", "hatch_reader.py", "sandbox.py", "checkout_guard.py",
+)  # fmt: skip
+
+
 def remote_program(entry: str) -> str:
     """Supervisor + lock rule + environment preparation (its parts `env_*.py`, then
     `environment.py`, with the nox and hatch readers) + sandbox + checkout guard + the entry
     module (`ssh/wrapper.py`), `packed`."""
-    return packed(program(
-        "supervisor.py", "env_lock.py", "invocation_source.py", "env_installer.py",
-        "env_variables.py", "env_cache.py", "env_sources.py", "environment.py", "runners.py",
-        "nox_reader.py", "hatch_reader.py", "sandbox.py", "checkout_guard.py", entry,
-    ))  # fmt: skip
+    return packed(program(*REMOTE_PARTS, entry))
 
 
 def packed(source: str) -> str:
