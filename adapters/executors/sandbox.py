@@ -17,7 +17,9 @@ PID and IPC namespaces:
 Run by a root gate (most CI containers), bwrap also makes a user namespace in which the
 shard is an unprivileged user (`nobody`'s uid, mapped to the gate's own outside: files keep
 their owners) with no capability at all (`--cap-drop ALL`): it cannot remount `/`, unmount
-its tmpfs covers or read past them. `--new-session`: no terminal to push keystrokes into.
+its tmpfs covers or read past them; nor (`--disable-userns`, bwrap 0.8 and later) make a user
+namespace of its own, in which it would be root over mounts of its making. `--new-session`:
+no terminal to push keystrokes into.
 
 Stdlib-only and importing nothing of ours, like the supervisor: the same wrapper can be sent
 to an SSH build host. Where bwrap is missing or cannot make its namespaces, a gate running as
@@ -106,7 +108,23 @@ def _confining() -> list[str]:
     if os.geteuid() != 0:
         return []  # unprivileged bwrap already runs the command with no capability
     uid, gid = inner_user()
-    return ["--unshare-user", "--uid", str(uid), "--gid", str(gid), "--cap-drop", "ALL"]
+    nested = ["--disable-userns"] if _can_disable_userns() else []
+    return ["--unshare-user", *nested, "--uid", str(uid), "--gid", str(gid), "--cap-drop", "ALL"]
+
+
+@functools.cache
+def _can_disable_userns() -> bool:
+    """Whether this bwrap (0.8 and later) can forbid user namespaces inside its own: in one,
+    the suite is root again, with every capability over mounts of its own making."""
+    found = shutil.which(BWRAP)
+    if found is None:
+        return False
+    try:
+        done = subprocess.run([found, "--help"], capture_output=True, text=True,
+                              timeout=PROBE_TIMEOUT_S, check=False)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--disable-userns" in done.stdout + done.stderr
 
 
 @functools.cache

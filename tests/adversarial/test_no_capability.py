@@ -53,6 +53,7 @@ def probe(covered):
         "CapEff": _status("CapEff"), "CapPrm": _status("CapPrm"), "CapBnd": _status("CapBnd"),
         "remount /": _works("mount", "-o", "remount,rw", "/"),
         "umount /tmp": _works("umount", "-l", "/tmp"),
+        "nested user namespace": _works("unshare", "--user", "--map-root-user", "true"),
     }}
     for folder in covered:
         found["umount " + folder] = _works("umount", "-l", folder)
