@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from release_ledger.adapters.workspace import Workspace
 from release_ledger.domain import events as ev
 from release_ledger.ledger.bootstrap import open_ledger
 from release_ledger.ledger.gate import GateProcess, start
@@ -57,7 +58,7 @@ def workspace() -> InMemoryWorkspace:
     return two_commit_workspace(FILES)
 
 
-def _gate(ledger: Ledger, workspace: InMemoryWorkspace, suite: Suite, **options: Any) -> str:
+def _gate(ledger: Ledger, workspace: Workspace, suite: Suite, **options: Any) -> str:
     settings: dict[str, Any] = {
         "repo": workspace.repo, "base": "v1", "jobs": 1, "rounds": 1, "shards": 1,
         "release_builds": False, "environment": "none", "question_budget": 0,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from release_ledger.adapters.workspace import GitWorkspace
 from release_ledger.domain.execution import DEFAULT_PYTEST_COMMAND
 from release_ledger.ledger.bootstrap import open_ledger
 from release_ledger.ledger.service import Ledger
@@ -39,8 +40,9 @@ def ledger(tmp_path: Path) -> Iterator[Ledger]:
 def two_gates(ledger: Ledger, repo: Path) -> tuple[str, str]:
     """B fails at v1 in the first gate and passes there in the second: flaky at v1."""
     other = (*DEFAULT_PYTEST_COMMAND, "-p", "no:randomly")
-    first = _gate(ledger, repo, _suite(base_b="failed"), command=other)
-    second = _gate(ledger, repo, _suite(head_b="failed"))
+    workspace = GitWorkspace(repo)
+    first = _gate(ledger, workspace, _suite(base_b="failed"), command=other)
+    second = _gate(ledger, workspace, _suite(head_b="failed"))
     return first, second
 
 
