@@ -85,20 +85,31 @@ def kept(o: Observation, max_report_mb: float) -> Kept:
     return Kept(o, too_large, artifacts, report_hash, log_hash)
 
 
-def outcome_fields(k: Kept, run: ShardRun) -> dict[str, Any]:
-    """What a shard attempt and a file run alone both record of how the run went."""
+def run_ended_fields(k: Kept) -> dict[str, Any]:
+    """`RunEnded`'s fields (`domain/events/outcome.py`), which every recorded run has: its
+    exit, its evidence by hash, its time."""
     o = k.observation
     return {
         "exit_code": o.exit_code,
         "signal": o.signal,
-        **ended(o, run),
-        "oom": o.oom,
+        "timed_out": o.timed_out,
         "report_hash": k.report_hash,
         "log_tail_hash": k.log_hash,
-        "rss_mb": o.rss_mb,
         "seconds": o.seconds,
-        "sandbox": o.sandbox,
         "report_too_large": k.too_large,
+    }
+
+
+def outcome_fields(k: Kept, run: ShardRun) -> dict[str, Any]:
+    """What a shard attempt and a file run alone both record of how the run went: its end
+    at a file's time limit included."""
+    o = k.observation
+    return {
+        **run_ended_fields(k),
+        **ended(o, run),
+        "oom": o.oom,
+        "rss_mb": o.rss_mb,
+        "sandbox": o.sandbox,
     }
 
 
@@ -128,13 +139,7 @@ def in_order_fields(k: Kept) -> dict[str, Any]:
     """`InOrderRecorded`'s fields of how a run in the project's order went."""
     o = k.observation
     return {
-        "exit_code": o.exit_code,
-        "signal": o.signal,
-        "timed_out": o.timed_out,
-        "report_hash": k.report_hash,
-        "log_tail_hash": k.log_hash,
-        "seconds": o.seconds,
-        "report_too_large": k.too_large,
+        **run_ended_fields(k),
         "oom": o.oom,
         "rss_mb": o.rss_mb,
         "infrastructure_failure": o.failure_reason,
@@ -149,22 +154,13 @@ def attribution_fields(k: Kept) -> dict[str, Any]:
     if environment is not None and environment.status != "ready":
         error = environment.error or "the environment could not be prepared"
         return {"environment_key": environment.key, "environment_error": error}
-    fields: dict[str, Any] = {
+    return {
         "environment_key": environment.key if environment is not None else "",
-        "exit_code": o.exit_code,
-        "signal": o.signal,
-        "timed_out": o.timed_out,
-        "seconds": o.seconds,
-        "report_too_large": k.too_large,
+        **run_ended_fields(k),
         "failure_kind": o.failure_kind,
         "failure_reason": o.failure_reason,
         "sandbox": o.sandbox,
     }
-    if k.report_hash is not None:
-        fields["report_hash"] = k.report_hash
-    if k.log_hash is not None:
-        fields["log_tail_hash"] = k.log_hash
-    return fields
 
 
 def is_machine_failure(o: Observation) -> bool:

@@ -7,11 +7,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from release_ledger.domain import events as ev
+from release_ledger.domain.events.outcome import RunEnded
 from release_ledger.domain.execution import EnvironmentReport, Observation, ShardRun, SourceTried
 from release_ledger.domain.observed import (
     REPORT_HEAD_BYTES,
     attempt_fields,
+    attribution_fields,
     environment_fields,
+    in_order_fields,
+    isolation_fields,
     kept,
 )
 
@@ -58,3 +62,32 @@ def test_an_attempt_records_its_run_and_how_it_ended() -> None:
     assert event.timed_out and event.signal == 9 and event.rss_mb == 12.0
     assert (event.infrastructure_failure, event.infrastructure_detail) == ("deadline", "d")
     assert event.log_tail_hash is not None and event.report_hash is None
+
+
+def test_every_event_of_a_run_records_how_it_ended_alike() -> None:
+    """A shard attempt, a file run alone, files run in the project's order and head's rerun
+    with base's packages say a run's exit, evidence and time in the same fields (`RunEnded`),
+    with the same values."""
+    run = ShardRun(run_id="r", shard_id="s01", attempt=1, revision="head", commit="c",
+                   files=("tests/test_a.py",))  # fmt: skip
+    o = Observation(exit_code=1, signal=None, timed_out=True, report=b"<testsuites/>" * 9,
+                    log_tail=b"tail", seconds=3.5, rss_mb=40.0, oom=True)  # fmt: skip
+    k = kept(o, max_report_mb=64 / 2**20)
+    order = {"files": ["tests/test_a.py"], "confirms": [], "revision": "head"}
+    recorded = [
+        ev.ShardAttemptRecorded(run_id="r", at=AT, **attempt_fields(run, k, "m1")),
+        ev.IsolationRecorded(run_id="r", at=AT, **isolation_fields(run, k)),
+        ev.InOrderRecorded(run_id="r", at=AT, **order, **in_order_fields(k)),
+        ev.AttributionRecorded(
+            run_id="r", at=AT, tests=[], files=[], moved=[], **attribution_fields(k)
+        ),
+    ]
+
+    ended = {e.kind: {n: getattr(e, n) for n in RunEnded.model_fields} for e in recorded}
+    assert all(isinstance(event, RunEnded) for event in recorded)
+    assert list(ended.values()) == [ended["ShardAttemptRecorded"]] * 4
+    assert ended["InOrderRecorded"] == {
+        "exit_code": 1, "signal": None, "timed_out": True, "report_hash": k.report_hash,
+        "log_tail_hash": k.log_hash, "seconds": 3.5, "report_too_large": len(o.report or b""),
+    }  # fmt: skip
+    assert all(event.artifact_hashes()[-2:] == [k.report_hash, k.log_hash] for event in recorded)

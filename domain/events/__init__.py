@@ -5,8 +5,9 @@ without loss. Events record observations (exit codes, report hashes, answers, de
 passing) and never conclusions: verdicts are projections rebuilt from these facts.
 
 The event types live by concept in this package's modules (`lifecycle`, `environment`,
-`planning`, `attempts`, `blame`, `clarification`, `approval`; `base` holds `Event`); this
-module registers every one once (`ALL_EVENTS`) and reads and writes them as JSON.
+`planning`, `attempts`, `blame`, `clarification`, `approval`; `base` holds `Event`, `outcome`
+the fields of how a run of tests ended, declared once); this module registers every one once
+(`ALL_EVENTS`) and reads and writes them as JSON.
 """
 
 import functools

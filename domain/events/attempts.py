@@ -10,42 +10,24 @@ from release_ledger.domain.events.base import (
     OnInterpreter,
     Revision,
 )
+from release_ledger.domain.events.outcome import Confined, EndedAtTimeLimit, PeakMemory, RunEnded
 
 
-class ShardAttemptRecorded(OnInterpreter, Event):
+class ShardAttemptRecorded(OnInterpreter, RunEnded, EndedAtTimeLimit, Confined, Event):
     kind: Literal["ShardAttemptRecorded"] = "ShardAttemptRecorded"
     shard: str
     attempt: int
     revision: Revision
     files: list[str]  # the files run at this revision (files new at head are not run at base)
     member: str = "local"
-    exit_code: int | None = None
-    signal: int | None = None
-    timed_out: bool = False
-    # Ended by the gate's pytest plugin at its file's time limit (`domain/timing.py`):
-    # the test that was running and the limit.
-    killed_test: str | None = Field(default=None, exclude_if=lambda value: value is None)
-    time_limit_s: float | None = Field(default=None, exclude_if=lambda value: value is None)
-    # A time-limit line in the log that the supervisor's figures do not bear out (the run
-    # did not end as the plugin ends one, or ended before the limit): why it was not believed.
-    time_limit_not_believed: str | None = Field(
-        default=None, exclude_if=lambda value: value is None
-    )
+    # Always recorded (unlike `PeakMemory`'s, which are left out when not).
     oom: bool = False
-    report_hash: str | None = None
-    log_tail_hash: str | None = None
     rss_mb: float = 0.0
-    seconds: float = 0.0
     infrastructure_failure: str | None = None  # the executor's word: Evicted, ssh-connect
     infrastructure_detail: str = ""
     failure_kind: str | None = None  # its kind in `domain.failures` (None in older events)
     # Tracked files the attempt's tests changed in its own checkout (no other attempt saw it).
     modified_files: list[str] = Field(default_factory=list)
-    # How the suite was confined (`bwrap`, `pod`, or `none`: it ran with the gate's rights);
-    # empty in events of executors that do not say, and in events from before sandboxes.
-    sandbox: str = Field(default="", exclude_if=lambda value: value == "")
-    # The size of a report over --max-report-mb; `report_hash` is then only its head.
-    report_too_large: int | None = None
     # What the results are valid for (`domain/content.py`), so they can be reused by content:
     # the commit run, each file's git blob hash, the environment and command keys. Empty in
     # events recorded before the result cache: those results are never reused.
@@ -53,9 +35,6 @@ class ShardAttemptRecorded(OnInterpreter, Event):
     blobs: dict[str, str] = Field(default_factory=dict)
     environment_key: str | None = None
     command_key: str | None = None
-
-    def artifact_hashes(self) -> list[str]:
-        return [h for h in (self.report_hash, self.log_tail_hash) if h]
 
 
 class PodFailed(OnInterpreter, Event):
@@ -83,37 +62,18 @@ class ShardSplit(OnInterpreter, Event):
     reason: str
 
 
-class IsolationRecorded(OnInterpreter, Event):
+class IsolationRecorded(
+    OnInterpreter, RunEnded, EndedAtTimeLimit, Confined, PeakMemory, Event
+):
+    """A file run alone at one revision. Its `oom` is over the isolation budget: a file that
+    needs more alone at head than it may have, where base ran within it, is a finding `oom`."""
+
     kind: Literal["IsolationRecorded"] = "IsolationRecorded"
     file: str
     revision: Revision
-    exit_code: int | None = None
-    signal: int | None = None
-    timed_out: bool = False
-    # Ended by the gate's pytest plugin at its file's time limit (`domain/timing.py`):
-    # the test that was running and the limit.
-    killed_test: str | None = Field(default=None, exclude_if=lambda value: value is None)
-    time_limit_s: float | None = Field(default=None, exclude_if=lambda value: value is None)
-    # A time-limit line in the log that the supervisor's figures do not bear out (the run
-    # did not end as the plugin ends one, or ended before the limit): why it was not believed.
-    time_limit_not_believed: str | None = Field(
-        default=None, exclude_if=lambda value: value is None
-    )
-    report_hash: str | None = None
-    log_tail_hash: str | None = None
-    seconds: float = 0.0
-    report_too_large: int | None = None  # as in ShardAttemptRecorded
-    sandbox: str = Field(default="", exclude_if=lambda value: value == "")  # as there
-    # Killed over its memory limit (the isolation budget), and its peak: a file that needs
-    # more alone at head than it may have, where base ran within it, is a finding `oom`.
-    oom: bool = Field(default=False, exclude_if=lambda value: not value)
-    rss_mb: float = Field(default=0.0, exclude_if=lambda value: not value)
-
-    def artifact_hashes(self) -> list[str]:
-        return [h for h in (self.report_hash, self.log_tail_hash) if h]
 
 
-class InOrderRecorded(OnInterpreter, Event):
+class InOrderRecorded(OnInterpreter, RunEnded, PeakMemory, Event):
     """Files run in the project's own order (`domain/order.py`): every file that precedes the
     ones it `confirms` in the collection, then them, at one revision, in one process. A
     failure at both revisions in shards is preexisting only if it fails here too."""
@@ -122,20 +82,8 @@ class InOrderRecorded(OnInterpreter, Event):
     revision: Revision
     files: list[str]  # as run, in order
     confirms: list[str]  # the files whose failures this run judges
-    exit_code: int | None = None
-    signal: int | None = None
-    timed_out: bool = False
-    report_hash: str | None = None
-    log_tail_hash: str | None = None
-    seconds: float = 0.0
-    report_too_large: int | None = None
-    oom: bool = Field(default=False, exclude_if=lambda value: not value)
-    rss_mb: float = Field(default=0.0, exclude_if=lambda value: not value)
     infrastructure_failure: str | None = None
     failure_kind: str | None = None
-
-    def artifact_hashes(self) -> list[str]:
-        return [h for h in (self.report_hash, self.log_tail_hash) if h]
 
 
 class BaselineReused(OnInterpreter, Event):

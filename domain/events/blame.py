@@ -3,12 +3,13 @@
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from release_ledger.domain.events.base import (
     Event,
     OnInterpreter,
 )
+from release_ledger.domain.events.outcome import Confined, RunEnded
 
 
 class PackageMove(BaseModel):
@@ -22,7 +23,7 @@ class PackageMove(BaseModel):
     head: str = ""
 
 
-class AttributionRecorded(OnInterpreter, Event):
+class AttributionRecorded(OnInterpreter, RunEnded, Confined, Event):
     """Head's introduced failures run again at head with base's package set (issue 25): the
     observation that tells a failure the code introduced from one the dependency change did.
 
@@ -38,16 +39,8 @@ class AttributionRecorded(OnInterpreter, Event):
     pins_hash: str | None = None
     environment_key: str = ""
     environment_error: str = ""
-    exit_code: int | None = None
-    signal: int | None = None
-    timed_out: bool = False
-    report_hash: str | None = None
-    log_tail_hash: str | None = None
-    seconds: float = 0.0
-    report_too_large: int | None = None
     failure_kind: str | None = None  # as in ShardAttemptRecorded
     failure_reason: str | None = None
-    sandbox: str = Field(default="", exclude_if=lambda value: value == "")
 
     def artifact_hashes(self) -> list[str]:
         return [h for h in (self.pins_hash, self.report_hash, self.log_tail_hash) if h]
