@@ -11,6 +11,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 from release_ledger.adapters.discovery import discover_test_files
 from release_ledger.adapters.executors import (
     environment,
@@ -288,3 +290,42 @@ def test_the_gates_tools_are_found_beside_its_interpreter_before_path() -> None:
     beside = os.path.join(os.path.dirname(sys.executable), "hatch")
     assert find_tool("hatch") == beside
     assert find_tool("no-such-tool-of-the-gate") is None
+
+
+
+# The template's script (`default`), which the test environment inherits and may name.
+HATCH_TEMPLATE = '[tool.hatch.envs.default.scripts]\ncheck = "pytest -q {args:tests/unit -x}"\n'
+
+
+@pytest.mark.parametrize(
+    ("script", "words", "posargs"),
+    [
+        ('"pytest {args:tests}"', ["tests"], ["tests"]),  # its default, recorded
+        ('"pytest {args} --strict-markers"', ["--strict-markers"], []),  # nothing
+        ('"check"', ["-q", "tests/unit", "-x"], ["tests/unit", "-x"]),  # the template's
+        (  # a script naming another: its arguments follow that one's lines
+            '["check --no-header", "- python -m pytest {args:docs}"]',
+            ["-q", "tests/unit", "-x", "--no-header"], ["tests/unit", "-x"],
+        ),
+        ('["- python -m pytest {args:docs}"]', ["docs"], ["docs"]),  # run on whatever the exit
+    ],
+)
+def test_a_hatch_scripts_args_default_is_what_runs_and_is_recorded(
+    tmp_path: Path, script: str, words: list[str], posargs: list[str]
+) -> None:
+    """As `hatch run test` with no arguments: `{args:X}` is X and `{args}` nothing; the
+    default is recorded as the invocation's `posargs`, as tox's `{posargs:X}` is."""
+    config = f"{HATCH_TEMPLATE}[tool.hatch.envs.test.scripts]\ntest = {script}\n"
+    root = project(tmp_path, {"pyproject.toml": PROJECT + config})
+
+    source = hatch_reader.hatch_source(root, VERSION, dict(os.environ))
+
+    assert source["detail"] == "hatch env test, script test"
+    invocation = source["invocation"]
+    assert invocation["words"] == words  # type: ignore[index]
+    assert invocation.get("posargs", []) == posargs  # type: ignore[union-attr]
+
+
+def test_a_script_line_hatch_left_unformatted_is_read_as_hatch_runs_it() -> None:
+    assert hatch_reader.without_args("pytest {args:tests -x} --co {args}") == "pytest tests -x --co"
+    assert hatch_reader.without_args("- pytest {args}") == "- pytest"

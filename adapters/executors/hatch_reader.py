@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shlex
 import subprocess
 from typing import TYPE_CHECKING
@@ -25,6 +26,10 @@ from typing import TYPE_CHECKING
 # On the gate's machine; on a host these names come from the program's other parts.
 with contextlib.suppress(ImportError):
     from release_ledger.adapters.executors.env_installer import find_tool
+    from release_ledger.adapters.executors.invocation_source import (
+        POSARGS_SENTINEL,
+        posargs_default,
+    )
     from release_ledger.adapters.executors.nox_reader import DeclarationUnreadable
     from release_ledger.adapters.executors.runners import command_line, declared, is_test_command
 
@@ -110,6 +115,71 @@ def read_environments(
     return {str(k): v for k, v in found.items() if isinstance(v, dict)}
 
 
+# hatch's `{args}` context field in a script, with its default (`{args:tests}`).
+_ARGS_FIELD = re.compile(r"\{args(?::([^{}]*))?\}")
+
+
+def without_args(line: str) -> str:
+    """A script line as `hatch run` runs it given no arguments: `{args:X}` is X, `{args}`
+    nothing (`hatch env show` applies this itself; a line it left unformatted is read so)."""
+    return _ARGS_FIELD.sub(lambda field: field.group(1) or "", line).strip()
+
+
+def _command_words(line: str) -> list[str] | None:
+    """A script line's words, less hatch's `- ` prefix (run on, whatever the exit)."""
+    line = line.strip()
+    try:
+        return shlex.split(line[2:] if line.startswith("- ") else line)
+    except ValueError:
+        return None
+
+
+def _raw_scripts(checkout: str, env_name: str) -> dict[str, list[str]]:
+    """An environment's scripts as the project wrote them (`{args}` fields kept): those of
+    its template chain (`template`, else `default`), each overlaid by the next."""
+    envs = _tables(checkout).get("envs")
+    chain: list[dict[str, object]] = []
+    name: object = env_name.split(".", 1)[0]  # a matrix environment's own table
+    while isinstance(envs, dict) and isinstance(envs.get(name), dict) and len(chain) < 16:
+        table = envs[name]
+        chain.append(table)
+        following = table.get("template", "default" if name != "default" else None)
+        name = None if following == name else following
+    scripts: dict[str, list[str]] = {}
+    for table in reversed(chain):
+        own = table.get("scripts")
+        for script, lines in (own.items() if isinstance(own, dict) else ()):
+            scripts[str(script)] = [str(x) for x in (lines if isinstance(lines, list) else [lines])]
+    return scripts
+
+
+def _script_lines(
+    scripts: dict[str, list[str]], script: str, seen: tuple[str, ...] = ()
+) -> list[str]:
+    """A script's lines with the scripts it names replaced by theirs, the naming line's
+    arguments appended to each (as hatch expands them)."""
+    found: list[str] = []
+    for line in scripts.get(script, []):
+        first, _, rest = line.strip().partition(" ")
+        if first in scripts and first not in (*seen, script):
+            inner = _script_lines(scripts, first, (*seen, script))
+            found += [f"{sub} {rest}".strip() for sub in inner]
+        else:
+            found.append(line)
+    return found
+
+
+def args_default(checkout: str, env_name: str, script: str, words: list[str]) -> list[str]:
+    """The words hatch put for the `{args:DEFAULT}` of the script line it ran as `words`
+    (`posargs` of the invocation, as tox's `{posargs:DEFAULT}`); none when the line has no
+    default, or when the line as written cannot be matched to hatch's (an override)."""
+    for line in _script_lines(_raw_scripts(checkout, env_name), script):
+        if _command_words(without_args(line)) == words:
+            marked = _command_words(_ARGS_FIELD.sub(POSARGS_SENTINEL, line))
+            return posargs_default(words, marked or [])
+    return []
+
+
 def _hatch_python_rank(python: object, version: str) -> int:
     """2 for an environment of exactly this interpreter, 1 for one naming none, else 0."""
     if python in (None, ""):
@@ -150,13 +220,8 @@ def choose_environment(
         for script in order:
             lines = scripts[script]
             for line in lines if isinstance(lines, list) else [lines]:
-                try:
-                    words = shlex.split(str(line))
-                except ValueError:
-                    continue
-                if words and words[0].startswith("- "):
-                    words[0] = words[0][2:]  # hatch's "ignore this command's exit" prefix
-                if is_test_command(words):
+                words = _command_words(without_args(str(line)))
+                if words and is_test_command(words):
                     return name, str(script), words
     return None
 
@@ -188,6 +253,9 @@ def hatch_source(
     set_env = {str(k): str(v) for k, v in env_vars.items()} if isinstance(env_vars, dict) else {}
     set_env = {k: v for k, v in set_env.items() if not k.startswith("HATCH_")}
     invocation.update(source=f"hatch:{name}:{script}", env=set_env)
+    posargs = args_default(checkout, name, script, words)
+    if posargs:
+        invocation["posargs"] = posargs
     groups = _strings(config.get("dependency-groups"))
     return {
         "source": "hatch",
