@@ -52,8 +52,8 @@ def _flag(setting: Setting) -> Callable[[F], F]:
         declared["type"] = click.Path()
     elif setting.kind in ("int", "float"):
         declared["type"] = int if setting.kind == "int" else float
-    if setting.default is not None:
-        declared |= {"default": setting.default, "show_default": True}
+    if setting.flag_default is not None:
+        declared |= {"default": setting.flag_default, "show_default": True}
     return option(setting.flag, setting.name, multiple=setting.multiple, **declared)
 
 

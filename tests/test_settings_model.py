@@ -185,3 +185,54 @@ def test_every_recorded_setting_is_read_back_as_given_and_an_older_run_as_it_ran
             assert getattr(older, s.target) == expected, s.name
     assert (older.measure, older.environment, older.release_builds) == ("solo", "none", False)
     assert dataclasses.asdict(older)["attribution"] is False
+
+
+def test_each_setting_the_user_gives_is_declared_on_its_options_field_in_help_order() -> None:
+    # One declaration: SETTINGS is read from GateOptions' fields, in field order (the order
+    # `--help` lists them within a group), each aimed at its own field.
+    import dataclasses
+
+    from release_ledger.adapters.setting import declared_in
+
+    assert declared_in(GateOptions) == SETTINGS
+    fields = [f.name for f in dataclasses.fields(GateOptions) if "setting" in f.metadata]
+    assert [s.target for s in SETTINGS] == fields
+    worked_out = {"executor_options", "machine_mb", "head_settings_ignored", "base_settings_unread"}
+    assert {f.name for f in dataclasses.fields(GateOptions)} - set(fields) == worked_out
+
+
+def test_a_field_declared_as_a_setting_gives_its_name_type_default_and_target() -> None:
+    import dataclasses
+
+    from release_ledger.adapters.setting import declare, declared_in, setting
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Options:
+        budget_gib: float = setting(
+            8.0, "Memory [default: {default}].", flag="--budget-gib", table="budget-gib",
+            low=0, high=10, group="Resources", recorded="budget_gib",
+        )  # fmt: skip
+        shards: int | None = setting(None, "Shards.", table="shards", group="Resources")
+        environment: str = setting("auto", "Env.", name="env", table="env", group="Environments")
+        repo: Path = dataclasses.field(metadata=declare("Repository.", flag="--repo"))
+
+    budget, shards, env, repo = declared_in(Options)
+    assert (budget.name, budget.target, budget.table_type) == ("budget_gib", "budget_gib", float)
+    assert budget.help == "Memory [default: 8]." and budget.recorded == "budget_gib"
+    assert shards.table_type is int  # `int | None` read as TOML's int
+    assert (env.name, env.target, env.table_type) == ("env", "environment", str)
+    assert (repo.name, repo.table_type) == ("repo", None)
+    assert Options(repo=Path(".")).budget_gib == 8.0  # the field keeps its default
+
+
+def test_a_table_key_on_a_field_of_no_toml_scalar_type_must_declare_its_table_type() -> None:
+    import dataclasses
+
+    from release_ledger.adapters.setting import declared_in, setting
+
+    @dataclasses.dataclass(frozen=True)
+    class Options:
+        globs: tuple[str, ...] = setting((), "Globs.", table="globs")
+
+    with pytest.raises(TypeError, match="globs: declare its table_type"):
+        declared_in(Options)
