@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from release_ledger.adapters.executors import Executor, spec_for
+from release_ledger.adapters.executors.collection import Collector, ExecutorCollector
 from release_ledger.adapters.store_errors import LeaseLost
 from release_ledger.adapters.workspace import GitWorkspace, Workspace
 from release_ledger.domain import events as ev
@@ -137,7 +138,8 @@ class GateProcess:
     Everything it needs comes in through the constructor (`ledger/bootstrap/gate.py` wires it):
     the executor, the one that measures and isolates files (the same one unless the
     executor's capabilities say files are measured locally), the workspace (the repository's
-    commits), and `hooks` — extra decisions (owner questions, ...) run after the built-in
+    commits), the collector (the files the declared invocation collects; by default the
+    executor's), and `hooks` — extra decisions (owner questions, ...) run after the built-in
     steps have nothing to do and before the run completes; each returns True when it
     appended events.
     """
@@ -154,6 +156,7 @@ class GateProcess:
         finish: bool = True,
         pinned_executor: PinnedExecutor | None = None,
         workspace: Workspace | None = None,
+        collector: Collector | None = None,
     ) -> None:
         # One interpreter's lane of a matrix gate: its facts carry the label, it decides from
         # its own state, and only the lane that `finish`es runs the hooks and completes the run.
@@ -182,6 +185,7 @@ class GateProcess:
             measuring=measuring_executor or executor,
             capabilities=spec_for(started.executor).capabilities,
             workspace=workspace or GitWorkspace(Path(started.repo)),
+            collector=collector or ExecutorCollector(executor),
             observer=observer or QuietObserver(),
             pinned_executor=pinned_executor,
             environments={

@@ -109,3 +109,22 @@ def two_commit_workspace(files: Sequence[str]) -> InMemoryWorkspace:
     """`files` (one passing test each) at `v1`, and a head (`HEAD`) that changes no test."""
     tree = {f: "def test_one():\n    pass\n" for f in files}
     return InMemoryWorkspace({"v1": tree, "HEAD": tree | {"README": "head\n"}})
+
+
+class GivenCollector:
+    """A `Collector` (`adapters/executors/collection.py`) that answers with given files:
+    `collected`: ref -> the files its declared invocation collects, in collection order; a
+    ref not given falls back to the file walk, as an executor that cannot collect does."""
+
+    def __init__(self, workspace: InMemoryWorkspace, collected: Mapping[str, Sequence[str]]):
+        self.by_commit = {workspace.resolve(ref): list(files) for ref, files in collected.items()}
+        self.asked: list[str] = []
+
+    def collected(
+        self, commit: str, timeout_s: float, memory_limit_mb: int | None
+    ) -> tuple[list[str] | None, str]:
+        self.asked.append(commit)
+        files = self.by_commit.get(commit)
+        if files is None:
+            return None, "file walk (fallback: nothing collected for this commit)"
+        return list(files), f"collected by pytest: {len(files)} items in {len(files)} files"

@@ -20,7 +20,7 @@ from release_ledger.ledger.gate import GateProcess, start
 from release_ledger.ledger.options import GateOptions
 from release_ledger.ledger.service import Ledger
 from tests.fake_executor import DIES, FakeExecutor, Suite
-from tests.fake_workspace import InMemoryWorkspace, two_commit_workspace
+from tests.fake_workspace import GivenCollector, InMemoryWorkspace, two_commit_workspace
 
 Repo = InMemoryWorkspace  # the repository: commits in memory, no git
 
@@ -62,6 +62,7 @@ def _gate(
     repo: Repo,
     executor: FakeExecutor,
     pinned: Any = None,
+    collector: GivenCollector | None = None,
     **options: Any,
 ) -> Verdict:
     settings: dict[str, Any] = {
@@ -69,7 +70,16 @@ def _gate(
         "release_builds": False, "environment": "none", "question_budget": 0,
     } | options  # fmt: skip
     run_id = start(ledger, GateOptions(**settings), repo)
-    return GateProcess(ledger, run_id, executor, pinned_executor=pinned, workspace=repo).drive()
+    return GateProcess(
+        ledger, run_id, executor, pinned_executor=pinned, workspace=repo, collector=collector
+    ).drive()
+
+
+def _discovered(ledger: Ledger) -> Any:
+    """The one run's `TestFilesDiscovered`."""
+    (run,) = ledger.runs()
+    (found,) = [r.event for r in ledger.read(run.run_id) if r.event.kind == "TestFilesDiscovered"]
+    return found
 
 
 def _runs(executor: FakeExecutor) -> Counter[tuple[str, tuple[str, ...]]]:
@@ -83,6 +93,32 @@ def test_a_clean_head_passes_with_one_run_of_each_shard_at_each_revision(
     verdict = _gate(ledger, repo, executor)
     assert verdict.status == "passed"
     assert len(executor.calls) == 4 and all(c.attempt == 1 for c in executor.calls)
+
+
+def test_discovery_records_the_files_the_declared_invocation_collects_in_its_order(
+    ledger: Ledger, repo: Repo
+) -> None:
+    # The invocation collects three of head's four files, in its own order; base's all four.
+    order = ["tests/test_d.py", "tests/test_b.py", "tests/test_a.py"]
+    collector = GivenCollector(repo, {"HEAD": order, "v1": FILES})
+    executor = FakeExecutor(_suite())
+    assert _gate(ledger, repo, executor, collector=collector).status == "passed"
+
+    discovered = _discovered(ledger)
+    assert discovered.order == order and discovered.files == sorted(order)
+    assert discovered.collected_by == "collected by pytest: 3 items in 3 files"
+    assert discovered.removed_at_head == ["tests/test_c.py"]  # collected at base only
+    assert collector.asked == [repo.resolve("HEAD"), repo.resolve("v1")]
+    assert {f for call in executor.calls for f in call.files} == set(order)
+
+
+def test_without_a_collection_discovery_walks_the_files_and_says_so(
+    ledger: Ledger, repo: Repo
+) -> None:
+    _gate(ledger, repo, FakeExecutor(_suite()), collector=GivenCollector(repo, {}))
+    discovered = _discovered(ledger)
+    assert discovered.files == FILES and discovered.order == FILES
+    assert discovered.collected_by.startswith("file walk (fallback:")
 
 
 def test_a_shard_that_keeps_dying_is_bisected_until_the_file_that_kills_it_is_alone(

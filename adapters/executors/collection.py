@@ -1,11 +1,17 @@
 """Discovery from the declared invocation: the files whose items the revision's own runner
 collects (`--collect-only` with the invocation's options and targets, in the revision's
 environment), instead of a model of pytest's rules. The file walk (adapters/discovery.py)
-stays the fallback where collection cannot run, and the ledger says which it was."""
+stays the fallback where collection cannot run, and the ledger says which it was.
+
+The `Collector` port is what the gate's `discover` step asks (`ledger/steps/discover.py`);
+`ExecutorCollector` answers it with a lane's executor. It is a port of its own, not part of the
+`Workspace` (`adapters/workspace.py`): collection runs in a revision's environment, which is
+each interpreter lane's (its executor), while the workspace is the repository all lanes share.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from release_ledger.domain.invocation import INSTALLED_PREFIX, collected_files
 
@@ -34,3 +40,24 @@ def collect_files(
     if installed:
         how += f", {len(installed)} of them modules of the installed package"
     return files, how
+
+
+class Collector(Protocol):
+    """The test files a commit's declared invocation collects, in its collection order, and
+    how they were found; (None, why) where the file walk must find them instead."""
+
+    def collected(
+        self, commit: str, timeout_s: float, memory_limit_mb: int | None
+    ) -> tuple[list[str] | None, str]: ...
+
+
+class ExecutorCollector:
+    """The port over a lane's executor: its `collect`, where it has one (`collect_files`)."""
+
+    def __init__(self, executor: Any) -> None:
+        self.executor = executor
+
+    def collected(
+        self, commit: str, timeout_s: float, memory_limit_mb: int | None
+    ) -> tuple[list[str] | None, str]:
+        return collect_files(self.executor, commit, timeout_s, memory_limit_mb)

@@ -1,6 +1,7 @@
 """The composition root's gate half (`ledger/bootstrap/__init__.py` opens the ledger): a
-gate's options checked once, each lane's executors built, the workspace made, and the gate's
-process manager wired with them and the observer the command line passes in.
+gate's options checked once, each lane's executors built (and its collector over them), the
+workspace made, and the gate's process manager wired with them and the observer the command
+line passes in.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import sys
 from typing import Any, NewType
 
 from release_ledger.adapters.executors import Executor, build_executor, spec_for, validate_options
+from release_ledger.adapters.executors.collection import ExecutorCollector
 from release_ledger.adapters.executors.env_installer import find_uv
 from release_ledger.adapters.executors.local import LocalExecutor
 from release_ledger.adapters.interpreters import available
@@ -181,6 +183,7 @@ def _drive(
                 finish=last,
                 pinned_executor=lane.pinned,
                 workspace=workspace,
+                collector=ExecutorCollector(lane.executor),  # collects in the lane's environment
             )
             process.drive()
     finally:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from release_ledger.adapters.executors import Capabilities, Executor
+from release_ledger.adapters.executors.collection import Collector
 from release_ledger.adapters.workspace import Workspace
 from release_ledger.domain import events as ev
 from release_ledger.domain.execution import ShardRun
@@ -42,6 +43,7 @@ class StepContext:
     measuring: Executor  # measures and isolates files (the executor, or a local one)
     capabilities: Capabilities
     workspace: Workspace
+    collector: Collector  # the test files the declared invocation collects (`discover`)
     observer: Observer
     pinned_executor: PinnedExecutor | None = None
     # shard -> MB a pool could place it with, if less than it asked for

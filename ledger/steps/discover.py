@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from release_ledger.adapters.executors.collection import COLLECT_TIMEOUT_S, collect_files
+from release_ledger.adapters.executors.collection import COLLECT_TIMEOUT_S
 from release_ledger.domain import events as ev
 from release_ledger.domain.errors import BadInput
 from release_ledger.domain.order import collection_order
@@ -63,8 +63,8 @@ def _collected(
     ctx: StepContext, commit: str, patterns: Sequence[str] | None
 ) -> tuple[list[str] | None, str]:
     """The test files the revision's declared invocation collects, in its environment
-    (`adapters/executors/collection.py`), and how they were found; None: walk the files."""
+    (the lane's `Collector`), and how they were found; None: walk the files."""
     if patterns is not None:
         return None, ""
     timeout_s = min(ctx.options.timeout_s, COLLECT_TIMEOUT_S)
-    return collect_files(ctx.executor, commit, timeout_s, int(ctx.options.budget_mb))
+    return ctx.collector.collected(commit, timeout_s, int(ctx.options.budget_mb))
