@@ -387,7 +387,7 @@ def gate_options(flags: dict[str, Any]) -> GateOptions:
         template = tuple(str(token) for token in command)
     else:
         template = DEFAULT_PYTEST_COMMAND
-    executor = pick("executor") or "local"
+    executor = pick("executor") or DEFAULTS["executor"]
     executor_options = _executor_options(executor, flags, table)
     deadline = pick("deadline") or "30m"
     jobs = pick("jobs")
@@ -421,8 +421,8 @@ def gate_options(flags: dict[str, Any]) -> GateOptions:
             for i in interpreters_for(repo, head, pick("python"), local=runs_locally(executor))
         ),
         max_report_mb=_number(pick("max_report_mb"), DEFAULTS["max_report_mb"]),
-        release_builds=bool(pick("release_builds") if pick("release_builds") is not None else True),
-        attribution=bool(pick("attribution") if pick("attribution") is not None else True),
+        release_builds=_switch(pick("release_builds"), DEFAULTS["release_builds"]),
+        attribution=_switch(pick("attribution"), DEFAULTS["attribution"]),
         **{name: _number(pick(name), DEFAULTS[name]) for name in _PLAIN_NUMBERS},
         quarantine=checked_quarantine(pick("quarantine") or ()),
         head_settings_ignored=_ignored_at_head(head_table, table, flags),
@@ -470,6 +470,10 @@ def runs_locally(executor: str) -> bool:
 
 def _number(value: Any, default: float) -> float:
     return float(value) if value is not None else default
+
+
+def _switch(value: Any, default: bool) -> bool:
+    return bool(value) if value is not None else default
 
 
 def _optional_number(value: Any) -> float | None:
