@@ -177,7 +177,14 @@ def file_of(node_id: str) -> str:
 
 def collected_files(node_ids: Sequence[str]) -> list[str]:
     """The files of collected items, each once, in collection order (stable ids)."""
-    seen: dict[str, None] = {}
+    return list(collected_items(node_ids))
+
+
+def collected_items(node_ids: Sequence[str]) -> dict[str, int]:
+    """How many items were collected in each file (a parametrized case each), the files in
+    collection order (stable ids): what a first plan weighs a never-measured file by."""
+    counts: dict[str, int] = {}
     for node_id in node_ids:
-        seen.setdefault(file_of(stable_node_id(node_id)), None)
-    return list(seen)
+        file = file_of(stable_node_id(node_id))
+        counts[file] = counts.get(file, 0) + 1
+    return counts

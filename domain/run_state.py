@@ -152,6 +152,7 @@ class RunState:
     baseline_mb: float | None = None
     discovered_sizes: dict[str, int] = field(default_factory=dict)
     discovered_tests: dict[str, int] = field(default_factory=dict)
+    discovered_items: dict[str, int] = field(default_factory=dict)  # collected, per file
     measure_failures: dict[str, ev.MeasurementFailed] = field(default_factory=dict)
     measure_retries: dict[str, int] = field(default_factory=dict)  # infrastructure failures
     empty_files: set[str] = field(default_factory=set)  # collected no test (pytest exit 5)
@@ -214,6 +215,12 @@ class RunState:
         if missing is None or missing[0] is not self.missing_at_base:
             missing = self._missing = (self.missing_at_base, frozenset(self.missing_at_base))
         return tuple(f for f in shard.files if f not in missing[1])
+
+    def nominal_tests(self, file: str) -> int:
+        """What a file's first cost counts: the items its declared invocation collected (a
+        parametrized case each), else the `def test` functions discovery read."""
+        items = self.discovered_items.get(file)
+        return items if items is not None else self.discovered_tests.get(file, 0)
 
     @property
     def excluded_members(self) -> frozenset[str]:
@@ -503,6 +510,7 @@ def _discovered(
         state.harness_changed = tuple(e.harness_changed)
     state.discovered_sizes = dict(e.sizes)
     state.discovered_tests = dict(e.test_functions)
+    state.discovered_items = dict(e.collected_items)
     state.order = tuple(e.order)
 
 

@@ -147,6 +147,26 @@ def known_seconds(state: RunState) -> dict[str, float]:
     return known
 
 
+def estimated_seconds(
+    state: RunState, files: Iterable[str], known: Mapping[str, float]
+) -> float:
+    """What a run of `files` is expected to take, so a round starts its longest runs first:
+    each file's known figure (`known_seconds`), else the plan's estimate of it (its measured
+    cost, else the nominal one from discovery: `domain/planning.nominal_cost`)."""
+    from release_ledger.domain.planning import nominal_cost
+
+    total = 0.0
+    for file in files:
+        if file in known:
+            total += known[file]
+        elif file in state.costs:
+            total += state.costs[file].seconds
+        else:
+            size = state.discovered_sizes.get(file, 0)
+            total += nominal_cost(size, state.nominal_tests(file)).seconds
+    return total
+
+
 @dataclass(frozen=True)
 class Hang:
     """A test its file's time limit ended at head when the file ran alone (confirmed): at

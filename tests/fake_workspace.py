@@ -13,6 +13,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
+from release_ledger.adapters.executors.collection import Collected
 from release_ledger.adapters.release_info import ReleaseFacts
 from release_ledger.domain.errors import BadInput
 
@@ -113,18 +114,26 @@ def two_commit_workspace(files: Sequence[str]) -> InMemoryWorkspace:
 
 class GivenCollector:
     """A `Collector` (`adapters/executors/collection.py`) that answers with given files:
-    `collected`: ref -> the files its declared invocation collects, in collection order; a
-    ref not given falls back to the file walk, as an executor that cannot collect does."""
+    `collected`: ref -> the files its declared invocation collects, in collection order
+    (one item each), or file -> its items (a parametrized file's cases); a ref not given
+    falls back to the file walk, as an executor that cannot collect does."""
 
-    def __init__(self, workspace: InMemoryWorkspace, collected: Mapping[str, Sequence[str]]):
-        self.by_commit = {workspace.resolve(ref): list(files) for ref, files in collected.items()}
+    def __init__(
+        self,
+        workspace: InMemoryWorkspace,
+        collected: Mapping[str, Sequence[str] | Mapping[str, int]],
+    ):
+        self.by_commit = {
+            workspace.resolve(ref): dict(files) if isinstance(files, Mapping)
+            else dict.fromkeys(files, 1)
+            for ref, files in collected.items()
+        }  # fmt: skip
         self.asked: list[str] = []
 
-    def collected(
-        self, commit: str, timeout_s: float, memory_limit_mb: int | None
-    ) -> tuple[list[str] | None, str]:
+    def collected(self, commit: str, timeout_s: float, memory_limit_mb: int | None) -> Collected:
         self.asked.append(commit)
-        files = self.by_commit.get(commit)
-        if files is None:
-            return None, "file walk (fallback: nothing collected for this commit)"
-        return list(files), f"collected by pytest: {len(files)} items in {len(files)} files"
+        items = self.by_commit.get(commit)
+        if items is None:
+            return Collected(None, "file walk (fallback: nothing collected for this commit)")
+        how = f"collected by pytest: {sum(items.values())} items in {len(items)} files"
+        return Collected(list(items), how, items)

@@ -31,6 +31,12 @@ class TestFilesDiscovered(Event):
     # What discovery read of each file at head, for the first plan's nominal costs.
     sizes: dict[str, int] = Field(default_factory=dict)
     test_functions: dict[str, int] = Field(default_factory=dict)
+    # Items the declared invocation collected in each file (a parametrized case each), where
+    # it was collected: a better first cost than `def test` counts. Empty in events recorded
+    # before it, or where the file walk found the files, and then left out.
+    collected_items: dict[str, int] = Field(
+        default_factory=dict, exclude_if=lambda value: not value
+    )
     # The files in the order the project's own run collects them (`domain/order.py`): a
     # failure at both revisions is confirmed in that order before it is called preexisting.
     # Empty in events recorded before: those runs are judged as they were.

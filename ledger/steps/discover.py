@@ -1,12 +1,13 @@
 """The `discover` step: the test files at head (and base's, for lost coverage), recorded as
 `TestFilesDiscovered` with what the first plan may know of each without running it: the
-files the declared invocation collects where the executor can collect, else the file walk."""
+files the declared invocation collects where the executor can collect (with the items it
+collected in each: a parametrized file's real weight), else the file walk."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from release_ledger.adapters.executors.collection import COLLECT_TIMEOUT_S
+from release_ledger.adapters.executors.collection import COLLECT_TIMEOUT_S, Collected
 from release_ledger.domain import events as ev
 from release_ledger.domain.errors import BadInput
 from release_ledger.domain.order import collection_order
@@ -21,7 +22,7 @@ def discover(ctx: StepContext, state: RunState, step: Step) -> None:
     started, workspace = ctx.started, ctx.workspace
     try:
         patterns = list(ctx.options.discover) or None
-        files, collected_by = _collected(ctx, started.head, patterns)
+        files, collected_by, items = _collected(ctx, started.head, patterns)
         if files is None:
             files = workspace.test_files(started.head, patterns)
             starts = workspace.collection_starts(started.head) if patterns is None else ["."]
@@ -31,7 +32,7 @@ def discover(ctx: StepContext, state: RunState, step: Step) -> None:
         sizes, tests = workspace.nominal_inputs(started.head, files)
         # Test files base has and head has not: lost coverage unless git pairs them
         # with a file at head by content (a rename moves its tests, it removes none).
-        base_files, _ = _collected(ctx, started.base, patterns)
+        base_files = _collected(ctx, started.base, patterns).files
         if base_files is None:
             base_files = workspace.test_files(started.base, patterns)
         gone = set(base_files) - set(files)
@@ -56,15 +57,15 @@ def discover(ctx: StepContext, state: RunState, step: Step) -> None:
         test_functions=tests,
         order=order,
         collected_by=collected_by,
+        collected_items=dict(items),
     )
 
 
-def _collected(
-    ctx: StepContext, commit: str, patterns: Sequence[str] | None
-) -> tuple[list[str] | None, str]:
+def _collected(ctx: StepContext, commit: str, patterns: Sequence[str] | None) -> Collected:
     """The test files the revision's declared invocation collects, in its environment
-    (the lane's `Collector`), and how they were found; None: walk the files."""
-    if patterns is not None:
-        return None, ""
-    timeout_s = min(ctx.options.timeout_s, COLLECT_TIMEOUT_S)
-    return ctx.collector.collected(commit, timeout_s, int(ctx.options.budget_mb))
+    (the lane's `Collector`), how they were found and the items in each; None: walk the
+    files. A collector's plain `(files, how)` pair counts no items."""
+    if patterns is None:
+        timeout_s = min(ctx.options.timeout_s, COLLECT_TIMEOUT_S)
+        return Collected(*ctx.collector.collected(commit, timeout_s, int(ctx.options.budget_mb)))
+    return Collected(None, "")

@@ -1,11 +1,13 @@
-"""Runs at once: up to `--jobs` in threads, within the machine's memory (`MemoryRoom`), each
-result handed back to the main thread as it lands so the step records it there."""
+"""Runs at once: up to `--jobs` in threads, within the machine's memory (`MemoryRoom`), the
+longest first where the caller says how long each is, a run that depends on another's result
+started once that result is recorded, and each result handed back to the main thread as it
+lands so the step records it there."""
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from release_ledger.adapters.executors import Executor
@@ -20,17 +22,30 @@ def run_parallel(
     label: str,
     *,
     retry_infrastructure: bool = False,
+    first: Callable[[ShardRun], float] | None = None,
+    ready: Callable[[ShardRun], ShardRun | None] | None = None,
 ) -> Iterator[tuple[ShardRun, Observation]]:
     """Run up to `--jobs` at once; yield each result in the main thread as it lands.
 
     With `retry_infrastructure` (isolations, which have no retry rounds of their own), a
     run whose infrastructure failed (a dropped SSH connection, a failed pod) is tried
     again up to `--rounds` times before its result counts.
+
+    A run starts when a worker is free, the highest `first` first (the longest: the round
+    ends with its slowest run, so it must not start last; ties as given). With `ready`, a
+    run is asked for, on the main thread, before it starts and again after each result the
+    caller has taken: the run to start (its limits as they can be set now), or None while
+    what it depends on is not yet recorded; a run that waits never holds a worker.
     """
-    pool = ThreadPoolExecutor(max_workers=max(1, ctx.options.jobs), thread_name_prefix="shard")
+    jobs = max(1, ctx.options.jobs)
+    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="shard")
     futures: dict[Future[Observation], ShardRun] = {}
+    pending: set[Future[Observation]] = set()
     tries = 1 + (ctx.options.rounds if retry_infrastructure else 0)
     room = MemoryRoom(ctx.options.machine_mb)
+    queue = list(runs)
+    if first is not None:
+        queue.sort(key=lambda r: -first(r))  # stable: ties keep the order given
 
     def run_once_or_again(run: ShardRun) -> Observation:
         with room.held(run.memory_limit_mb):
@@ -41,18 +56,32 @@ def run_parallel(
                 observation = executor.run(run)
         return observation
 
+    def start_what_may() -> None:
+        for queued in list(queue):
+            if len(pending) >= jobs:
+                return
+            run = ready(queued) if ready is not None else queued
+            if run is None:
+                continue  # waits for a result not yet recorded
+            queue.remove(queued)
+            future = pool.submit(run_once_or_again, run)
+            futures[future] = run
+            pending.add(future)
+        if queue and not pending:
+            raise RuntimeError(f"{len(queue)} runs wait for results no run will give")
+
     try:
-        for run in runs:
-            futures[pool.submit(run_once_or_again, run)] = run
-        pending = set(futures)
+        start_what_may()
         while pending:
-            done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            done, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            pending.difference_update(done)
             for future in sorted(done, key=lambda f: (futures[f].shard_id, futures[f].revision)):
                 run = futures[future]
                 observation = future.result()
                 said = f"{run.shard_id} {run.revision}: {summary(observation)}"
                 ctx.observer.advance(label, said)
                 yield run, observation
+                start_what_may()  # the caller has recorded it: what waited on it may start
     except BaseException:
         # Ctrl-C / SIGTERM: kill the children first, or shutting the pool down would
         # wait for every running shard to finish on its own.

@@ -14,7 +14,8 @@ from release_ledger.projections.next_step import Step
 
 def plan(ctx: StepContext, state: RunState, step: Step) -> None:
     """Plan from what is known: measurements (this run's solo ones, or reused from earlier
-    runs by content), else a nominal cost from discovery; measuring in place, the shard
+    runs by content), else a nominal cost from discovery (its size, and its collected items
+    where the invocation was collected, else its `def test` count); measuring in place, the shard
     runs then measure every file (`FileMeasured` with `source="shard"`)."""
     options = ctx.options
     reused: list[ev.Event] = []
@@ -42,7 +43,7 @@ def plan(ctx: StepContext, state: RunState, step: Step) -> None:
         if file in state.empty_files or file in state.measure_failures:
             continue  # planned never (empty) or reported unmeasured (failed alone)
         costs[file] = known.get(file) or nominal_cost(
-            state.discovered_sizes.get(file, 0), state.discovered_tests.get(file, 0)
+            state.discovered_sizes.get(file, 0), state.nominal_tests(file)
         )
     planned = ctx.ledger.make(
         ev.ShardsPlanned,

@@ -1,4 +1,5 @@
-"""The `run` step: a round of shard runs, base first then head, each recorded as it lands
+"""The `run` step: a round of shard runs, base's and head's in one pool, the longest first, a
+head run started as soon as its time limits can be set (`Round`), each recorded as it lands
 (`ledger/steps/attempts.py`); base's results reused by content where an earlier run has them,
 and, on a pool, the shards placed first (`ledger/steps/placement.py`)."""
 
@@ -9,7 +10,7 @@ from collections.abc import Sequence
 from release_ledger.domain.execution import Observation, ShardRun
 from release_ledger.domain.memory import attempt_limit_mb
 from release_ledger.domain.run_state import BASE, HEAD, RunState
-from release_ledger.domain.timing import known_seconds
+from release_ledger.domain.timing import estimated_seconds, known_seconds
 from release_ledger.ledger.steps.attempts import record_attempt
 from release_ledger.ledger.steps.context import StepContext
 from release_ledger.ledger.steps.parallel import run_parallel
@@ -23,7 +24,7 @@ def run(ctx: StepContext, state: RunState, step: Step) -> None:
     if not requests:
         return
     members = _place(ctx, state, requests, step.round)
-    # Base first: a head attempt then has base's figures for its files' time limits.
+    # Base first where all else is equal: a head run may wait for its base run (`Round`).
     ordered = sorted(requests, key=lambda r: r.revision != BASE)
     known = known_seconds(state)
     runs = [_shard_run(ctx, state, r, members.get(r.shard), known) for r in ordered]
@@ -41,14 +42,52 @@ def run(ctx: StepContext, state: RunState, step: Step) -> None:
     ctx.executor.prepare(sorted({r.commit for r in runs}))
     label = f"round {step.round}: shards" if step.round > 1 else "running shards"
     ctx.observer.begin(label, len(runs))
-    for batch in (BASE, HEAD):
-        if batch == HEAD:  # the limits again, from base's figures just recorded
-            known = known_seconds(ctx.state())
-            runs = [r.model_copy(update=ctx.limits(r.files, known)) for r in runs]
-        chosen = [r for r in runs if r.revision == batch]
-        for shard_run, observation in run_parallel(ctx, ctx.executor, chosen, label):
-            record_attempt(ctx, shard_run, observation)
+    round_ = Round(ctx, runs, known)
+    longest = {id(r): estimated_seconds(state, r.files, known) for r in runs}
+    chosen = run_parallel(
+        ctx, ctx.executor, runs, label, first=lambda r: longest[id(r)], ready=round_.ready
+    )
+    for shard_run, observation in chosen:
+        record_attempt(ctx, shard_run, observation)
+        round_.recorded(shard_run)
     ctx.observer.end(label)
+
+
+class Round:
+    """Which of a round's runs may start: base runs at once; a head run at once where each of
+    its files has a known figure (its limits from them), else once the base runs of this
+    round that run any of its files are recorded, its limits then from the figures recorded
+    by then (`known_seconds`, as base's figures give them). Either way a head run's limits
+    depend on what was known, never on when it happened to start."""
+
+    def __init__(self, ctx: StepContext, runs: Sequence[ShardRun], known: dict[str, float]):
+        self.ctx = ctx
+        base = [r for r in runs if r.revision == BASE]
+        self.waits_for: dict[int, set[tuple[str, int]]] = {}
+        for run in runs:
+            if run.revision == HEAD and not all(f in known for f in run.files):
+                files = set(run.files)
+                self.waits_for[id(run)] = {
+                    (b.shard_id, b.attempt) for b in base
+                    if b.shard_id == run.shard_id or files.intersection(b.files)
+                }  # fmt: skip
+        self.done: set[tuple[str, int]] = set()
+        self.known: dict[str, float] | None = None  # as of the last base result, once asked
+
+    def ready(self, run: ShardRun) -> ShardRun | None:
+        waits = self.waits_for.get(id(run))
+        if waits is None:
+            return run
+        if not waits <= self.done:
+            return None
+        if self.known is None:  # read the ledger once per base result, and only if asked
+            self.known = known_seconds(self.ctx.state())
+        return run.model_copy(update=self.ctx.limits(run.files, self.known))
+
+    def recorded(self, run: ShardRun) -> None:
+        if run.revision == BASE:
+            self.done.add((run.shard_id, run.attempt))
+            self.known = None
 
 
 def _shard_run(
