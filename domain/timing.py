@@ -147,9 +147,7 @@ def known_seconds(state: RunState) -> dict[str, float]:
     return known
 
 
-def estimated_seconds(
-    state: RunState, files: Iterable[str], known: Mapping[str, float]
-) -> float:
+def estimated_seconds(state: RunState, files: Iterable[str], known: Mapping[str, float]) -> float:
     """What a run of `files` is expected to take, so a round starts its longest runs first:
     each file's known figure (`known_seconds`), else the plan's estimate of it (its measured
     cost, else the nominal one from discovery: `domain/planning.nominal_cost`)."""

@@ -71,7 +71,5 @@ class ExecutorCollector:
     def __init__(self, executor: Any) -> None:
         self.executor = executor
 
-    def collected(
-        self, commit: str, timeout_s: float, memory_limit_mb: int | None
-    ) -> Collected:
+    def collected(self, commit: str, timeout_s: float, memory_limit_mb: int | None) -> Collected:
         return collect_files(self.executor, commit, timeout_s, memory_limit_mb)
