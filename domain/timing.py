@@ -4,8 +4,9 @@ out for `--timeout` per round.
 
 What a file is known to take is the most any evidence in this run says: its measurement (the
 planner's content key: this run's `FileMeasured`, or one reused from an earlier gate) and the
-plugin's figures of this run's base attempts and isolations (the gate runs base first, so a
-head attempt has them). A file with no known figure gets no limit of its own: the shard's
+plugin's figures of this run's base attempts and isolations (a head attempt whose files are
+not all known before its round waits for its shard's base attempt, so it has them:
+`ledger/steps/run.py`). A file with no known figure gets no limit of its own: the shard's
 `--timeout` bounds it. The gate's pytest plugin enforces the limits and, when it ends a run,
 prints the line `parse_time_limit` reads, naming the test that was running. Pure.
 """
