@@ -250,14 +250,58 @@ def test_a_tox_command_running_a_test_module_as_a_script_is_unittest_under_pytes
 def test_hatch_environment_plugins_are_never_installed_into_the_gates_interpreter(
     tmp_path: Path,
 ) -> None:
+    """hatch is not run (it would install them into the gate's interpreter): the test
+    environment is read from the tables as written, and the source says so."""
     plugin = '[tool.hatch.env]\nrequires = ["hatch-pip-compile"]\n'
-    hatch = '[tool.hatch.envs.test.scripts]\ntest = "pytest"\n'
+    plugin += '[tool.hatch.env.collectors.docs]\npath = "mkdocs.yml"\n'
+    hatch = """
+[tool.hatch.envs.default]
+dependencies = ["iniconfig"]
+[tool.hatch.envs.test]
+features = ["tests"]
+extra-dependencies = ["six"]
+[tool.hatch.envs.test.scripts]
+test = 'python -m unittest discover -s pkg -p "*tests.py"'
+[[tool.hatch.envs.test.matrix]]
+python = ["3.8", "VERSION"]
+type = ["default", "min-req"]
+[tool.hatch.envs.test.overrides]
+matrix.type.features = [{ value = "min-versions", if = ["min-req"] }]
+[tool.hatch.envs.style]
+type = "pip-compile"
+[tool.hatch.envs.style.scripts]
+test = "pytest"
+""".replace("VERSION", VERSION)
     root = project(tmp_path, {"pyproject.toml": PROJECT + plugin + hatch})
 
     found = sources(root)
 
+    why = "hatch needs environment plugins the gate does not install (hatch-pip-compile)"
+    assert found[0]["source"] == "hatch"
+    assert found[0]["detail"] == (
+        f"hatch env test.py{VERSION}, script test (read from its tables as written: {why})"
+    )
+    assert found[0]["extras"] == ["tests"]
+    assert found[0]["requirements"] == ["iniconfig", "six"]
+    assert found[0]["invocation"]["runner"] == "unittest"  # type: ignore[index]
+    assert found[0]["invocation"]["words"] == [  # type: ignore[index]
+        "discover", "-s", "pkg", "-p", "*tests.py"
+    ]
+
+
+def test_hatch_plugins_and_no_test_script_as_written_is_one_line_and_the_next_source(
+    tmp_path: Path,
+) -> None:
+    plugin = '[tool.hatch.env]\nrequires = ["hatch-pip-compile"]\n'
+    hatch = '[tool.hatch.envs.lint.scripts]\ncheck = "ruff check ."\n'
+    root = project(tmp_path, {"pyproject.toml": PROJECT + plugin + hatch})
+
+    found = sources(root)
+
+    assert [s["source"] for s in found] == ["hatch", "pytest"]
     assert found[0]["unreadable"] == (
-        "hatch needs environment plugins the gate does not install (hatch-pip-compile)"
+        "hatch needs environment plugins the gate does not install (hatch-pip-compile); "
+        f"as written, no hatch environment for Python {VERSION} has a script that runs tests"
     )
 
 

@@ -9,6 +9,11 @@ environments before `hatch test`'s (`hatch-test`, used only where the project co
 hatch defines it for every project, so its presence declares nothing); in an environment, the
 scripts named test/tests/run/unit first.
 
+A project whose hatch needs environment plugins (`[tool.hatch.env] requires`: hatch would
+install them into the gate's own interpreter) is read from its tables as written instead
+(`environments_as_written`: templates and scripts, a matrix's interpreters; the plugins' types
+and collectors and the matrix overrides left out), and the source says so.
+
 Stdlib only, importing nothing of ours at run time (sent to build hosts and pods with
 `environment.py`); where hatch is not installed the source is unreadable and the next is tried.
 """
@@ -83,14 +88,8 @@ def read_environments(
     hatch = find_tool("hatch")
     if hatch is None:
         raise DeclarationUnreadable("hatch is not installed on this machine")
-    plugins = _tables(checkout).get("env")
-    required = plugins.get("requires") if isinstance(plugins, dict) else None
-    if required:
-        # hatch would install them into the interpreter it runs in: the gate's own.
-        named = ", ".join(str(r) for r in required) if isinstance(required, list) else required
-        raise DeclarationUnreadable(
-            f"hatch needs environment plugins the gate does not install ({named})"
-        )
+    if plugins_required(checkout):
+        raise DeclarationUnreadable(plugins_required(checkout))
     argv = [hatch, "--no-interactive", "--no-color", "env", "show", "--json"]
     wrapped = confine(argv, checkout, []) if confine is not None else argv
     # hatch's data and cache folders: a private /tmp one (a confined step writes nothing else).
@@ -113,6 +112,61 @@ def read_environments(
     if not isinstance(found, dict):
         raise DeclarationUnreadable("hatch could not read its configuration: not a table")
     return {str(k): v for k, v in found.items() if isinstance(v, dict)}
+
+
+def plugins_required(checkout: str) -> str:
+    """Why hatch cannot be run on the project ('' when it can): it needs environment plugins
+    (`[tool.hatch.env] requires`), which hatch would install into the interpreter it runs in,
+    the gate's own."""
+    plugins = _tables(checkout).get("env")
+    required = plugins.get("requires") if isinstance(plugins, dict) else None
+    if not required:
+        return ""
+    named = ", ".join(str(r) for r in required) if isinstance(required, list) else required
+    return f"hatch needs environment plugins the gate does not install ({named})"
+
+
+_AS_WRITTEN_KEYS = ("features", "dependencies", "extra-dependencies", "dependency-groups",
+                    "env-vars", "skip-install", "python", "type")  # fmt: skip
+
+
+def environments_as_written(checkout: str) -> dict[str, dict[str, object]]:
+    """The project's environments from its tables as written, where hatch cannot be run:
+    each table over its template chain (`template`, else `default`: the nearer wins, scripts
+    merged as `_raw_scripts` does), a matrix's `python` values as `name.pyX.Y`. Environments
+    of a plugin's type are left out, as are collectors and a matrix's overrides (the
+    plugins' and overrides' work); a virtual environment's own settings are what CI gets."""
+    declared = _tables(checkout).get("envs")
+    envs: dict[object, object] = declared if isinstance(declared, dict) else {}
+    found: dict[str, dict[str, object]] = {}
+    for name, table in envs.items():
+        if not isinstance(table, dict):
+            continue
+        merged: dict[str, object] = {}
+        chain: list[dict[str, object]] = []
+        step: object = name
+        while isinstance(layer := envs.get(step), dict) and len(chain) < 16:
+            chain.append(layer)
+            following = layer.get("template", "default" if step != "default" else None)
+            step = None if following == step else following
+        for layer in reversed(chain):
+            merged.update({k: v for k, v in layer.items() if k in _AS_WRITTEN_KEYS})
+        if str(merged.get("type", "virtual")) != "virtual":
+            continue
+        merged["scripts"] = _raw_scripts(checkout, str(name))
+        pythons = [
+            str(value) for entry in _matrix(table) for value in _strings(entry.get("python"))
+        ]
+        for python in dict.fromkeys(pythons):
+            found[f"{name}.py{python}"] = dict(merged, python=python)
+        if not pythons:
+            found[str(name)] = merged
+    return found
+
+
+def _matrix(table: dict[str, object]) -> list[dict[str, object]]:
+    entries = table.get("matrix")
+    return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
 
 
 # hatch's `{args}` context field in a script, with its default (`{args:tests}`).
@@ -238,12 +292,15 @@ def hatch_source(
 ) -> dict[str, object]:
     """The hatch test environment for this interpreter as a declared source: its
     dependencies, features (extras), variables, and its test script as an invocation."""
-    environments = read_environments(checkout, env, confine)
+    as_written = plugins_required(checkout)
+    if as_written:
+        environments = environments_as_written(checkout)
+    else:
+        environments = read_environments(checkout, env, confine)
     chosen = choose_environment(environments, version, _configured_envs(checkout))
     if chosen is None:
-        raise DeclarationUnreadable(
-            f"no hatch environment for Python {version} has a script that runs tests"
-        )
+        why = f"no hatch environment for Python {version} has a script that runs tests"
+        raise DeclarationUnreadable(f"{as_written}; as written, {why}" if as_written else why)
     name, script, words = chosen
     config = environments[name]
     invocation = declared(words, "")
@@ -259,7 +316,8 @@ def hatch_source(
     groups = _strings(config.get("dependency-groups"))
     return {
         "source": "hatch",
-        "detail": f"hatch env {name}, script {script}",
+        "detail": f"hatch env {name}, script {script}"
+        + (f" (read from its tables as written: {as_written})" if as_written else ""),
         "extras": _strings(config.get("features")),
         "requirements": [
             *_strings(config.get("dependencies")), *_strings(config.get("extra-dependencies"))
