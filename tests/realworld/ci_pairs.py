@@ -297,10 +297,16 @@ EXPECTED: dict[str, dict[str, list[str]]] = {
 _SITE = re.compile(r"^(?:.*?site-packages/|\{site-packages\}/)")  # tox's path; the gate's name
 
 
+# A subtest's id in the gate's report: `PARENT [MSG] (K=V, ...)` (the plugin's naming).
+_SUBTEST = re.compile(r"^(.*?::[^\s\[]+(?:\[[^\]]*\])?) [\[(].*$")
+
+
 def normalized(test: str) -> str:
     """A test id as both sides name it: an installed module by its path inside the package
-    (tox runs glom's doctests from `.tox/py311/lib/python3.11/site-packages/glom/core.py`)."""
-    return _SITE.sub("", test)
+    (tox runs glom's doctests from `.tox/py311/lib/python3.11/site-packages/glom/core.py`);
+    a failed subtest by its test, as unittest's runner names it (`FAIL: test_x (...) (i=1)`
+    is test_x failing), where the gate names each subtest."""
+    return _SUBTEST.sub(r"\1", _SITE.sub("", test))
 
 
 def expected_introduced(pair: Pair, mutant: bool) -> set[str] | None:

@@ -24,6 +24,10 @@ CI fails at head and not at base, under the one-line bug at head.
   leaves out `tests/e2e_notebooks`, so CI itself fails 111 tests at base and 113 at head: two
   *new* tests fail at head, and the unchanged pair is `failed` with those two, as CI says.
 
+- mkdocs 1.6.0 -> 1.6.1 (opt-in, ~1.5 min a gate): a hatch `test` environment whose script
+  runs `python -m unittest discover -s mkdocs -p "*tests.py"`; hatch needs environment plugins
+  the gate does not install, so the environment is read from the tables as written.
+
 Opt-in ones run with `LEDGER_TEST_REALWORLD_ALL=1`, like the other slow real projects.
 """
 
@@ -59,6 +63,8 @@ opt_in = pytest.mark.skipif(
         pytest.param("glom", True, marks=opt_in),
         pytest.param("nbstripout", False, marks=opt_in),
         pytest.param("nbstripout", True, marks=opt_in),
+        pytest.param("mkdocs", False, marks=opt_in),
+        pytest.param("mkdocs", True, marks=opt_in),
     ],
 )
 def test_the_gate_gives_the_verdict_of_the_projects_own_ci(
