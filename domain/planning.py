@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from release_ledger.domain.errors import BadInput
 from release_ledger.domain.events import PlannedShard
@@ -143,14 +143,23 @@ def makespan_lower_bound(files: Mapping[str, FileCost], count: int) -> float:
     return max(total / count, longest) if count > 0 else 0.0
 
 
-def split_in_halves(files: Sequence[str]) -> tuple[list[str], list[str]]:
-    """Bisection step: the sorted files cut in two, the first half taking the odd file out.
+def in_project_order(files: Iterable[str], order: Sequence[str] = ()) -> list[str]:
+    """The files in the project's own collection order (`order`, as discovery recorded it),
+    those it does not name after them by name: one order whatever the caller's."""
+    rank = {file: index for index, file in enumerate(order)}
+    return sorted(files, key=lambda file: (rank.get(file, len(rank)), file))
 
-    Sorting first makes the split independent of the caller's order, so a replay splits alike.
+
+def split_in_halves(
+    files: Sequence[str], order: Sequence[str] = ()
+) -> tuple[list[str], list[str]]:
+    """Bisection step: the files in the project's order (`in_project_order`) cut in two, the
+    first half taking the odd file out, so each half runs its files as the project's own run
+    does (an order-coupled file keeps what precedes it), and a replay splits alike.
     """
     if len(files) < 2:
         raise ValueError(f"cannot split {len(files)} file(s) in halves; need at least 2")
-    ordered = sorted(files)
+    ordered = in_project_order(files, order)
     middle = (len(ordered) + 1) // 2
     return ordered[:middle], ordered[middle:]
 

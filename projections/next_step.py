@@ -14,7 +14,7 @@ from release_ledger.domain.assessment import ENV_SETUP, OOM, TIMEOUT, UNPLACED
 from release_ledger.domain.failures import blames_executor
 from release_ledger.domain.junit import FAILING, test_id
 from release_ledger.domain.order import in_order_run
-from release_ledger.domain.planning import child_shard_ids, split_in_halves
+from release_ledger.domain.planning import child_shard_ids, in_project_order, split_in_halves
 from release_ledger.domain.run_state import BASE, HEAD, AttemptView, RunState, ShardView
 from release_ledger.domain.unrunnable import Unrunnable, is_usage_error, unrunnable
 from release_ledger.domain.verdict import classify, shard_unmeasured
@@ -127,10 +127,10 @@ def pending_splits(state: RunState) -> list[SplitRequest]:
             continue
         named = named_culprits(shard)
         if named and len(named) < len(shard.files):
-            rest = sorted(set(shard.files) - set(named))
+            rest = in_project_order(set(shard.files) - set(named), state.order)
             groups = [[file] for file in named] + [rest]
         else:
-            groups = list(split_in_halves(shard.files))
+            groups = list(split_in_halves(shard.files, state.order))
         ids = child_shard_ids(shard.id, len(groups))
         children = tuple((cid, tuple(files)) for cid, files in zip(ids, groups, strict=True))
         splits.append(SplitRequest(shard.id, children, problem.reason))

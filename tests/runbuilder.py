@@ -83,8 +83,16 @@ class RunBuilder:
         self.add(ev.ReleaseInspected, version=version, changelog_files=files, **fields)
         return self
 
-    def discover(self, files: list[str], missing_at_base: list[str] | None = None) -> RunBuilder:
-        self.add(ev.TestFilesDiscovered, files=files, missing_at_base=missing_at_base or [])
+    def discover(
+        self,
+        files: list[str],
+        missing_at_base: list[str] | None = None,
+        order: list[str] | None = None,
+    ) -> RunBuilder:
+        self.add(
+            ev.TestFilesDiscovered, files=files, missing_at_base=missing_at_base or [],
+            order=order or [],
+        )  # fmt: skip
         for f in files:
             self.add(ev.FileMeasured, file=f, rss_mb=50.0, seconds=1.0)
         return self

@@ -89,3 +89,23 @@ def test_a_shard_timed_out_with_no_file_named_is_retried() -> None:
     )  # fmt: skip
     run.attempt("s01", "head", [A, B], {f"{f}::test_x": "passed" for f in (A, B)})
     assert next_step(fold(run.events, run.artifacts), rounds=2).kind == "run"
+
+
+def test_bisection_children_run_their_files_in_the_projects_collection_order() -> None:
+    """The halves of a shard that keeps dying, and the rest beside a named file, hold their
+    files in the order the project's own run collects them, not by name."""
+    order = [D, C, B, A]
+    run = RunBuilder().discover([A, B, C, D], order=order).plan({"s01": [A, B, C, D]})
+    for revision in ("head", "base"):
+        run.add(
+            ev.ShardAttemptRecorded, shard="s01", attempt=1, revision=revision,
+            files=[A, B, C, D], exit_code=None, signal=9,
+        )  # fmt: skip
+    [split] = next_step(fold(run.events, run.artifacts), rounds=0).splits
+    assert split.children == (("s01.1", (D, C)), ("s01.2", (B, A)))
+
+    named = RunBuilder().discover([A, B, C, D], order=order).plan({"s01": [A, B, C, D]})
+    named.attempt("s01", "head", [A, B, C, D], {f"{f}::test_x": "passed" for f in (A, B, D)})
+    named.attempt("s01", "base", [A, B, C, D], {f"{f}::test_x": "passed" for f in (A, B, C, D)})
+    [split] = next_step(fold(named.events, named.artifacts), rounds=2).splits
+    assert split.children == (("s01.1", (C,)), ("s01.2", (D, B, A)))

@@ -305,3 +305,18 @@ def test_more_than_99_shards_keep_ids_sorted_in_creation_order(count: int) -> No
     ids = [s.id for s in plan_shards(files, 8192, count)]
     assert ids == sorted(ids)
     assert ids[0] == "s001"
+
+
+def test_bisection_halves_keep_the_projects_collection_order() -> None:
+    """A half runs its files as the project's own run does: in its collection order, not by
+    name (an order-coupled file keeps the files that precede it)."""
+    order = ["tests/test_z.py", "docs/index.rst", "tests/test_a.py", "tests/test_m.py"]
+    files = ["tests/test_a.py", "tests/test_m.py", "docs/index.rst", "tests/test_z.py"]
+
+    assert split_in_halves(files, order) == (
+        ["tests/test_z.py", "docs/index.rst"], ["tests/test_a.py", "tests/test_m.py"]
+    )
+    # files the recorded order does not name come after it, by name
+    assert split_in_halves(["b.py", "a.py", "tests/test_m.py"], order) == (
+        ["tests/test_m.py", "a.py"], ["b.py"]
+    )
