@@ -26,6 +26,7 @@ from release_ledger.ledger.options import GateOptions
 from release_ledger.ledger.read_side import project
 from release_ledger.ledger.service import Ledger
 from release_ledger.ledger.steps.parallel import run_parallel
+from release_ledger.ledger.steps.run import Round
 from tests.fake_workspace import GivenCollector, InMemoryWorkspace, two_commit_workspace
 
 FILES = [f"tests/test_{name}.py" for name in "abcd"]
@@ -289,3 +290,16 @@ def test_a_discovery_recorded_before_collected_items_loads_and_is_stored_as_it_w
     assert "collected_items" not in ev.event_to_json(event)  # its stored form is unchanged
     state = fold([event], {})
     assert state.discovered_items == {} and state.nominal_tests("tests/test_a.py") == 3
+
+
+def test_on_a_pool_a_known_head_run_still_waits_for_its_own_shards_base_run() -> None:
+    # Placement reserved each shard one slot of a member: its two runs take turns in it.
+    # Elsewhere the known head run starts at once, the other shard's never waits for it.
+    known = {"tests/test_s01.py": 1.0, "tests/test_s02.py": 1.0}
+    runs = [_run("s01"), _run("s01", "head"), _run("s02", "head")]
+    for pool, waits in ((True, ["s01"]), (False, [])):
+        ctx: Any = SimpleNamespace(capabilities=SimpleNamespace(places_on_pool=pool))
+        round_ = Round(ctx, runs, known)
+        assert [r.shard_id for r in runs[1:] if round_.ready(r) is None] == waits
+        round_.recorded(runs[0])
+        assert all(round_.ready(r) is r for r in runs)  # its limits as known: unchanged

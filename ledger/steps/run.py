@@ -58,28 +58,36 @@ class Round:
     its files has a known figure (its limits from them), else once the base runs of this
     round that run any of its files are recorded, its limits then from the figures recorded
     by then (`known_seconds`, as base's figures give them). Either way a head run's limits
-    depend on what was known, never on when it happened to start."""
+    depend on what was known, never on when it happened to start. On a pool a head run also
+    waits for its own shard's base run: placement reserved the shard one slot, not two."""
 
     def __init__(self, ctx: StepContext, runs: Sequence[ShardRun], known: dict[str, float]):
         self.ctx = ctx
         base = [r for r in runs if r.revision == BASE]
         self.waits_for: dict[int, set[tuple[str, int]]] = {}
+        self.refigured: set[int] = set()  # head runs whose limits wait for base's figures
         for run in runs:
-            if run.revision == HEAD and not all(f in known for f in run.files):
-                files = set(run.files)
+            if run.revision != HEAD:
+                continue
+            files = set(run.files)
+            if not files.issubset(known):
+                self.refigured.add(id(run))
                 self.waits_for[id(run)] = {
                     (b.shard_id, b.attempt) for b in base
                     if b.shard_id == run.shard_id or files.intersection(b.files)
+                }  # fmt: skip
+            elif ctx.capabilities.places_on_pool:
+                self.waits_for[id(run)] = {
+                    (b.shard_id, b.attempt) for b in base if b.shard_id == run.shard_id
                 }  # fmt: skip
         self.done: set[tuple[str, int]] = set()
         self.known: dict[str, float] | None = None  # as of the last base result, once asked
 
     def ready(self, run: ShardRun) -> ShardRun | None:
-        waits = self.waits_for.get(id(run))
-        if waits is None:
-            return run
-        if not waits <= self.done:
+        if not self.waits_for.get(id(run), set()) <= self.done:
             return None
+        if id(run) not in self.refigured:
+            return run
         if self.known is None:  # read the ledger once per base result, and only if asked
             self.known = known_seconds(self.ctx.state())
         return run.model_copy(update=self.ctx.limits(run.files, self.known))
