@@ -234,7 +234,42 @@ def test_a_first_source_that_fails_is_recorded_and_the_next_one_is_used(tmp_path
 
     again = prepared(tmp_path, root)  # the ready environment is reused, not tried again
 
-    assert again["reused"] is True and tried(again) == [("extras", "used")]
+    assert again["reused"] is True
+    assert tried(again) == [("dependency-group", "failed"), ("extras", "used")]
+    assert again["tried"][0]["error"] == first["error"]  # type: ignore[index]
+
+    # An entry a gate built before it kept its failures: they are tried again once, then kept.
+    stamp = tmp_path / "cache" / "envs" / str(again["key"]) / "ready.json"
+    meta = json.loads(stamp.read_text())
+    stamp.write_text(json.dumps({k: v for k, v in meta.items() if k != "failed_before"}))
+    retried = prepared(tmp_path, root)
+    assert retried["reused"] is True
+    assert tried(retried) == [("dependency-group", "failed"), ("extras", "used")]
+    kept = json.loads(stamp.read_text())["failed_before"]
+    assert [(t["source"], t["detail"], t["error"]) for t in kept] == [
+        (t["source"], t["detail"], t["error"]) for t in meta["failed_before"]
+    ]
+
+
+def test_a_ready_later_source_is_not_reused_over_an_earlier_one_not_tried_when_it_was_built(
+    tmp_path: Path,
+) -> None:
+    """A source rejected (or unreadable) when a later source's environment was built, and
+    usable now, is tried first: the ready environment of the later one does not hide it."""
+    root = checkout(tmp_path, {
+        "pyproject.toml": pyproject(
+            extra='test = ["pytest"]', tail='[dependency-groups]\ntest = ["pytest", "iniconfig"]\n'
+        ),
+    })  # fmt: skip
+
+    rejected = prepared(tmp_path, root, skip_sources={"dependency-group": "its shards all stopped"})
+    assert tried(rejected) == [("dependency-group", "failed"), ("extras", "used")]
+
+    found = prepared(tmp_path, root)  # the group is not rejected now
+
+    assert found["status"] == "ready", found.get("log_tail")
+    assert tried(found) == [("dependency-group", "used")]
+    assert "iniconfig" in packages(found)
 
 
 def test_a_suite_whose_fixture_starts_the_package_in_a_bare_subprocess_imports_the_revision(

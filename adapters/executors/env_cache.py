@@ -64,6 +64,23 @@ def _publish(staging: str, entry: str, meta: dict[str, object]) -> None:
         os.replace(staging, entry)
 
 
+def record_failed_before(
+    entry: str, key: str, cache: str, failures: list[dict[str, object]]
+) -> None:
+    """Keep in a ready entry's `ready.json` the sources before it that failed again now, so
+    the next gate reuses it without trying them (an entry built before this was recorded)."""
+    with _locked(cache, key):
+        found = _ready(entry)
+        if found is None or found.get("failed_before") == failures:
+            return
+        found["failed_before"] = failures
+        stamp = os.path.join(entry, "ready.json")
+        with contextlib.suppress(OSError):
+            with open(stamp + ".tmp", "w", encoding="utf-8") as handle:
+                json.dump(found, handle, sort_keys=True)
+            os.replace(stamp + ".tmp", stamp)
+
+
 def prune(cache: str, max_bytes: int, keep: tuple[str, ...] = ()) -> list[str]:
     """Remove least recently used entries until the cache holds at most `max_bytes`."""
     entries = []

@@ -34,7 +34,9 @@ How an installable revision (`--env auto`) is prepared, the way its own CI would
    and hard links make that venv cheap; `deps_key` names the dependency layer, shared by
    revisions whose declarations did not change. A source that does not install is recorded
    (`tried`, with its log's end) and the next one is tried; the first source with a ready
-   cached environment is reused without trying the ones before it again.
+   cached environment is reused without trying the ones before it again where they failed
+   to build when it was built (its `failed_before`); one that was not tried then (it could not
+   be read, or was rejected) is tried first.
 4. The revision's top-level packages are resolved with the environment's interpreter, and a
    package that resolves outside the environment or the checkout is a warning.
 
@@ -80,6 +82,7 @@ with contextlib.suppress(ImportError):
         _publish,
         _ready,
         prune,
+        record_failed_before,
     )
     from release_ledger.adapters.executors.env_installer import (
         LOG_TAIL_BYTES,
@@ -313,8 +316,8 @@ def _auto(
         if pins:
             break  # one source gives the settings; the package set is the pins
     # A source whose environment is ready is reused with the record of the sources before it
-    # that failed when it was built; they are not tried again.
-    reusable = next((p for p in planned if _ready(os.path.join(cache, "envs", p[3]))), None)
+    # that failed when it was built; they are not tried again (`_reusable`).
+    reusable = _reusable(planned, cache)
     tried: list[dict[str, object]] = list(unreadable)
     for source, digests, deps_key, key in [reusable] if reusable else planned:
         entry_of = {"source": source["source"], "detail": source["detail"]}
@@ -326,7 +329,7 @@ def _auto(
                     found = _ready(entry)
                     if found is None:
                         _build_env(checkout, wheel, entry, installer, source,
-                                   str(source["lock"]), tried)  # fmt: skip
+                                   str(source["lock"]), tried[len(unreadable):])  # fmt: skip
                         found, built = _ready(entry), True
             if found is None:
                 raise SetupFailed("the environment was built but is not readable")
@@ -335,12 +338,14 @@ def _auto(
                           "log_tail": installer.take_log_tail()})  # fmt: skip
             continue
         installer.take_log_tail()
-        if not built:
-            before = found.get("tried_before")
-            if isinstance(before, list):  # what failed when it was built, and what failed now
+        if not built and reusable is not None:  # what failed when it was built, and now
+            before = found.get("failed_before")
+            if isinstance(before, list):
                 named = {t.get("source") for t in before if isinstance(t, dict)}
                 tried = [t for t in unreadable if t["source"] not in named]
-                tried += [dict(t) for t in before]
+                tried += [dict(t) for t in before if isinstance(t, dict)]
+        elif not built:  # the sources before it were tried again now, and failed again
+            record_failed_before(entry, key, cache, tried[len(unreadable):])
         tried.append({**entry_of, "outcome": "used"})
         result.update(
             key=key, deps_key=deps_key, reused=not built, source=source["source"],
@@ -424,12 +429,35 @@ def _dependencies_only(frozen: str, meta: dict[str, object]) -> str:
         if _normal(re.split(r"\s*(==|@)", line.strip(), maxsplit=1)[0]) != own
     ]  # fmt: skip
     return "\n".join(kept) + ("\n" if kept else "")
+def _reusable(
+    planned: list[tuple[dict[str, object], dict[str, str], str, str]], cache: str
+) -> tuple[dict[str, object], dict[str, str], str, str] | None:
+    """The first planned source whose environment is ready, where every source before it
+    failed to build when that environment was built (`failed_before`, by source and detail);
+    None where one of them was not tried then (it could not be read, or was rejected, and can
+    be now): the sources are then tried in order."""
+    for index, (_source, _digests, _deps_key, key) in enumerate(planned):
+        found = _ready(os.path.join(cache, "envs", key))
+        if found is None:
+            continue
+        before = found.get("failed_before")
+        failed = {
+            (t.get("source"), t.get("detail"))
+            for t in (before if isinstance(before, list) else [])
+            if isinstance(t, dict) and t.get("outcome") == "failed"
+        }
+        earlier = [(s["source"], s["detail"]) for s, *_ in planned[:index]]
+        return planned[index] if all(pair in failed for pair in earlier) else None
+    return None
+
+
 def _build_env(
     checkout: str, wheel: str, entry: str, installer: Installer, source: dict[str, object],
-    lock_digest: str, tried_before: list[dict[str, object]],
+    lock_digest: str, failed_before: list[dict[str, object]],
 ) -> None:  # fmt: skip
     """A fresh venv with the revision's wheel really installed (so every process the suite
-    starts imports it) and the source's dependencies; uv's cache shares the downloads."""
+    starts imports it) and the source's dependencies; uv's cache shares the downloads. Its
+    `ready.json` keeps the sources before it that failed to build (`failed_before`)."""
     os.makedirs(os.path.dirname(entry), exist_ok=True)
     staging = installer.in_place(entry)
     try:
@@ -465,7 +493,8 @@ def _build_env(
         except SetupFailed:
             installer.install(python, ["pytest"], "installing pytest")
         packages = installer.freeze(python)
-        _publish(staging, entry, {"packages": packages, "how": installer.how})
+        _publish(staging, entry, {"packages": packages, "how": installer.how,
+                                  "failed_before": failed_before})  # fmt: skip
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
