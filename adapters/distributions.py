@@ -50,6 +50,7 @@ from release_ledger.adapters.executors.env_installer import (
     find_uv,
 )
 from release_ledger.adapters.executors.env_variables import build_env
+from release_ledger.adapters.executors.supervisor import TAG_VARIABLE
 from release_ledger.domain.chain import sha256_hex
 from release_ledger.domain.errors import BadInput
 
@@ -230,15 +231,20 @@ def _confined_installer(
     cache: str,
     repo: Path | None,
     hidden: Sequence[str],
+    tag: str = "",
 ) -> Installer:
     """An installer whose steps (head's build backend, its import after the upgrade) see the
     build environment's allow-list and run in bubblewrap where it can: writable only the
     work folder (the clone, the dists, the venv) and what each step builds in the cache;
-    `hidden` (the ledger's folder) out of sight."""
+    `hidden` (the ledger's folder) out of sight. Every step carries `tag` (where given), so
+    whoever started the build ends all it runs (`supervisor.kill_tagged`)."""
     confine, _ = build_sandbox.confinement(
         python=python, repo=repo, checkout=Path(work), envs_dir=Path(cache), hidden=list(hidden)
     )
-    return Installer(python, uv, log, build_env(dict(os.environ)), confine)
+    env = build_env(dict(os.environ))
+    if tag:
+        env[TAG_VARIABLE] = tag
+    return Installer(python, uv, log, env, confine)
 
 
 def _build_files(
@@ -276,6 +282,7 @@ def build(
     check_readme: bool = True,
     installer_name: str = "auto",
     hidden: Sequence[str] = (),
+    tag: str = "",
 ) -> Built:
     """The commit's sdist and wheel (built or from the cache), described; never raises for a
     project that does not build."""
@@ -298,11 +305,11 @@ def build(
     log = os.path.join(work, "build.log")
     open(log, "wb").close()
     uv = None if installer_name == "pip" else find_uv()
-    installer = _confined_installer(python, uv, log, work, cache, repo, hidden)
+    installer = _confined_installer(python, uv, log, work, cache, repo, hidden, tag)
     try:
         interp = _interpreter(python, installer)
         fields["python_version"] = interp["version"]
-        tag = _key(
+        built_for = _key(
             {
                 "i": interp["implementation"],
                 "v": interp["version"],
@@ -311,7 +318,7 @@ def build(
                 "how": installer.how,
             }
         )[:12]
-        entry = os.path.join(cache, "dists", f"{commit}-{tag}")
+        entry = os.path.join(cache, "dists", f"{commit}-{built_for}")
         tools: str | None = None
         tools_error = ""
         if check_readme or not installer.uv:
@@ -441,6 +448,7 @@ def upgrade(
     python: str = sys.executable,
     installer_name: str = "auto",
     hidden: Sequence[str] = (),
+    tag: str = "",
 ) -> Upgraded:
     """Install base's wheel, then head's over it, in a fresh environment (cached by both
     wheels' hashes and the interpreter)."""
@@ -450,7 +458,7 @@ def upgrade(
     log = os.path.join(work, "upgrade.log")
     open(log, "wb").close()
     uv = None if installer_name == "pip" else find_uv()
-    installer = _confined_installer(python, uv, log, work, cache, None, hidden)
+    installer = _confined_installer(python, uv, log, work, cache, None, hidden, tag)
     fields: dict[str, Any] = {
         "base_commit": base_commit, "head_commit": head_commit,
         "base_wheel": os.path.basename(base_wheel), "base_wheel_sha256": _sha256_file(base_wheel),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -22,9 +22,11 @@ from release_ledger.adapters.store_errors import LeaseLost
 from release_ledger.adapters.workspace import GitWorkspace, Workspace
 from release_ledger.domain import events as ev
 from release_ledger.domain.errors import BadInput
+from release_ledger.domain.execution import EnvironmentReport
 from release_ledger.domain.run_state import BASE, HEAD, lane
 from release_ledger.domain.verdict import Verdict
 from release_ledger.ledger.hooks import (
+    EarlyWork,
     GateSuspended,
     HookContext,
     Observer,
@@ -157,11 +159,13 @@ class GateProcess:
         pinned_executor: PinnedExecutor | None = None,
         workspace: Workspace | None = None,
         collector: Collector | None = None,
+        early: Sequence[EarlyWork] = (),
     ) -> None:
         # One interpreter's lane of a matrix gate: its facts carry the label, it decides from
         # its own state, and only the lane that `finish`es runs the hooks and completes the run.
         self.finish = finish
         self.hooks = tuple(hooks)
+        self.early = tuple(early)
         state = lane(project(ledger, run_id), interpreter)
         if state.started is None:
             raise BadInput(f"run {run_id} has no RunStarted event")
@@ -194,7 +198,10 @@ class GateProcess:
         )
         ctx = self.step_context
         # What the hooks get of this process (`ledger/hooks.py`).
-        self.context = HookContext(ctx.ledger, run_id, started, ctx.options, ctx.observer)
+        self.context = HookContext(
+            ctx.ledger, run_id, started, ctx.options, ctx.observer,
+            environment=_made_here(executor) if ctx.capabilities.runs_locally else None,
+        )  # fmt: skip
 
     def drive(self) -> Verdict:
         ctx = self.step_context
@@ -204,16 +211,25 @@ class GateProcess:
             except LeaseLost:
                 # Another process took the run over: stop here, appending nothing more.
                 ctx.cancel_all()
+                self._cancel_early()
                 raise
             except BadInput as error:
                 # Found only mid-run (e.g. a reused measurement over the budget): the run
                 # says why it stopped, so it is not left looking like it is still running.
+                self._cancel_early()
                 ctx.ledger.record(ctx.run_id, ev.RunInterrupted, reason=f"bad input: {error}")
                 raise
             except KeyboardInterrupt:
                 ctx.cancel_all()
+                self._cancel_early()
                 ctx.ledger.record(ctx.run_id, ev.RunInterrupted, reason="interrupted by signal")
                 raise GateInterrupted(ctx.run_id) from None
+            finally:
+                self._cancel_early()  # work its hook did not take (nothing if it did)
+
+    def _cancel_early(self) -> None:
+        for work in self.early:
+            work.cancel()
 
     def _loop(self) -> Verdict:
         ctx = self.step_context
@@ -234,4 +250,19 @@ class GateProcess:
                 continue
             if step.kind == "done":
                 return verdict_of(run)
+            for work in self.early:  # started once what it needs exists
+                work.begin(self.context, run)
             HANDLERS[step.kind](ctx, state, step)
+
+
+def _made_here(executor: Executor) -> Callable[[str], EnvironmentReport | None]:
+    """A commit's environment as a local executor makes it (None where it has no such)."""
+
+    def environment(commit: str) -> EnvironmentReport | None:
+        environment_for = getattr(executor, "environment_for", None)
+        if environment_for is None:
+            return None
+        report: EnvironmentReport = environment_for(commit)[0]
+        return report
+
+    return environment

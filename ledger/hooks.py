@@ -4,7 +4,7 @@ reaching into (or importing) the gate's process manager.
 
 A hook is called after the built-in steps have nothing left to do and before the run
 completes; it returns True when it appended events, or raises `GateSuspended` to stop
-without completing the run.
+without completing the run. Its work may start earlier (`EarlyWork`).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from release_ledger.domain import events as ev
+from release_ledger.domain.execution import EnvironmentReport
 from release_ledger.domain.run_state import RunState
 from release_ledger.ledger.options import GateOptions
 from release_ledger.ledger.service import Ledger
@@ -59,6 +60,21 @@ class HookContext:
     options: GateOptions
     observer: Observer
     told: set[str] = field(default_factory=set)  # questions already announced to the user
+    # A commit's environment as the lane's executor makes it on this machine (made then if it
+    # is not yet; None where the executor does not run here): what early work may start from.
+    environment: Callable[[str], EnvironmentReport | None] | None = None
 
 
 StepHook = Callable[[HookContext, RunState], bool]
+
+
+class EarlyWork(Protocol):
+    """Work a step hook does at the end that can start before it (the release builds while
+    the shards run): `begin` is called before each step with the run so far, in the gate's
+    thread (it starts its work in one of its own, once what it needs exists); `cancel` when
+    the gate stops without reaching its hooks (Ctrl-C, the run taken over, an error): what
+    it runs ends and nothing of it is recorded."""
+
+    def begin(self, process: HookContext, state: RunState) -> None: ...
+
+    def cancel(self) -> None: ...

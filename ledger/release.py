@@ -10,14 +10,22 @@ evidence. Runs started before release builds existed are not built afterwards: t
 from __future__ import annotations
 
 import os
+import secrets
 import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from release_ledger.adapters import distributions
 from release_ledger.adapters.executors.local import environments_dir
+from release_ledger.adapters.executors.supervisor import kill_tagged
 from release_ledger.adapters.release_info import inspect_release
 from release_ledger.domain import events as ev
-from release_ledger.domain.run_state import RunState
+from release_ledger.domain.run_state import HEAD, RunState
+from release_ledger.ledger.background import Background
 from release_ledger.ledger.hooks import HookContext
 from release_ledger.ledger.service import Ledger
 from release_ledger.projections.next_step import release_step
@@ -43,50 +51,45 @@ def _python_for(state: RunState, revision: str) -> str:
     return sys.executable
 
 
-def release_builds(process: HookContext, state: RunState) -> bool:
-    """A step hook (`ledger/hooks.py`), run before the owner's questions once every shard is done:
-    build head's distributions, then try the upgrade from base's wheel, each recorded as an
-    event (`DistributionsBuilt`, `UpgradeChecked`). What is recorded is never redone
-    (`projections.next_step.release_step`); the verdict never reads these events, so the
-    gate's exit code does not change — they feed the approval report. Returns True when it
-    appended events."""
-    step = release_step(state)
-    if step is None:
-        return False
-    ledger, run_id, started = process.ledger, process.run_id, process.started
-    repo = Path(started.repo)
-    cache = str(environments_dir())
-    hidden = ledger.private_folders()  # out of sight of head's build backend
-    if step == "distributions":
-        process.observer.notice("building head's sdist and wheel")
-        try:
-            built = distributions.build(
-                repo, started.head, "head", cache, python=_python_for(state, "head"),
-                hidden=hidden,
-            )  # fmt: skip
-        except Exception as error:  # the gate's own fault: recorded, never a crashed run
-            built = distributions.Built(
-                {"revision": "head", "commit": started.head, "status": "error",
-                 "error": f"{type(error).__name__}: {error}"}
-            )  # fmt: skip
-        event = ledger.make(ev.DistributionsBuilt, run_id, **built.fields)
-        ledger.append(run_id, [event], artifacts=built.artifacts)
-        process.observer.notice(describe(event, built.artifacts))
-        return True
-    process.observer.notice("checking the upgrade from base's wheel to head's")
-    python = _python_for(state, "head")
+@dataclass
+class _Made:
+    """What one release step made, ready to append: its events' kinds and fields, artifacts."""
+
+    events: list[tuple[type[ev.Event], dict[str, Any]]]
+    artifacts: dict[str, bytes]
+
+
+def _distributions(started: ev.RunStarted, python: str, hidden: Sequence[str], tag: str) -> _Made:
+    """Head's sdist and wheel (`DistributionsBuilt`)."""
+    try:
+        built = distributions.build(
+            Path(started.repo), started.head, "head", str(environments_dir()), python=python,
+            hidden=hidden, tag=tag,
+        )  # fmt: skip
+    except Exception as error:  # the gate's own fault: recorded, never a crashed run
+        built = distributions.Built(
+            {"revision": "head", "commit": started.head, "status": "error",
+             "error": f"{type(error).__name__}: {error}"}
+        )  # fmt: skip
+    return _Made([(ev.DistributionsBuilt, built.fields)], built.artifacts)
+
+
+def _upgrade(started: ev.RunStarted, python: str, hidden: Sequence[str], tag: str) -> _Made:
+    """Base's distributions (`DistributionsBuilt`) and the upgrade from base's wheel to
+    head's (`UpgradeChecked`)."""
+    repo, cache = Path(started.repo), str(environments_dir())
     common = {"base_commit": started.base, "head_commit": started.head}
-    events: list[ev.Event] = []
-    artifacts: dict[str, bytes] = {}
+    made = _Made([], {})
     try:
         head_built = distributions.build(
-            repo, started.head, "head", cache, python=python, hidden=hidden
+            repo, started.head, "head", cache, python=python, hidden=hidden, tag=tag
         )
         base_built = distributions.build(
-            repo, started.base, "base", cache, python=python, check_readme=False, hidden=hidden
-        )
-        events.append(ledger.make(ev.DistributionsBuilt, run_id, **base_built.fields))
-        artifacts |= base_built.artifacts
+            repo, started.base, "base", cache, python=python, check_readme=False, hidden=hidden,
+            tag=tag,
+        )  # fmt: skip
+        made.events.append((ev.DistributionsBuilt, base_built.fields))
+        made.artifacts |= base_built.artifacts
         if base_built.wheel is None:
             why = {"not-packaged": "base is not a packaged project: nothing to upgrade from"}
             skipped = why.get(base_built.fields["status"], "base's wheel could not be built")
@@ -97,14 +100,152 @@ def release_builds(process: HookContext, state: RunState) -> bool:
         else:
             upgraded = distributions.upgrade(
                 base_built.wheel, head_built.wheel, started.base, started.head, cache,
-                python=python, hidden=hidden,
+                python=python, hidden=hidden, tag=tag,
             )  # fmt: skip
     except Exception as error:  # the gate's own fault: recorded, never a crashed run
         skipped = f"the gate could not try it: {type(error).__name__}: {error}"
         upgraded = distributions.Upgraded(dict(common, skipped=skipped))
-    artifacts |= upgraded.artifacts
-    events.append(ledger.make(ev.UpgradeChecked, run_id, **upgraded.fields))
-    ledger.append(run_id, events, artifacts=artifacts)
+    made.artifacts |= upgraded.artifacts
+    made.events.append((ev.UpgradeChecked, upgraded.fields))
+    return made
+
+
+_NOTICES = {
+    "distributions": "building head's sdist and wheel",
+    "upgrade": "checking the upgrade from base's wheel to head's",
+}
+
+
+def _append(process: HookContext, made: _Made) -> None:
+    ledger, run_id = process.ledger, process.run_id
+    events = [ledger.make(kind, run_id, **fields) for kind, fields in made.events]
+    ledger.append(run_id, events, artifacts=made.artifacts)
     for recorded in events:
-        process.observer.notice(describe(recorded, artifacts))
+        process.observer.notice(describe(recorded, made.artifacts))
+
+
+def release_builds(process: HookContext, state: RunState) -> bool:
+    """A step hook (`ledger/hooks.py`), run before the owner's questions once every shard is done:
+    build head's distributions, then try the upgrade from base's wheel, each recorded as an
+    event (`DistributionsBuilt`, `UpgradeChecked`). What is recorded is never redone
+    (`projections.next_step.release_step`); the verdict never reads these events, so the
+    gate's exit code does not change — they feed the approval report. Returns True when it
+    appended events. (`ReleaseWork` does the same work while the shards run.)"""
+    step = release_step(state)
+    if step is None:
+        return False
+    process.observer.notice(_NOTICES[step])
+    work = _distributions if step == "distributions" else _upgrade
+    hidden = process.ledger.private_folders()  # out of sight of head's build backend
+    _append(process, work(process.started, _python_for(state, "head"), hidden, ""))
     return True
+
+
+class ReleaseWork:
+    """The release builds started while the shards run (issue 41): `begin` (an `EarlyWork`,
+    called before each step) starts, in a background thread, what `release_builds` would do at
+    the end, once head's interpreter is known; the step hook (this object, called like
+    `release_builds`) then waits for it and appends its events, where `release_builds` would
+    append them, with the same content. Where the work was not started, or head's interpreter
+    the ledger names at the end is not the one it used (a source rejected since), the hook
+    does it then, as `release_builds`. `cancel` (Ctrl-C, the run taken over) kills what it
+    runs (every step carries its tag) and drops it: nothing is recorded, resume redoes it."""
+
+    def __init__(self) -> None:
+        self.tag = f"rl-release-{os.getpid()}-{secrets.token_hex(4)}"
+        self._steps: tuple[str, ...] = ()
+        self._python = ""
+        self._work: Background[dict[str, _Made]] | None = None
+        self._cancelled = threading.Event()
+
+    def begin(self, process: HookContext, state: RunState) -> None:
+        """Start the release work now, unless started, off (`--no-release-builds`), recorded
+        (`release_step`), or head's interpreter cannot be known yet (asked again before the
+        next step)."""
+        if self._work is not None:
+            return
+        step = release_step(state)
+        if step is None:
+            return
+        head_python = self._head_python(process, state)
+        if head_python is None:
+            return
+        self._steps = ("distributions", "upgrade") if step == "distributions" else ("upgrade",)
+        started, hidden = process.started, process.ledger.private_folders()
+        process.observer.notice(f"{_NOTICES[step]}, while the tests run")
+
+        def work() -> dict[str, _Made]:
+            self._python = python = head_python()
+            made: dict[str, _Made] = {}
+            for name in self._steps if python else ():
+                if self._cancelled.is_set():
+                    break
+                if name == "distributions":
+                    made[name] = _distributions(started, python, hidden, self.tag)
+                    if made[name].events[0][1].get("status") != "built":
+                        break  # no upgrade to try (`release_step`)
+                else:
+                    made[name] = _upgrade(started, python, hidden, self.tag)
+            return made
+
+        self._work = Background(work, "release-builds")
+
+    @staticmethod
+    def _head_python(process: HookContext, state: RunState) -> Callable[[], str] | None:
+        """How to find head's interpreter as `_python_for` reads it once head's environment
+        is recorded: from the ledger where it is; else, where the lane's executor runs here,
+        from its environment of head (made then if it is not yet: once, the executor locks
+        each commit); else None (not known yet)."""
+        if (HEAD, "local") in state.environments:
+            recorded = _python_for(state, HEAD)
+            return lambda: recorded
+        environment, head = process.environment, process.started.head
+        if environment is None:
+            return None
+
+        def made_here() -> str:
+            report = environment(head)
+            if report is None or report.where != "local":
+                return ""  # not what the ledger will name: the hook builds at the end
+            ready = report.status == "ready" and os.path.isfile(report.python)
+            return report.python if ready else sys.executable
+
+        return made_here
+
+    def started(self) -> bool:
+        return self._work is not None
+
+    def __call__(self, process: HookContext, state: RunState) -> bool:
+        """The step hook at the end: the background work's events for the step still to record,
+        or the work done now (`release_builds`)."""
+        step = release_step(state)
+        if step is None:
+            return False
+        made = self._made(step, _python_for(state, HEAD))
+        if made is None:
+            return release_builds(process, state)
+        process.observer.notice(_NOTICES[step])
+        _append(process, made)
+        return True
+
+    def _made(self, step: str, python: str) -> _Made | None:
+        if self._work is None or step not in self._steps:
+            return None
+        try:
+            made = self._work.result().get(step)
+        except Exception:  # the glue's own fault, not the build's: done again at the end
+            return None
+        return made if python == self._python else None
+
+    def cancel(self) -> None:
+        """Stop the background work and every process it started; its results are dropped."""
+        work, self._work = self._work, None
+        if work is None or work.done():
+            return
+        self._cancelled.set()
+        deadline = time.monotonic() + CANCEL_WAIT_S
+        while not work.wait(0.1) and time.monotonic() < deadline:
+            kill_tagged(self.tag)  # each step as it starts, until the thread has seen the flag
+
+
+CANCEL_WAIT_S = 30.0  # then the daemon thread is left to end with the gate

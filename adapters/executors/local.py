@@ -120,9 +120,36 @@ class LocalExecutor:
     # -- checkouts and environments --------------------------------------------------------
 
     def prepare(self, commits: list[str]) -> None:
-        """Check out every commit and prepare its environment before any shard runs."""
-        for commit in dict.fromkeys(commits):
-            self.environment_for(commit)
+        """Check out every commit and prepare its environment before any shard runs: all at
+        once, a thread each (a build mostly waits on uv, the network and its subprocesses, so
+        both revisions take about as long as the slower one). Each commit has its lock, and the
+        cache one per entry across processes (`env_cache._locked`): two revisions whose
+        environments share a key build it once. The first error is raised once all ended."""
+        wanted = list(dict.fromkeys(commits))
+        if len(wanted) < 2:
+            for commit in wanted:
+                self.environment_for(commit)
+            return
+        errors: list[BaseException] = []
+
+        def build(commit: str) -> None:
+            try:
+                self.environment_for(commit)
+            except BaseException as error:  # raised in the caller's thread below
+                errors.append(error)
+
+        # Daemon threads: Ctrl-C is not held up at exit by a build still running (a confined
+        # build's steps die with the gate: bubblewrap's `--die-with-parent`).
+        threads = [
+            threading.Thread(target=build, args=(c,), name=f"env-{c[:12]}", daemon=True)
+            for c in wanted
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if errors:
+            raise errors[0]
 
     def _guard(self, commit: str) -> threading.Lock:
         with self._lock:

@@ -25,7 +25,7 @@ from release_ledger.ledger.clarify import clarify
 from release_ledger.ledger.gate import GateProcess, Observer, start
 from release_ledger.ledger.options import GateOptions, options_from, validate
 from release_ledger.ledger.projection import project
-from release_ledger.ledger.release import release_builds
+from release_ledger.ledger.release import ReleaseWork
 from release_ledger.ledger.replay import verdict_for
 from release_ledger.ledger.service import Ledger
 from release_ledger.ledger.settings import runs_locally
@@ -170,6 +170,8 @@ def _drive(
     try:
         for index, lane in enumerate(lanes):
             last = index == len(lanes) - 1
+            # The release builds start while the last lane's shards run; its hook waits for them.
+            release = ReleaseWork()
             if lane.interpreter and len(lanes) > 1:
                 observer.notice(f"Python {lane.interpreter}")
             process = GateProcess(
@@ -178,7 +180,8 @@ def _drive(
                 lane.executor,
                 observer,
                 lane.measuring,
-                hooks=[release_builds, clarify] if last else [],
+                hooks=[release, clarify] if last else [],
+                early=[release] if last else [],
                 interpreter=lane.interpreter,
                 finish=last,
                 pinned_executor=lane.pinned,

@@ -12,6 +12,7 @@ from release_ledger.domain import events as ev
 from release_ledger.domain.errors import BadInput
 from release_ledger.domain.order import collection_order
 from release_ledger.domain.run_state import RunState
+from release_ledger.ledger.background import Background
 from release_ledger.ledger.harness import harness_changes
 from release_ledger.ledger.steps.context import StepContext
 from release_ledger.projections.next_step import Step
@@ -20,8 +21,11 @@ from release_ledger.projections.next_step import Step
 def discover(ctx: StepContext, state: RunState, step: Step) -> None:
     ctx.observer.notice("discovering test files at head")
     started, workspace = ctx.started, ctx.workspace
+    patterns = list(ctx.options.discover) or None
+    # Base's collection (its environment built first) runs while head's does: the two
+    # revisions' environments are made at once, not one after the other.
+    at_base = Background(lambda: _collected(ctx, started.base, patterns), "collect-base")
     try:
-        patterns = list(ctx.options.discover) or None
         files, collected_by, items = _collected(ctx, started.head, patterns)
         if files is None:
             files = workspace.test_files(started.head, patterns)
@@ -32,7 +36,7 @@ def discover(ctx: StepContext, state: RunState, step: Step) -> None:
         sizes, tests = workspace.nominal_inputs(started.head, files)
         # Test files base has and head has not: lost coverage unless git pairs them
         # with a file at head by content (a rename moves its tests, it removes none).
-        base_files = _collected(ctx, started.base, patterns).files
+        base_files = at_base.result().files
         if base_files is None:
             base_files = workspace.test_files(started.base, patterns)
         gone = set(base_files) - set(files)
@@ -40,9 +44,9 @@ def discover(ctx: StepContext, state: RunState, step: Step) -> None:
         workspace.release_checkouts()
     if not files:
         raise BadInput(f"no test files found at {started.head_ref} in {workspace.repo}")
-    at_base = workspace.files_at(started.base)
+    in_base_tree = workspace.files_at(started.base)
     # an installed module (`{site-packages}/...`) is in no tree: base has it if collected
-    missing = [f for f in files if f not in at_base and f not in base_files]
+    missing = [f for f in files if f not in in_base_tree and f not in base_files]
     moved = workspace.renames(started.base, started.head) if gone else {}
     renamed = {old: new for old, new in moved.items() if old in gone}
     ctx.ledger.record(
