@@ -132,8 +132,9 @@ class GateOptions:
         64.0, "A larger JUnit report makes its attempt unmeasured [default: {default}].",
         kind="float", flag="--max-report-mb", table="max-report-mb", low=0, high=_TB,
         recorded="max_report_mb", group="Resources")
-    # Build head's sdist and wheel and try the upgrade from base's once the tests are done
-    # (`ledger.release.release_builds`); they feed the approval report, never the verdict.
+    # Build head's sdist and wheel and try the upgrade from base's, recorded once the tests
+    # are done, started while they run (`ledger.release.ReleaseWork`); they feed the approval
+    # report, never the verdict.
     release_builds: bool = setting(
         True, "Once the tests are done, build head's sdist and wheel and try the upgrade "
         "from base's wheel, for the approval report [default: on].", kind="switch",

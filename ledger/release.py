@@ -1,5 +1,6 @@
 """The release's evidence: `ReleaseInspected`, read from head's tree at gate start, and the
-release's files (`DistributionsBuilt`, `UpgradeChecked`), built once the tests are done.
+release's files (`DistributionsBuilt`, `UpgradeChecked`), built while the tests run and
+recorded once they are done.
 
 Runs started before `ReleaseInspected` existed get it appended when first approved (read then
 from the same commits), so every report of the current format is derived from recorded
@@ -39,7 +40,7 @@ def release_event(
     return ledger.make(ev.ReleaseInspected, started.run_id, **facts.fields), facts.artifacts
 
 
-# --- the release's files and the upgrade, built once the tests are done ---------------------------
+# --- the release's files and the upgrade, recorded once the tests are done -----------------------
 
 
 def _python_for(state: RunState, revision: str) -> str:
@@ -215,6 +216,10 @@ class ReleaseWork:
     def started(self) -> bool:
         return self._work is not None
 
+    def wait(self, timeout_s: float) -> bool:
+        """Whether the background work has ended, waiting at most `timeout_s` for it."""
+        return self._work is not None and self._work.wait(timeout_s)
+
     def __call__(self, process: HookContext, state: RunState) -> bool:
         """The step hook at the end: the background work's events for the step still to record,
         or the work done now (`release_builds`)."""
@@ -239,9 +244,10 @@ class ReleaseWork:
 
     def cancel(self) -> None:
         """Stop the background work and every process it started; its results are dropped."""
-        work, self._work = self._work, None
+        work = self._work
         if work is None or work.done():
             return
+        self._work = None
         self._cancelled.set()
         deadline = time.monotonic() + CANCEL_WAIT_S
         while not work.wait(0.1) and time.monotonic() < deadline:
