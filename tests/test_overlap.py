@@ -22,8 +22,8 @@ from release_ledger.domain.execution import EnvironmentReport, EnvironmentReques
 from release_ledger.ledger.bootstrap import open_ledger
 from release_ledger.ledger.gate import GateProcess, start
 from release_ledger.ledger.options import GateOptions
-from release_ledger.ledger.release import ReleaseWork, release_builds
 from release_ledger.ledger.projection import project
+from release_ledger.ledger.release import ReleaseWork, release_builds
 from release_ledger.ledger.service import Ledger
 from release_ledger.ledger.steps.discover import discover
 from release_ledger.projections.next_step import Step
@@ -91,7 +91,10 @@ def test_two_builds_of_one_cache_entry_at_once_build_it_once(
     runs = tmp_path / "runs"
     runs.mkdir()
     monkeypatch.setenv("RUNS", str(runs))
-    setup = "import os, time, uuid; open(os.path.join(os.environ['RUNS'], uuid.uuid4().hex), 'w'); time.sleep(1)"
+    setup = (
+        "import os, time, uuid; open(os.path.join(os.environ['RUNS'], uuid.uuid4().hex), 'w');"
+        " time.sleep(1)"
+    )
     checkouts = []
     for name in ("one", "two"):
         checkout = tmp_path / name
@@ -100,12 +103,11 @@ def test_two_builds_of_one_cache_entry_at_once_build_it_once(
     found: list[dict[str, object]] = []
 
     def build(checkout: Path) -> None:
-        found.append(
-            environment.prepare(
-                str(checkout), mode="command", python=sys.executable, cache=str(tmp_path / "envs"),
-                commit="same", command=["{python}", "-c", setup], pass_env=["RUNS"],
-            )  # fmt: skip
-        )
+        made = environment.prepare(
+            str(checkout), mode="command", python=sys.executable, cache=str(tmp_path / "envs"),
+            commit="same", command=["{python}", "-c", setup], pass_env=["RUNS"],
+        )  # fmt: skip
+        found.append(made)
 
     threads = [threading.Thread(target=build, args=(c,)) for c in checkouts]
     for thread in threads:
@@ -255,7 +257,10 @@ def test_cancel_kills_what_the_release_work_runs(
     repo, _, _ = two_revisions(tmp_path, {"setup.py": "from setuptools import setup\nsetup()\n"})
     pid_file = tmp_path / "pid"
     hangs = tmp_path / "python"  # head's "interpreter": hangs when the build inspects it
-    hangs.write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 60\n")
+    hangs.write_text(
+        f'#!/bin/sh\ncase "$*" in *python_version*) echo $$ > {pid_file}; exec sleep 60;; esac\n'
+        f'exec {sys.executable} "$@"\n'
+    )
     hangs.chmod(0o755)
     ledger = open_ledger(sqlite_url)
     run_id = start(ledger, GateOptions(repo=repo, base="v1", environment="none"))
