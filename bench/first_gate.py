@@ -22,6 +22,15 @@ distribution, the shards over their plan by more than 10 %, and the planned tota
 the observed total beside the reference design's figure (the sum of the files' solo peaks).
 Targets: first gate <= 0.8x on a suite of 250+ files and <= 1.0x on 20-30 files; repeat gate
 <= 0.6x; no shard over its plan by more than 10 %; planned total within 1.5x of observed.
+
+`--defaults` (issue 41) measures the other first gate: as a user runs it, with the defaults —
+each revision's environment built (on a cold environment cache, `LEDGER_ENVS_DIR` fresh) and
+the release builds and upgrade check on — against plain pytest plus its installs (a fresh
+venv, the project and pytest installed with uv, then pytest) at head and base. `--code
+LABEL=CHECKOUT` (repeatable) gates with another checkout's release_ledger, so two revisions
+of the tool are measured side by side in one session:
+`python bench/first_gate.py --defaults --project toolz --code before=../main --code after=.`
+Target: a suite of a few seconds gated in at most 1.4x plain pytest plus its installs.
 """
 
 from __future__ import annotations
@@ -48,6 +57,7 @@ from tests.realworld.sdists import release_pair  # noqa: E402
 PROJECTS: dict[str, tuple[str, str, str]] = {
     "parso": ("0.8.6", "0.8.7", "test"),
     "networkx": ("3.4.2", "3.5", "networkx"),
+    "toolz": ("0.12.1", "1.0.0", "toolz/tests"),
 }
 
 
@@ -161,12 +171,96 @@ def run_project(name: str, jobs: int, solo: bool) -> None:
         print(f"  (nominal baseline before any measurement: {DEFAULT_BASELINE_MB:.0f} MB)")
 
 
+# --- `--defaults`: a first gate as a user runs it, against plain pytest plus its installs --------
+
+
+def _uv() -> str:
+    from release_ledger.adapters.executors.env_installer import find_uv
+
+    uv = find_uv()
+    if uv is None:
+        raise SystemExit("--defaults needs uv (the plain side installs with it, as the gate)")
+    return uv
+
+
+def _plain_with_installs(work: Path, repo: Path, version: str, tests: str) -> float:
+    """What running one revision's suite by hand costs from nothing: a fresh virtual
+    environment, the project and pytest installed (uv, its download cache as warm as the
+    gate's), then `python -m pytest`."""
+    uv = _uv()
+    checkout = work / f"plain-{version}"
+    git(repo, "worktree", "add", "--detach", "--quiet", str(checkout), f"v{version}")
+    venv = work / f"venv-{version}"
+    started = time.perf_counter()
+    subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    subprocess.run([uv, "pip", "install", "-q", "--python", python, str(checkout), "pytest"],
+                   check=True)  # fmt: skip
+    installs = time.perf_counter() - started
+    seconds, _ = _timed([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", tests], checkout)
+    print(f"  plain {version}: installs {installs:5.1f} s + pytest {seconds:5.1f} s")
+    return installs + seconds
+
+
+def _default_gate(work: Path, repo: Path, base: str, tag: str, code: Path) -> float:
+    """A first gate with the defaults (environments built, release builds on) from the tool's
+    checkout `code`, on a cold environment cache, a fresh ledger and fresh checkouts."""
+    env = dict(os.environ, LEDGER_WORKTREES_DIR=str(work / f"worktrees-{tag}"),
+               LEDGER_ENVS_DIR=str(work / f"envs-{tag}"))  # fmt: skip
+    env.pop("LEDGER_URL", None)
+    ledger = f"sqlite:///{work / f'{tag}.db'}"
+    argv = [sys.executable, "-m", "release_ledger", "gate", "--repo", str(repo),
+            "--base", f"v{base}", "--questions", "0", "--json", "--ledger", ledger]  # fmt: skip
+    seconds, out = _timed(argv, code, env)  # run from `code`: its release_ledger is imported
+    document = json.loads(out)
+    exported = subprocess.run(
+        [sys.executable, "-m", "release_ledger", "export", document["run_id"], "--ledger", ledger],
+        cwd=code, capture_output=True, text=True, check=True, env=env,
+    ).stdout  # fmt: skip
+    kinds = [json.loads(line)["event"]["kind"] for line in exported.splitlines()]
+    built = kinds.count("DistributionsBuilt"), kinds.count("UpgradeChecked")
+    print(f"  gate ({tag}, {code}): {seconds:5.1f} s, verdict {document['status']}, "
+          f"{built[0]} DistributionsBuilt, {built[1]} UpgradeChecked")  # fmt: skip
+    return seconds
+
+
+def run_defaults(name: str, codes: list[tuple[str, Path]]) -> None:
+    """Issue 41: a first gate with defaults against plain pytest plus its installs, at head
+    and base; each tool checkout in `codes` (label, path) gated in turn, same pair, same
+    session. Target: a suite of a few seconds at most 1.4x."""
+    base, head, tests = PROJECTS[name]
+    with tempfile.TemporaryDirectory(prefix="first-gate-defaults-") as scratch:
+        work = Path(scratch)
+        repo = release_pair(work, name, base, head)
+        print(f"{name} {base} -> {head}, first gate with defaults (cold environment cache)")
+        plain = sum(_plain_with_installs(work, repo, v, tests) for v in (head, base))
+        print(f"  plain pytest plus its installs, head + base: {plain:5.1f} s")
+        for label, code in codes:
+            seconds = _default_gate(work, repo, base, label, code)
+            print(f"  {label:8} {seconds:5.1f} s  ratio {seconds / plain:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--project", action="append", choices=sorted(PROJECTS))
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--solo", action="store_true", help="also the --measure solo reference")
+    parser.add_argument(
+        "--defaults", action="store_true",
+        help="a first gate with defaults (cold environment cache, release builds on) against "
+        "plain pytest plus its installs (issue 41)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--code", action="append", default=[], metavar="LABEL=CHECKOUT",
+        help="with --defaults: gate with this checkout's release_ledger (repeat to compare "
+        "revisions of the tool side by side; default: this one)",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.defaults:
+        codes = [(c.partition("=")[0], Path(c.partition("=")[2]).resolve()) for c in args.code]
+        for name in args.project or ["toolz"]:
+            run_defaults(name, codes or [("this", ROOT)])
+        return
     for name in args.project or list(PROJECTS):
         run_project(name, args.jobs, args.solo)
 
