@@ -12,7 +12,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -22,7 +22,6 @@ from release_ledger.adapters.store_errors import LeaseLost
 from release_ledger.adapters.workspace import GitWorkspace, Workspace
 from release_ledger.domain import events as ev
 from release_ledger.domain.errors import BadInput
-from release_ledger.domain.execution import EnvironmentReport
 from release_ledger.domain.run_state import BASE, HEAD, lane
 from release_ledger.domain.verdict import Verdict
 from release_ledger.ledger.hooks import (
@@ -200,7 +199,8 @@ class GateProcess:
         # What the hooks get of this process (`ledger/hooks.py`).
         self.context = HookContext(
             ctx.ledger, run_id, started, ctx.options, ctx.observer,
-            environment=_made_here(executor) if ctx.capabilities.runs_locally else None,
+            interpreter=getattr(executor, "python", None) if ctx.capabilities.runs_locally
+            else None,
         )  # fmt: skip
 
     def drive(self) -> Verdict:
@@ -253,16 +253,3 @@ class GateProcess:
             for work in self.early:  # started once what it needs exists
                 work.begin(self.context, run)
             HANDLERS[step.kind](ctx, state, step)
-
-
-def _made_here(executor: Executor) -> Callable[[str], EnvironmentReport | None]:
-    """A commit's environment as a local executor makes it (None where it has no such)."""
-
-    def environment(commit: str) -> EnvironmentReport | None:
-        environment_for = getattr(executor, "environment_for", None)
-        if environment_for is None:
-            return None
-        report: EnvironmentReport = environment_for(commit)[0]
-        return report
-
-    return environment

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from release_ledger.domain import events as ev
-from release_ledger.domain.execution import EnvironmentReport
 from release_ledger.domain.run_state import RunState
 from release_ledger.ledger.options import GateOptions
 from release_ledger.ledger.service import Ledger
@@ -60,9 +59,9 @@ class HookContext:
     options: GateOptions
     observer: Observer
     told: set[str] = field(default_factory=set)  # questions already announced to the user
-    # A commit's environment as the lane's executor makes it on this machine (made then if it
-    # is not yet; None where the executor does not run here): what early work may start from.
-    environment: Callable[[str], EnvironmentReport | None] | None = None
+    # The interpreter the lane's executor makes environments from on this machine (None where
+    # it does not run here): what the release builds may start from before head's is made.
+    interpreter: str | None = None
 
 
 StepHook = Callable[[HookContext, RunState], bool]

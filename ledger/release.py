@@ -75,9 +75,22 @@ def _distributions(started: ev.RunStarted, python: str, hidden: Sequence[str], t
     return _Made([(ev.DistributionsBuilt, built.fields)], built.artifacts)
 
 
-def _upgrade(started: ev.RunStarted, python: str, hidden: Sequence[str], tag: str) -> _Made:
+def _base_build(
+    started: ev.RunStarted, python: str, hidden: Sequence[str], tag: str
+) -> distributions.Built:
+    """Base's sdist and wheel, as the upgrade builds them (no README check: head's counts)."""
+    return distributions.build(
+        Path(started.repo), started.base, "base", str(environments_dir()), python=python,
+        check_readme=False, hidden=hidden, tag=tag,
+    )  # fmt: skip
+
+
+def _upgrade(
+    started: ev.RunStarted, python: str, hidden: Sequence[str], tag: str,
+    base_build: Background[distributions.Built] | None = None,
+) -> _Made:  # fmt: skip
     """Base's distributions (`DistributionsBuilt`) and the upgrade from base's wheel to
-    head's (`UpgradeChecked`)."""
+    head's (`UpgradeChecked`); base's built by `base_build` where it was started already."""
     repo, cache = Path(started.repo), str(environments_dir())
     common = {"base_commit": started.base, "head_commit": started.head}
     made = _Made([], {})
@@ -85,10 +98,10 @@ def _upgrade(started: ev.RunStarted, python: str, hidden: Sequence[str], tag: st
         head_built = distributions.build(
             repo, started.head, "head", cache, python=python, hidden=hidden, tag=tag
         )
-        base_built = distributions.build(
-            repo, started.base, "base", cache, python=python, check_readme=False, hidden=hidden,
-            tag=tag,
-        )  # fmt: skip
+        if base_build is not None:
+            base_built = base_build.result()
+        else:
+            base_built = _base_build(started, python, hidden, tag)
         made.events.append((ev.DistributionsBuilt, base_built.fields))
         made.artifacts |= base_built.artifacts
         if base_built.wheel is None:
@@ -148,8 +161,8 @@ class ReleaseWork:
     the end, once head's interpreter is known; the step hook (this object, called like
     `release_builds`) then waits for it and appends its events, where `release_builds` would
     append them, with the same content. Where the work was not started, or head's interpreter
-    the ledger names at the end is not the one it used (a source rejected since), the hook
-    does it then, as `release_builds`. `cancel` (Ctrl-C, the run taken over) kills what it
+    the ledger names at the end is not the binary it used, the hook does it then, as
+    `release_builds`. `cancel` (Ctrl-C, the run taken over) kills what it
     runs (every step carries its tag) and drops it: nothing is recorded, resume redoes it."""
 
     def __init__(self) -> None:
@@ -178,7 +191,12 @@ class ReleaseWork:
         def work() -> dict[str, _Made]:
             self._python = python = head_python()
             made: dict[str, _Made] = {}
-            for name in self._steps if python else ():
+            if not python:
+                return made
+            # Base's files while head's are built: the upgrade needs both, and neither reads
+            # the other (unused, unrecorded, where head's do not build).
+            base = Background(lambda: _base_build(started, python, hidden, self.tag), "base")
+            for name in self._steps:
                 if self._cancelled.is_set():
                     break
                 if name == "distributions":
@@ -186,32 +204,24 @@ class ReleaseWork:
                     if made[name].events[0][1].get("status") != "built":
                         break  # no upgrade to try (`release_step`)
                 else:
-                    made[name] = _upgrade(started, python, hidden, self.tag)
+                    made[name] = _upgrade(started, python, hidden, self.tag, base)
             return made
 
         self._work = Background(work, "release-builds")
 
     @staticmethod
     def _head_python(process: HookContext, state: RunState) -> Callable[[], str] | None:
-        """How to find head's interpreter as `_python_for` reads it once head's environment
-        is recorded: from the ledger where it is; else, where the lane's executor runs here,
-        from its environment of head (made then if it is not yet: once, the executor locks
-        each commit); else None (not known yet)."""
+        """Head's interpreter for the builds: the one `_python_for` reads where head's
+        environment is recorded; else the interpreter the lane's executor makes head's
+        environment from here (None where it does not run here: not known yet). Head's
+        environment itself is not needed — the build backend runs in an isolated build
+        environment and the upgrade in a fresh one — only its interpreter, which a venv
+        links to: the hook at the end takes the work where both are the same binary."""
         if (HEAD, "local") in state.environments:
             recorded = _python_for(state, HEAD)
             return lambda: recorded
-        environment, head = process.environment, process.started.head
-        if environment is None:
-            return None
-
-        def made_here() -> str:
-            report = environment(head)
-            if report is None or report.where != "local":
-                return ""  # not what the ledger will name: the hook builds at the end
-            ready = report.status == "ready" and os.path.isfile(report.python)
-            return report.python if ready else sys.executable
-
-        return made_here
+        interpreter = process.interpreter
+        return None if interpreter is None else lambda: interpreter
 
     def started(self) -> bool:
         return self._work is not None
@@ -240,7 +250,7 @@ class ReleaseWork:
             made = self._work.result().get(step)
         except Exception:  # the glue's own fault, not the build's: done again at the end
             return None
-        return made if python == self._python else None
+        return made if _same_binary(python, self._python) else None
 
     def cancel(self) -> None:
         """Stop the background work and every process it started; its results are dropped."""
@@ -252,6 +262,11 @@ class ReleaseWork:
         deadline = time.monotonic() + CANCEL_WAIT_S
         while not work.wait(0.1) and time.monotonic() < deadline:
             kill_tagged(self.tag)  # each step as it starts, until the thread has seen the flag
+
+
+def _same_binary(one: str, other: str) -> bool:
+    """Two interpreter paths that run the same binary (a venv's `python` links to it)."""
+    return bool(one and other) and os.path.realpath(one) == os.path.realpath(other)
 
 
 CANCEL_WAIT_S = 30.0  # then the daemon thread is left to end with the gate

@@ -4,7 +4,6 @@ nothing left running when the gate stops."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 import threading
@@ -18,7 +17,7 @@ from release_ledger.adapters.executors import environment
 from release_ledger.adapters.executors.local import LocalExecutor
 from release_ledger.adapters.git import Worktrees
 from release_ledger.domain import events as ev
-from release_ledger.domain.execution import EnvironmentReport, EnvironmentRequest
+from release_ledger.domain.execution import EnvironmentRequest
 from release_ledger.ledger.bootstrap import open_ledger
 from release_ledger.ledger.gate import GateProcess, start
 from release_ledger.ledger.options import GateOptions
@@ -264,11 +263,9 @@ def test_cancel_kills_what_the_release_work_runs(
     hangs.chmod(0o755)
     ledger = open_ledger(sqlite_url)
     run_id = start(ledger, GateOptions(repo=repo, base="v1", environment="none"))
-    report = EnvironmentReport(status="ready", python=str(hangs), where="local")
-    local = LocalExecutor(repo)
-    context = dataclasses.replace(
-        GateProcess(ledger, run_id, local).context, environment=lambda commit: report
-    )
+    local = LocalExecutor(repo, python=str(hangs))
+    context = GateProcess(ledger, run_id, local).context
+    assert context.interpreter == str(hangs)
     work = ReleaseWork()
     work.begin(context, project(ledger, run_id))
     deadline = time.monotonic() + 30
