@@ -19,7 +19,7 @@ from release_ledger.adapters.git import Worktrees
 from release_ledger.domain import events as ev
 from release_ledger.domain.execution import EnvironmentRequest
 from release_ledger.ledger.bootstrap import open_ledger
-from release_ledger.ledger.gate import GateProcess, start
+from release_ledger.ledger.gate import GateInterrupted, GateProcess, start
 from release_ledger.ledger.options import GateOptions
 from release_ledger.ledger.projection import project
 from release_ledger.ledger.release import ReleaseWork, release_builds
@@ -280,4 +280,72 @@ def test_cancel_kills_what_the_release_work_runs(
             os.kill(pid, 0)
             time.sleep(0.1)
     local.close()
+    ledger.close()
+
+
+HANGING_BACKEND = """import os, time
+def build_sdist(sdist_directory, config_settings=None):
+    with open({pid_file!r}, "w") as handle:
+        handle.write(str(os.getpid()))
+    time.sleep(60)
+build_wheel = build_sdist
+"""
+
+
+class InterruptedOnceBuilding:
+    """Ctrl-C at the first shard result, once the release build is under way."""
+
+    def __init__(self, pid_file: Path) -> None:
+        self.pid_file = pid_file
+
+    def notice(self, message: str) -> None:
+        pass
+
+    def begin(self, label: str, total: int) -> None:
+        pass
+
+    def advance(self, label: str, detail: str = "") -> None:
+        deadline = time.monotonic() + 60
+        while not self.pid_file.exists() or not self.pid_file.read_text():
+            assert time.monotonic() < deadline, "the release build never started"
+            time.sleep(0.05)
+        raise KeyboardInterrupt
+
+    def end(self, label: str) -> None:
+        pass
+
+
+def test_ctrl_c_while_the_release_builds_kills_the_build_and_records_nothing_of_it(
+    tmp_path: Path, sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pid_file = tmp_path / "backend.pid"
+    monkeypatch.setenv("LEDGER_SANDBOX", "none")  # the backend writes its pid outside
+    monkeypatch.setenv("LEDGER_ENVS_DIR", str(tmp_path / "envs"))
+    pyproject = (
+        '[build-system]\nrequires = []\nbuild-backend = "hang"\nbackend-path = ["."]\n\n'
+        '[project]\nname = "hangs"\nversion = "1.0"\n'
+    )
+    repo, _, _ = two_revisions(
+        tmp_path,
+        {"pyproject.toml": pyproject, "hang.py": HANGING_BACKEND.format(pid_file=str(pid_file))},
+    )
+    ledger = open_ledger(sqlite_url)
+    work = ReleaseWork()
+    options = GateOptions(repo=repo, base="v1", jobs=1, environment="none", question_budget=0)
+    run_id = start(ledger, options)
+    local = LocalExecutor(repo, environment_request=options.environment_request,
+                          envs_dir=tmp_path / "executor-envs")  # fmt: skip
+    observer = InterruptedOnceBuilding(pid_file)
+    try:
+        with pytest.raises(GateInterrupted):
+            GateProcess(ledger, run_id, local, observer, hooks=[work], early=[work]).drive()
+    finally:
+        local.close()
+    pid = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):
+        for _ in range(50):
+            os.kill(pid, 0)
+            time.sleep(0.1)
+    kinds = [r.event.kind for r in ledger.read(run_id)]
+    assert kinds[-1] == "RunInterrupted" and "DistributionsBuilt" not in kinds
     ledger.close()
