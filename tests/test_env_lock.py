@@ -32,6 +32,10 @@ UNMANAGED = {"tool": {"uv": {"managed": False}}}
          "[tool.uv]) is not installed by uv sync"),
         ({"source": "requirements-file", "detail": "requirements/tests.txt"}, MANAGED,
          False, "uv.lock not applied: pip installs requirements/tests.txt, which does not read it"),
+        ({"source": "nox", "detail": "nox session tests-3.11", "runner": "uv sync"}, {},
+         True, "uv.lock applied: nox session tests-3.11 installs with uv sync"),
+        ({"source": "nox", "detail": "nox session tests-3.11", "runner": ""}, MANAGED,
+         False, "uv.lock not applied: the nox source (nox session tests-3.11) does not read it"),
         ({"source": "extras", "detail": "extra [test]", "pins": ["pytest==8.0"]}, MANAGED,
          False, "uv.lock not applied: the pinned package set replaces it"),
     ],
@@ -47,6 +51,10 @@ def test_without_a_lock_nothing_is_applied_and_only_a_runner_that_needs_one_is_n
 
     assert lock_use(runner, {}, "") == (
         False, "tox env py311 runs uv-venv-lock-runner but the revision has no uv.lock"
+    )
+    nox = {"source": "nox", "detail": "nox session tests", "runner": "uv sync"}
+    assert lock_use(nox, {}, "") == (
+        False, "nox session tests installs with uv sync but the revision has no uv.lock"
     )
     assert lock_use({"source": "extras", "detail": "extra [test]"}, MANAGED, "") == (False, "")
     assert lock_use({"source": "requirements-file", "detail": "r.txt"}, {}, "") == (False, "")

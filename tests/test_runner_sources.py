@@ -82,6 +82,34 @@ def test_the_nox_session_for_this_interpreter_is_read_by_running_it_with_command
     assert not (Path(root) / ".nox").exists()
 
 
+def test_a_nox_session_that_runs_uv_sync_installs_what_uv_sync_does(tmp_path: Path) -> None:
+    """`uv sync` reads the lock (the source's runner says so) and adds its default groups
+    (`dev`, or `[tool.uv] default-groups`) unless the session keeps them out."""
+    noxfile = f"""
+import nox
+
+@nox.session(python="{VERSION}")
+def tests(session):
+    session.run_install("uv", "sync", "--extra", "test", "--group", "cov")
+    session.run("pytest")
+
+@nox.session(python="{OTHER}")
+def bare(session):
+    session.run_install("uv", "sync", "--no-default-groups")
+    session.run("pytest")
+"""
+    groups = '[dependency-groups]\ndev = ["iniconfig"]\ncov = ["coverage"]\n'
+    root = project(tmp_path, {"noxfile.py": noxfile, "pyproject.toml": PROJECT + groups})
+
+    [synced, *_] = sources(root)
+    bare = nox_reader.nox_source(root, OTHER, dict(os.environ))
+
+    assert synced["source"] == "nox" and synced["runner"] == "uv sync"
+    assert synced["extras"] == ["test"]
+    assert synced["requirements"] == ["coverage", "iniconfig"]  # --group cov, then dev
+    assert bare["runner"] == "uv sync" and bare["no_default_groups"] is True
+
+
 def test_nox_comes_after_tox_and_before_the_other_sources(tmp_path: Path) -> None:
     tox = "[tox]\nenv_list = py\n[testenv]\ndeps = pytest\ncommands = pytest\n"
     hatch = '[tool.hatch.envs.test]\ndependencies = ["pytest"]\n[tool.hatch.envs.test.scripts]\n'

@@ -20,6 +20,7 @@ import os
 
 LOCK_FILE = "uv.lock"
 LOCK_RUNNER = "uv-venv-lock-runner"
+UV_SYNC = "uv sync"  # a nox session's runner where it installs with `uv sync`
 # Sources `uv sync` installs in a project uv manages: its groups, its extras, and the project
 # alone (pytest added, as the gate does for every source).
 UV_SYNC_SOURCES = ("dependency-group", "extras", "pytest")
@@ -57,6 +58,10 @@ def lock_use(
         if digest:
             return True, f"{LOCK_FILE} applied: {detail} runs {LOCK_RUNNER} (uv sync)"
         return False, f"{detail} runs {LOCK_RUNNER} but the revision has no {LOCK_FILE}"
+    elif kind == "nox" and runner == UV_SYNC:
+        if digest:
+            return True, f"{LOCK_FILE} applied: {detail} installs with uv sync"
+        return False, f"{detail} installs with uv sync but the revision has no {LOCK_FILE}"
     elif kind == "tox":
         why = f"{detail} installs with {f'runner {runner}' if runner else 'a runner'} " \
               "that does not read it"  # fmt: skip

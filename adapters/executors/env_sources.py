@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 # On the gate's machine; on hosts and in pods the program's earlier part defines them.
 with contextlib.suppress(ImportError):
     from release_ledger.adapters.executors.env_installer import SetupFailed, _confined, find_tool
-    from release_ledger.adapters.executors.env_lock import LOCK_RUNNER
+    from release_ledger.adapters.executors.env_lock import LOCK_RUNNER, UV_SYNC
     from release_ledger.adapters.executors.hatch_reader import hatch_declared, hatch_source
     from release_ledger.adapters.executors.invocation_source import (
         POSARGS_SENTINEL,
@@ -456,6 +456,8 @@ def runner_sources(
             found.append({"source": kind, "detail": kind, "unreadable": str(error)})
             continue
         groups = [str(g) for g in source.pop("groups", [])]  # type: ignore[attr-defined]
+        if source.get("runner") == UV_SYNC and not source.get("no_default_groups"):
+            groups += [g for g in _default_groups(checkout) if g not in groups]  # uv sync's own
         for group in groups:
             source["requirements"] = [*source["requirements"], *_resolve_group(checkout, group)]  # type: ignore[misc]
         invocation = dict(source["invocation"])  # type: ignore[call-overload]

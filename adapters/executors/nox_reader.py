@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 # On the gate's machine; on a host these names come from the program's other parts.
 with contextlib.suppress(ImportError):
+    from release_ledger.adapters.executors.env_lock import UV_SYNC
     from release_ledger.adapters.executors.runners import command_line, declared, is_test_command
 
 if TYPE_CHECKING:
@@ -267,6 +268,21 @@ def installs(
     return requirements, files, extras, project, groups
 
 
+_NO_DEFAULT_GROUPS = ("--no-default-groups", "--no-dev", "--only-group", "--only-dev")
+
+
+def uv_sync_use(commands: list[dict[str, object]]) -> tuple[bool, bool]:
+    """(whether the session installs with `uv sync`, which reads `uv.lock`; whether it keeps
+    out the groups `uv sync` adds unasked: `--no-default-groups`, `--no-dev`, `--only-*`)."""
+    synced, bare = False, False
+    for command in commands:
+        words = _words(command)
+        if [os.path.basename(w) for w in words[:2]] == ["uv", "sync"]:
+            synced = True
+            bare = bare or any(w.split("=", 1)[0] in _NO_DEFAULT_GROUPS for w in words)
+    return synced, bare
+
+
 def _posargs_default(session: dict[str, object], index: int, words: list[str]) -> list[str]:
     """The words the session puts where posargs go when none are given (`session.posargs
     or ["tests"]`): its test command read again with posargs given, compared."""
@@ -324,7 +340,10 @@ def nox_source(
     }
     invocation.update(source=f"nox:{session.get('name')}", env=set_env,
                       posargs=_posargs_default(session, commands.index(run), words))  # fmt: skip
+    synced, no_default_groups = uv_sync_use(commands)
     return {
+        "runner": UV_SYNC if synced else "",
+        "no_default_groups": no_default_groups,
         "source": "nox",
         "detail": f"nox session {session.get('name')}",
         "extras": extras,
