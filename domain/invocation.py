@@ -34,6 +34,11 @@ STOPPING_OPTIONS = (
     "--basetemp",
 )
 
+# Coverage (pytest-cov's `--cov`, `--cov-*`) measures the whole run: a shard's share never
+# meets a `--cov-fail-under` (exit 1 with no test failed), and its reports name the
+# declaration's folders. A shard that declares it runs with coverage off.
+COVERAGE_OFF = "--no-cov"
+
 Runner = Literal["pytest", "unittest"]
 
 
@@ -78,8 +83,9 @@ class TestInvocation(BaseModel):
     fallback: str = Field(default="", exclude_if=lambda value: value == "")
 
     def shard_options(self) -> list[str]:
-        """The options a shard passes (the declared ones less `STOPPING_OPTIONS`)."""
-        return drop_options(self.options, STOPPING_OPTIONS)
+        """The options a shard passes (the declared ones less `STOPPING_OPTIONS`, coverage
+        off where declared: `with_coverage_off`)."""
+        return with_coverage_off(drop_options(self.options, STOPPING_OPTIONS))
 
     def shard_arguments(self, files: Sequence[str]) -> list[str]:
         """A shard's runner arguments: the declared options, its own files as targets."""
@@ -137,6 +143,12 @@ def drop_options(options: Sequence[str], names: Iterable[str]) -> list[str]:
         if _option_name(group[0]) not in dropped:
             kept.extend(group)
     return kept
+
+
+def with_coverage_off(options: Sequence[str]) -> list[str]:
+    """`options` and `COVERAGE_OFF` where they ask pytest-cov for coverage."""
+    asked = any(o == "--cov" or o.startswith(("--cov=", "--cov-")) for o in options)
+    return [*options, COVERAGE_OFF] if asked and COVERAGE_OFF not in options else list(options)
 
 
 def split_arguments(words: Sequence[str], positional: Iterable[int]) -> tuple[list[str], list[str]]:

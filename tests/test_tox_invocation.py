@@ -63,6 +63,14 @@ def test_paths_are_named_relative_to_the_working_directory_or_inside_site_packag
         "--cov-config=setup.cfg"
     )
     assert relative_word("auto", "/repo", site, "") == "auto"
+    # after a report's kind (pytest-cov), as tox's {work_dir} names the build's clone
+    assert relative_word("html:/repo/.tox/3.11/tmp/htmlcov", "/repo", site, "") == (
+        "html:.tox/3.11/tmp/htmlcov"
+    )
+    assert relative_word("--cov-report=xml:/repo/.tox/c.xml", "/repo", site, "") == (
+        "--cov-report=xml:.tox/c.xml"
+    )
+    assert relative_word("html:/elsewhere/htmlcov", "/repo", site, "") == "html:/elsewhere/htmlcov"
 
 
 def test_unittest_discovery_names_its_start_directory_and_pattern() -> None:
@@ -73,9 +81,20 @@ def test_unittest_discovery_names_its_start_directory_and_pattern() -> None:
 def test_a_shard_drops_the_same_options_here_as_in_the_domain() -> None:
     assert environment.STOPPING_OPTIONS == invocation.STOPPING_OPTIONS
     options = ["--maxfail", "2", "-x", "--cov-config", "setup.cfg", "--junitxml=r.xml", "-q"]
-    assert environment.shard_options(options) == invocation.drop_options(
-        options, invocation.STOPPING_OPTIONS
+    assert environment.shard_options(options) == invocation.with_coverage_off(
+        invocation.drop_options(options, invocation.STOPPING_OPTIONS)
     )
+
+
+def test_a_shard_runs_declared_coverage_off_it_measures_the_whole_run() -> None:
+    """A shard's share of the suite never meets `--cov-fail-under=100` (pytest exits 1 with
+    no test failed) and the declared report paths name tox's folders: coverage is off."""
+    declared = ["--cov", "{site-packages}/pkg", "--cov-fail-under=100", "--cov-report",
+                "html:/build/.tox/htmlcov", "-q"]  # fmt: skip
+    assert environment.shard_options(declared) == [*declared, "--no-cov"]
+    assert invocation.with_coverage_off(declared) == [*declared, "--no-cov"]
+    assert environment.shard_options(["-q", "--cover-me"]) == ["-q", "--cover-me"]
+    assert environment.shard_options(["--cov=pkg", "--no-cov"]) == ["--cov=pkg", "--no-cov"]
 
 
 def test_collected_items_name_installed_modules_inside_site_packages() -> None:

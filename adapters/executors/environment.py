@@ -410,7 +410,7 @@ STOPPING_OPTIONS = (
 )  # fmt: skip
 def shard_options(options: list[str]) -> list[str]:
     """`options` (told from targets by pytest's parser) less `STOPPING_OPTIONS` and their
-    values (`--maxfail 3`, `--maxfail=3`, `-x`)."""
+    values (`--maxfail 3`, `--maxfail=3`, `-x`), with `--no-cov` where they ask for coverage."""
     kept: list[str] = []
     dropping = False
     for word in options:
@@ -419,7 +419,9 @@ def shard_options(options: list[str]) -> list[str]:
             dropping = name in STOPPING_OPTIONS
         if not dropping:
             kept.append(word)
-    return kept
+    # coverage measures the whole run: off in a shard (`domain/invocation.with_coverage_off`)
+    asked = any(w == "--cov" or w.startswith(("--cov=", "--cov-")) for w in kept)
+    return [*kept, "--no-cov"] if asked and "--no-cov" not in kept else kept
 def _dependencies_only(frozen: str, meta: dict[str, object]) -> str:
     """The frozen list less the project itself (installed from its wheel, by path): the
     package set its tests ran in, comparable between revisions."""

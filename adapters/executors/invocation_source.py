@@ -125,8 +125,9 @@ def posargs_default(with_defaults: list[str], with_sentinel: list[str]) -> list[
 
 def relative_word(word: str, checkout: str, site_dir: str, workdir: str) -> str:
     """A word of the command as the invocation records it: a path in the tox environment's
-    site-packages as `{site-packages}/...`, an absolute path in the checkout relative to it,
-    anything else as written."""
+    site-packages as `{site-packages}/...`, an absolute path in the checkout relative to it
+    (where it follows an option's `=` or a `KIND:` prefix too: the recorded invocation names
+    no folder of the build's clone), anything else as written."""
     real_checkout = os.path.realpath(checkout)
     for value in (word, word.split("=", 1)[-1]):
         if not os.path.isabs(value):
@@ -138,6 +139,14 @@ def relative_word(word: str, checkout: str, site_dir: str, workdir: str) -> str:
         if real == real_checkout or real.startswith(real_checkout + os.sep):
             rel = os.path.relpath(real, os.path.join(real_checkout, workdir))
             return word.replace(value, rel.replace(os.sep, "/"))
+    # a path in the checkout after a prefix (pytest-cov's `html:/checkout/.tox/htmlcov`)
+    for root in dict.fromkeys((checkout.rstrip(os.sep), real_checkout)):
+        at = word.find(root + os.sep)
+        if at > 0 and word[at - 1] in ":=,":
+            real = os.path.realpath(word[at:])
+            if real.startswith(real_checkout + os.sep):
+                rel = os.path.relpath(real, os.path.join(real_checkout, workdir))
+                return word[:at] + rel.replace(os.sep, "/")
     return word
 
 

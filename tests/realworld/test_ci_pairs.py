@@ -28,6 +28,11 @@ CI fails at head and not at base, under the one-line bug at head.
   runs `python -m unittest discover -s mkdocs -p "*tests.py"`; hatch needs environment plugins
   the gate does not install, so the environment is read from the tables as written.
 
+- pyproject-api 1.12.0 -> 1.12.1 (opt-in, ~1 min a gate): tox `3.11` of a `tox.toml` that
+  `requires` tox-uv, whose `{posargs:...}` default gives pytest-cov a fail-under of 100 and
+  report paths in tox's work_dir: read by tox (before the gate had tox-uv it fell back to the
+  dependency group), the paths recorded relative to the checkout, and coverage off in shards.
+
 Opt-in ones run with `LEDGER_TEST_REALWORLD_ALL=1`, like the other slow real projects.
 """
 
@@ -65,6 +70,8 @@ opt_in = pytest.mark.skipif(
         pytest.param("nbstripout", True, marks=opt_in),
         pytest.param("mkdocs", False, marks=opt_in),
         pytest.param("mkdocs", True, marks=opt_in),
+        pytest.param("pyproject-api", False, marks=opt_in),
+        pytest.param("pyproject-api", True, marks=opt_in),
     ],
 )
 def test_the_gate_gives_the_verdict_of_the_projects_own_ci(
