@@ -365,3 +365,30 @@ def test_the_snapshot_defaults_to_the_head_commits_date_and_a_bad_date_is_bad_in
     assert snapshot(repo, "HEAD", "v1", "2025-06-01T02:00:00+02:00") == "2025-06-01T00:00:00Z"
     with pytest.raises(BadInput, match="--resolve-as-of 'last tuesday'"):
         snapshot(repo, "HEAD", "v1", "last tuesday")
+
+
+def test_shards_run_coverage_off_where_the_environment_has_pytest_cov(tmp_path: Path) -> None:
+    """A project whose pytest configuration turns coverage on with a fail-under (`addopts`)
+    fails every shard (a share of the run) with no test failed: where pytest-cov is installed
+    the shards' options end with `--no-cov`, and a shard of one test then passes."""
+    import subprocess
+
+    addopts = '[tool.pytest.ini_options]\naddopts = "--cov=layout --cov-fail-under=100"\n'
+    root = checkout(tmp_path, {
+        "pyproject.toml": pyproject(extra='test = ["pytest", "pytest-cov"]', tail=addopts),
+        "layout/__init__.py": "def used():\n    return 1\n\ndef unused():\n    return 2\n",
+        "tests/test_one.py": "from layout import used\n\n\ndef test_used():\n    assert used()\n",
+    })  # fmt: skip
+
+    found = prepared(tmp_path, root)
+
+    assert found["status"] == "ready", found.get("log_tail")
+    assert "pytest-cov" in packages(found)
+    assigned = dict(s.split("=", 1) for s in found["runtime"]["SET"])  # type: ignore[index]
+    assert assigned["PYTEST_ADDOPTS"].split()[-1] == "--no-cov"
+    env = {**os.environ, "PYTEST_ADDOPTS": assigned["PYTEST_ADDOPTS"]}
+    shard = [str(found["python"]), "-m", "pytest", "-q", "-p", "no:cacheprovider",
+             "tests/test_one.py"]  # fmt: skip
+    assert subprocess.run(shard, cwd=root, env=env, capture_output=True).returncode == 0
+    del env["PYTEST_ADDOPTS"]  # as the project's own partial run: under its fail-under
+    assert subprocess.run(shard, cwd=root, env=env, capture_output=True).returncode == 1

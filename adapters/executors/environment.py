@@ -378,6 +378,8 @@ def _auto(
     if invocation.get("runner") in ("pytest", "unittest") and not invocation.get("fallback"):
         options = [str(o) for o in invocation.get("options", [])]  # type: ignore[attr-defined]
         pytest_args = shard_options(options)
+    if _installs_pytest_cov(str(result["packages"])) and "--no-cov" not in pytest_args:
+        pytest_args = [*pytest_args, "--no-cov"]  # coverage on by addopts or config: off too
     result["runtime"] = runtime(None, venv, set_env, pytest_args)
     result["keep"] = [entry, os.path.dirname(os.path.dirname(wheel))]
     env = apply_runtime(installer.env, result["runtime"])  # type: ignore[arg-type]
@@ -422,6 +424,15 @@ def shard_options(options: list[str]) -> list[str]:
     # coverage measures the whole run: off in a shard (`domain/invocation.with_coverage_off`)
     asked = any(w == "--cov" or w.startswith(("--cov=", "--cov-")) for w in kept)
     return [*kept, "--no-cov"] if asked and "--no-cov" not in kept else kept
+def _installs_pytest_cov(frozen: str) -> bool:
+    """Whether the environment has pytest-cov, whose `--cov` a project may turn on in its
+    pytest configuration (`addopts`) and whose `fail_under` its coverage configuration may
+    set: a shard, a share of the run, then runs with `--no-cov`, as `shard_options` does
+    for a declared `--cov`."""
+    names = (re.split(r"\s*(==|@)", line.strip(), maxsplit=1)[0] for line in frozen.splitlines())
+    return any(_normal(name) == "pytest-cov" for name in names)
+
+
 def _dependencies_only(frozen: str, meta: dict[str, object]) -> str:
     """The frozen list less the project itself (installed from its wheel, by path): the
     package set its tests ran in, comparable between revisions."""
