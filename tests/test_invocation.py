@@ -39,8 +39,8 @@ def test_a_shard_drops_options_that_stop_it_early_with_their_values() -> None:
     ]  # fmt: skip
     invocation = TestInvocation(options=tuple(options))
     assert invocation.shard_arguments(["tests/test_a.py"]) == [
-        "--cov-config", "setup.cfg", "-q", "tests/test_a.py",
-    ]  # fmt: skip
+        "--cov-config", "setup.cfg", "-q", "--no-cov", "tests/test_a.py",
+    ]  # fmt: skip  (coverage, asked for, runs off in a shard: `with_coverage_off`)
 
 
 def test_option_groups_keep_values_with_their_option() -> None:
