@@ -9,6 +9,7 @@ that holds a run until another has started: the assertions are on order, never o
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -233,6 +234,33 @@ def test_run_parallel_starts_the_longest_first_and_a_waiting_run_once_it_is_read
         ("long", "base"), ("long", "head"), ("middle", "base"), ("short", "base"),
     ]  # fmt: skip
     assert executor.calls[1].timeout_s == 42.0
+
+
+def test_a_run_waiting_for_the_second_of_two_results_that_landed_together_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two base runs end before the pool looks (one `wait` hands back both): the head run
+    waiting for the second is not taken for stuck when the first is handed back (a CI run
+    of the adversarial gates ended in `RuntimeError` so)."""
+    from concurrent import futures
+
+    from release_ledger.ledger.steps import parallel
+
+    def late_wait(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.3)  # every run submitted so far has ended by now
+        return futures.wait(*args, **kwargs)
+
+    monkeypatch.setattr(parallel, "wait", late_wait)
+    taken: list[tuple[str, str]] = []
+
+    def ready(run: ShardRun) -> ShardRun | None:
+        return run if run.revision == "base" or ("b", "base") in taken else None
+
+    runs = [_run("a"), _run("b"), _run("b", "head")]
+    for run, _ in run_parallel(_pool(2), Timeline(), runs, "runs", ready=ready):
+        taken.append((run.shard_id, run.revision))
+
+    assert taken == [("a", "base"), ("b", "base"), ("b", "head")]
 
 
 def test_run_parallel_refuses_runs_that_wait_for_what_no_run_gives() -> None:

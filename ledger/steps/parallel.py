@@ -67,11 +67,17 @@ def run_parallel(
             future = pool.submit(run_once_or_again, run)
             futures[future] = run
             pending.add(future)
+
+    def stuck() -> None:
+        """Runs still waiting with nothing running and no result left to hand back: what
+        they wait for will never be recorded (checked once every result landed is taken,
+        not between two results that landed together)."""
         if queue and not pending:
             raise RuntimeError(f"{len(queue)} runs wait for results no run will give")
 
     try:
         start_what_may()
+        stuck()
         while pending:
             done, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
             pending.difference_update(done)
@@ -82,6 +88,7 @@ def run_parallel(
                 ctx.observer.advance(label, said)
                 yield run, observation
                 start_what_may()  # the caller has recorded it: what waited on it may start
+            stuck()
     except BaseException:
         # Ctrl-C / SIGTERM: kill the children first, or shutting the pool down would
         # wait for every running shard to finish on its own.
