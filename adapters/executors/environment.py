@@ -429,8 +429,12 @@ def _installs_pytest_cov(frozen: str) -> bool:
     pytest configuration (`addopts`) and whose `fail_under` its coverage configuration may
     set: a shard, a share of the run, then runs with `--no-cov`, as `shard_options` does
     for a declared `--cov`."""
-    names = (re.split(r"\s*(==|@)", line.strip(), maxsplit=1)[0] for line in frozen.splitlines())
-    return any(_normal(name) == "pytest-cov" for name in names)
+    return any(_package_name(line) == "pytest-cov" for line in frozen.splitlines())
+
+
+def _package_name(line: str) -> str:
+    """The normalised name of a frozen list's line (`name==1.0`, `name @ file:///...`)."""
+    return _normal(re.split(r"\s*(==|@)", line.strip(), maxsplit=1)[0])
 
 
 def _dependencies_only(frozen: str, meta: dict[str, object]) -> str:
@@ -439,7 +443,7 @@ def _dependencies_only(frozen: str, meta: dict[str, object]) -> str:
     own = _normal(str(meta.get("name") or ""))
     kept = [
         line for line in frozen.splitlines()
-        if _normal(re.split(r"\s*(==|@)", line.strip(), maxsplit=1)[0]) != own
+        if _package_name(line) != own
     ]  # fmt: skip
     return "\n".join(kept) + ("\n" if kept else "")
 def _reusable(

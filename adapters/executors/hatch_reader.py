@@ -88,8 +88,6 @@ def read_environments(
     hatch = find_tool("hatch")
     if hatch is None:
         raise DeclarationUnreadable("hatch is not installed on this machine")
-    if plugins_required(checkout):
-        raise DeclarationUnreadable(plugins_required(checkout))
     argv = [hatch, "--no-interactive", "--no-color", "env", "show", "--json"]
     wrapped = confine(argv, checkout, []) if confine is not None else argv
     # hatch's data and cache folders: a private /tmp one (a confined step writes nothing else).
@@ -136,20 +134,13 @@ def environments_as_written(checkout: str) -> dict[str, dict[str, object]]:
     merged as `_raw_scripts` does), a matrix's `python` values as `name.pyX.Y`. Environments
     of a plugin's type are left out, as are collectors and a matrix's overrides (the
     plugins' and overrides' work); a virtual environment's own settings are what CI gets."""
-    declared = _tables(checkout).get("envs")
-    envs: dict[object, object] = declared if isinstance(declared, dict) else {}
+    envs = _tables(checkout).get("envs")
     found: dict[str, dict[str, object]] = {}
-    for name, table in envs.items():
+    for name, table in envs.items() if isinstance(envs, dict) else ():
         if not isinstance(table, dict):
             continue
         merged: dict[str, object] = {}
-        chain: list[dict[str, object]] = []
-        step: object = name
-        while isinstance(layer := envs.get(step), dict) and len(chain) < 16:
-            chain.append(layer)
-            following = layer.get("template", "default" if step != "default" else None)
-            step = None if following == step else following
-        for layer in reversed(chain):
+        for layer in reversed(_template_chain(checkout, str(name))):
             merged.update({k: v for k, v in layer.items() if k in _AS_WRITTEN_KEYS})
         if str(merged.get("type", "virtual")) != "virtual":
             continue
@@ -188,9 +179,9 @@ def _command_words(line: str) -> list[str] | None:
         return None
 
 
-def _raw_scripts(checkout: str, env_name: str) -> dict[str, list[str]]:
-    """An environment's scripts as the project wrote them (`{args}` fields kept): those of
-    its template chain (`template`, else `default`), each overlaid by the next."""
+def _template_chain(checkout: str, env_name: str) -> list[dict[str, object]]:
+    """An environment's table as written, then its template's (`template`, else `default`),
+    and so on: the nearest first."""
     envs = _tables(checkout).get("envs")
     chain: list[dict[str, object]] = []
     name: object = env_name.split(".", 1)[0]  # a matrix environment's own table
@@ -199,8 +190,14 @@ def _raw_scripts(checkout: str, env_name: str) -> dict[str, list[str]]:
         chain.append(table)
         following = table.get("template", "default" if name != "default" else None)
         name = None if following == name else following
+    return chain
+
+
+def _raw_scripts(checkout: str, env_name: str) -> dict[str, list[str]]:
+    """An environment's scripts as the project wrote them (`{args}` fields kept): those of
+    its template chain (`_template_chain`), each overlaid by the next."""
     scripts: dict[str, list[str]] = {}
-    for table in reversed(chain):
+    for table in reversed(_template_chain(checkout, env_name)):
         own = table.get("scripts")
         for script, lines in (own.items() if isinstance(own, dict) else ()):
             scripts[str(script)] = [str(x) for x in (lines if isinstance(lines, list) else [lines])]

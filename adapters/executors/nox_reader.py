@@ -224,7 +224,7 @@ def installs(
     for command in commands:
         words = _words(command)
         cwd = str(command.get("cwd") or checkout)
-        if [os.path.basename(w) for w in words[:2]] == ["uv", "sync"]:
+        if _is_uv_sync(words):
             project = project or "--no-install-project" not in words
             for flag, value in itertools.pairwise(words):
                 if flag == "--extra":
@@ -268,6 +268,10 @@ def installs(
     return requirements, files, extras, project, groups
 
 
+def _is_uv_sync(words: list[str]) -> bool:
+    return [os.path.basename(w) for w in words[:2]] == ["uv", "sync"]
+
+
 _NO_DEFAULT_GROUPS = ("--no-default-groups", "--no-dev", "--only-group", "--only-dev")
 
 
@@ -277,7 +281,7 @@ def uv_sync_use(commands: list[dict[str, object]]) -> tuple[bool, bool]:
     synced, bare = False, False
     for command in commands:
         words = _words(command)
-        if [os.path.basename(w) for w in words[:2]] == ["uv", "sync"]:
+        if _is_uv_sync(words):
             synced = True
             bare = bare or any(w.split("=", 1)[0] in _NO_DEFAULT_GROUPS for w in words)
     return synced, bare
