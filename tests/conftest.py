@@ -10,6 +10,9 @@ from urllib.parse import urlparse, urlunparse
 
 import pytest
 
+from release_ledger.ledger.bootstrap import open_ledger
+from release_ledger.ledger.service import Ledger
+
 POSTGRES_URL = os.environ.get("LEDGER_TEST_POSTGRES_URL")
 NO_POSTGRES = "no PostgreSQL server: set LEDGER_TEST_POSTGRES_URL (.ci/run starts one)"
 
@@ -58,6 +61,14 @@ def unsandboxed_module() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("LEDGER_SANDBOX", "none")
         yield
+
+
+@pytest.fixture
+def disk_ledger(tmp_path: Path) -> Iterator[Ledger]:
+    """A SQLite ledger on disk in the test's folder, closed afterwards."""
+    opened = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    yield opened
+    opened.close()
 
 
 @pytest.fixture

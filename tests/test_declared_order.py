@@ -5,8 +5,6 @@ error is never retried nor bisected. The real gates are in `test_declared_order_
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +12,6 @@ import pytest
 from release_ledger.domain import events as ev
 from release_ledger.domain.order import collection_order
 from release_ledger.domain.verdict import Verdict
-from release_ledger.ledger.bootstrap import open_ledger
 from release_ledger.ledger.gate import GateProcess, start
 from release_ledger.ledger.options import GateOptions
 from release_ledger.ledger.service import Ledger
@@ -32,10 +29,8 @@ def _case(file: str) -> str:
 
 
 @pytest.fixture
-def ledger(tmp_path: Path) -> Iterator[Ledger]:
-    opened = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
-    yield opened
-    opened.close()
+def ledger(disk_ledger: Ledger) -> Ledger:
+    return disk_ledger
 
 
 def _files(tests: tuple[str, ...] | dict[str, str]) -> list[str] | dict[str, str]:

@@ -7,15 +7,12 @@ each; the real gates in `test_gate_*.py` run the same decisions with pytest and 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from release_ledger.domain.execution import EnvironmentRequest
 from release_ledger.domain.verdict import Verdict
-from release_ledger.ledger.bootstrap import open_ledger
 from release_ledger.ledger.gate import GateProcess, start
 from release_ledger.ledger.options import GateOptions
 from release_ledger.ledger.service import Ledger
@@ -51,10 +48,8 @@ def repo() -> Repo:
 
 
 @pytest.fixture
-def ledger(tmp_path: Path) -> Iterator[Ledger]:
-    opened = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
-    yield opened
-    opened.close()
+def ledger(disk_ledger: Ledger) -> Ledger:
+    return disk_ledger
 
 
 def _gate(

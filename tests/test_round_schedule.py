@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -106,10 +106,8 @@ class Timeline:
 
 
 @pytest.fixture
-def ledger(tmp_path: Path) -> Iterator[Ledger]:
-    opened = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
-    yield opened
-    opened.close()
+def ledger(disk_ledger: Ledger) -> Ledger:
+    return disk_ledger
 
 
 def _gate(
