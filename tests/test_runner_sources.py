@@ -333,6 +333,56 @@ def test_hatch_plugins_and_no_test_script_as_written_is_one_line_and_the_next_so
     )
 
 
+HATCH_DETACHED = """
+[project.optional-dependencies]
+extra = ["six"]
+[tool.hatch.envs.default]
+dependencies = ["iniconfig"]
+features = ["extra"]
+[tool.hatch.envs.default.scripts]
+check = "pytest -q"
+[tool.hatch.envs.test]
+detached = true
+dependencies = ["pytest"]
+[tool.hatch.envs.test.scripts]
+test = "pytest tests"
+[tool.hatch.envs.unit-tests]
+template = "test"
+extra-dependencies = ["packaging"]
+"""
+
+
+@pytest.mark.parametrize(("env", "requirements"), [
+    ("test", ["pytest"]), ("unit-tests", ["pytest", "packaging"])
+])  # fmt: skip
+def test_a_detached_hatch_environment_as_written_installs_no_project_and_inherits_nothing(
+    tmp_path: Path, env: str, requirements: list[str]
+) -> None:
+    """`detached = true` is its own template and skips the install (and so does an
+    environment templated on it): read from the tables as written exactly as hatch reads
+    the same tables where it can be run."""
+    plugin = '[tool.hatch.env]\nrequires = ["hatch-pip-compile"]\n'
+    tables = PROJECT + HATCH_DETACHED
+    if env == "unit-tests":  # the test environment's script, left to its child
+        tables = tables.replace('test = "pytest tests"', 'lint = "ruff check ."')
+        tables += '[tool.hatch.envs.unit-tests.scripts]\ntest = "pytest tests"\n'
+    by_hatch = hatch_reader.hatch_source(
+        project(tmp_path / "hatch", {"pyproject.toml": tables}), VERSION, dict(os.environ)
+    )
+    as_written = hatch_reader.hatch_source(
+        project(tmp_path / "written", {"pyproject.toml": plugin + tables}),
+        VERSION, dict(os.environ),
+    )  # fmt: skip
+
+    for source in (by_hatch, as_written):
+        assert str(source["detail"]).startswith(f"hatch env {env}, script test")
+        assert source["install_project"] is False
+        assert source["extras"] == []  # the default environment's features not inherited
+        assert source["requirements"] == requirements  # nor its dependencies
+        assert source["command"] == by_hatch["command"]
+    assert "as written" in str(as_written["detail"])
+
+
 def test_the_modules_sent_to_build_hosts_define_each_name_once() -> None:
     """They are concatenated into one program there (`programs.py`): a name defined twice
     would silently be the later module's in the earlier one."""

@@ -133,7 +133,9 @@ def environments_as_written(checkout: str) -> dict[str, dict[str, object]]:
     each table over its template chain (`template`, else `default`: the nearer wins, scripts
     merged as `_raw_scripts` does), a matrix's `python` values as `name.pyX.Y`. Environments
     of a plugin's type are left out, as are collectors and a matrix's overrides (the
-    plugins' and overrides' work); a virtual environment's own settings are what CI gets."""
+    plugins' and overrides' work); a virtual environment's own settings are what CI gets.
+    A `detached` table inherits nothing and skips the install, and so do those templated on
+    it unless they say otherwise (hatch's `_populate_default_env_values`)."""
     envs = _tables(checkout).get("envs")
     found: dict[str, dict[str, object]] = {}
     for name, table in envs.items() if isinstance(envs, dict) else ():
@@ -142,6 +144,8 @@ def environments_as_written(checkout: str) -> dict[str, dict[str, object]]:
         merged: dict[str, object] = {}
         for layer in reversed(_template_chain(checkout, str(name))):
             merged.update({k: v for k, v in layer.items() if k in _AS_WRITTEN_KEYS})
+            if layer.get("detached"):  # hatch: no template, and the project not installed
+                merged["skip-install"] = True
         if str(merged.get("type", "virtual")) != "virtual":
             continue
         merged["scripts"] = _raw_scripts(checkout, str(name))
@@ -181,7 +185,7 @@ def _command_words(line: str) -> list[str] | None:
 
 def _template_chain(checkout: str, env_name: str) -> list[dict[str, object]]:
     """An environment's table as written, then its template's (`template`, else `default`),
-    and so on: the nearest first."""
+    and so on: the nearest first. A `detached` table is its own template, as hatch makes it."""
     envs = _tables(checkout).get("envs")
     chain: list[dict[str, object]] = []
     name: object = env_name.split(".", 1)[0]  # a matrix environment's own table
@@ -189,6 +193,8 @@ def _template_chain(checkout: str, env_name: str) -> list[dict[str, object]]:
         table = envs[name]
         chain.append(table)
         following = table.get("template", "default" if name != "default" else None)
+        if table.get("detached"):
+            following = None
         name = None if following == name else following
     return chain
 
