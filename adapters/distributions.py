@@ -232,16 +232,20 @@ def _confined_installer(
     repo: Path | None,
     hidden: Sequence[str],
     tag: str = "",
+    own: str = "",
 ) -> Installer:
     """An installer whose steps (head's build backend, its import after the upgrade) see the
     build environment's allow-list and run in bubblewrap where it can: writable only the
     work folder (the clone, the dists, the venv) and what each step builds in the cache;
     `hidden` (the ledger's folder) out of sight. Every step carries `tag` (where given), so
-    whoever started the build ends all it runs (`supervisor.kill_tagged`)."""
+    whoever started the build ends all it runs (`supervisor.kill_tagged`). `own` (head's
+    commit): its steps use installers' caches of that commit's own, never the shared ones."""
+    caches = build_sandbox.own_caches(cache, own) if own else None
     confine, _ = build_sandbox.confinement(
-        python=python, repo=repo, checkout=Path(work), envs_dir=Path(cache), hidden=list(hidden)
-    )
-    env = build_env(dict(os.environ))
+        python=python, repo=repo, checkout=Path(work), envs_dir=Path(cache), hidden=list(hidden),
+        caches=caches,
+    )  # fmt: skip
+    env = build_env({**os.environ, **(caches or {})})
     if tag:
         env[TAG_VARIABLE] = tag
     return Installer(python, uv, log, env, confine)
@@ -305,7 +309,8 @@ def build(
     log = os.path.join(work, "build.log")
     open(log, "wb").close()
     uv = None if installer_name == "pip" else find_uv()
-    installer = _confined_installer(python, uv, log, work, cache, repo, hidden, tag)
+    own = commit if revision == "head" else ""  # the candidate: caches of its own
+    installer = _confined_installer(python, uv, log, work, cache, repo, hidden, tag, own)
     try:
         interp = _interpreter(python, installer)
         fields["python_version"] = interp["version"]
@@ -316,6 +321,7 @@ def build(
                 "p": interp["platform"],
                 "m": interp["machine"],
                 "how": installer.how,
+                **({"own_caches": True} if own else {}),  # never reused as base's, nor the reverse
             }
         )[:12]
         entry = os.path.join(cache, "dists", f"{commit}-{built_for}")
@@ -323,7 +329,9 @@ def build(
         tools_error = ""
         if check_readme or not installer.uv:
             try:
-                tools = _tools(cache, installer, interp)
+                # made with the shared caches, never head's: `twine check` runs unconfined
+                shared = _confined_installer(python, uv, log, work, cache, repo, hidden, tag)
+                tools = _tools(cache, shared, interp)
             except SetupFailed as error:
                 tools_error = f"the tools environment could not be made: {error}"
         meta = _ready(entry)
@@ -458,7 +466,7 @@ def upgrade(
     log = os.path.join(work, "upgrade.log")
     open(log, "wb").close()
     uv = None if installer_name == "pip" else find_uv()
-    installer = _confined_installer(python, uv, log, work, cache, None, hidden, tag)
+    installer = _confined_installer(python, uv, log, work, cache, None, hidden, tag, head_commit)
     fields: dict[str, Any] = {
         "base_commit": base_commit, "head_commit": head_commit,
         "base_wheel": os.path.basename(base_wheel), "base_wheel_sha256": _sha256_file(base_wheel),

@@ -77,6 +77,10 @@ class EnvironmentRequest(BaseModel):
     # Variables of the gate's environment a shard may see besides the allow-list (names, or
     # prefixes ending in `*`; `[tool.release-ledger] pass-env`): CI variables the suite reads.
     pass_env: tuple[str, ...] = ()
+    # Commits whose environment builds may use, and so write, uv's and pip's shared caches:
+    # the release already approved (base). Every other commit's build is the candidate's
+    # code and gets caches of its own, so it cannot alter what other builds install from.
+    trusted_commits: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, text: str) -> EnvironmentRequest:

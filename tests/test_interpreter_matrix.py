@@ -351,7 +351,7 @@ def test_an_interrupted_matrix_resumes_with_the_interpreters_it_recorded(tmp_pat
     url = gatekit.ledger_url(tmp_path)
     with opened(url) as ledger:
         run_id = start(ledger, options)
-        lanes = wiring._lanes(options, ledger)
+        lanes = wiring._lanes(options, ledger, ledger.started(run_id).base)
         try:  # only the first interpreter's lane runs before the "interruption"
             GateProcess(ledger, run_id, lanes[0].executor, interpreter="3.11", finish=False).drive()
         finally:

@@ -11,14 +11,20 @@ machine each build step runs in bubblewrap, as shards do, where it can:
 - writable: the revision's checkout (a throw-away clone with its own `.git`: the gate runs no
   git in it after the build), the folder being built in the environments' cache (a
   venv, a wheel; the rest of that cache, other revisions' environments among it, is
-  read-only) and uv's and pip's caches; a private `/tmp`;
+  read-only) and the installers' caches: uv's and pip's shared ones for a build of the
+  release already approved (base), and for the candidate's (head, or any commit not named
+  trusted) caches of its own (`own_caches`: `UV_CACHE_DIR` and `PIP_CACHE_DIR` in a folder
+  of the environments' cache kept for that commit), never the shared ones. With uv's hard
+  links a cached file is the very inode installed in every venv made from it: a head that
+  could write the shared cache could rewrite base's installed pytest. Its environments are
+  keyed apart too (`environment.prepare(own_caches=True)`), so no build of base reuses one;
+  a private `/tmp`;
 - the network as the gate has it (installs download).
 
 Where bwrap cannot run, the step runs as before and the environment says so in its warnings.
 The release builds (`adapters/distributions.py`: head's sdist and wheel, the upgrade from
 base's wheel) run the same way. Not confined: builds on SSH hosts and in pods (a pod is its
-own machine), and a build can still write into uv's and pip's caches, which later builds
-install from.
+own machine).
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from release_ledger.adapters.executors import sandbox
+from release_ledger.adapters.executors import env_cache, sandbox
 from release_ledger.adapters.executors.env_installer import find_tool, find_uv
 
 UNCONFINED_WARNING = (
@@ -56,17 +62,35 @@ def _tool_cache(tool: str) -> str | None:
     return found[-1] if done.returncode == 0 and found else None
 
 
+def own_caches(envs_dir: Path | str, commit: str) -> dict[str, str]:
+    """uv's and pip's caches for the builds of one candidate commit (`UV_CACHE_DIR`,
+    `PIP_CACHE_DIR`), made if missing: under the environments' cache, kept per commit so a
+    gate of the same head again reuses what its first build downloaded; never read by a
+    build of another commit, so nothing a head's build writes there reaches what others
+    install."""
+    root = os.path.join(envs_dir, "caches", commit or "unnamed")
+    found = {"UV_CACHE_DIR": os.path.join(root, "uv"), "PIP_CACHE_DIR": os.path.join(root, "pip")}
+    for folder in found.values():
+        os.makedirs(folder, exist_ok=True)
+    env_cache.stamp(root)  # used now: the last to be pruned (`env_cache.prune`)
+    return found
+
+
 def confinement(
-    *, python: str, repo: Path | None, checkout: Path, envs_dir: Path, hidden: list[str]
-) -> tuple[Callable[[list[str], str | None, list[str]], list[str]], list[str]]:
+    *, python: str, repo: Path | None, checkout: Path, envs_dir: Path, hidden: list[str],
+    caches: dict[str, str] | None = None,
+) -> tuple[Callable[[list[str], str | None, list[str]], list[str]], list[str]]:  # fmt: skip
     """A `confine` for `environment.prepare` and the sandboxes it used (one per step). `repo`
     (the user's repository, hidden whole: `.git` and its `config`, where CI keeps a token,
     included) is None for a step with no checkout of it (the release upgrade installs
     wheels). `checkout` is a throw-away clone with a `.git` of its own (`setuptools-scm` asks
-    git for the version there), never a tree the gate runs git in afterwards."""
+    git for the version there), never a tree the gate runs git in afterwards. `caches`
+    (`own_caches`: the candidate's build, whose environment the caller gives those variables)
+    are writable instead of uv's and pip's shared caches."""
     home = Path.home()
-    caches = [c for c in (_tool_cache("uv"), _tool_cache("pip")) if c]
-    for cache in caches:
+    if caches is None:
+        caches = {t: c for t in ("uv", "pip") if (c := _tool_cache(t))}
+    for cache in caches.values():
         os.makedirs(cache, exist_ok=True)  # a bind needs its folder; the tool makes it anyway
     tools = [t for t in (find_uv(None), find_tool("tox")) if t]
     readable = [
@@ -76,7 +100,7 @@ def confinement(
         *(str(home / c) for c in (".config/uv", ".config/pip", ".pip", ".pydistutils.cfg")),
         str(envs_dir),  # the environments built: read, never written, by another's build
     ]
-    writable = [str(checkout), *caches]
+    writable = [str(checkout), *caches.values()]
     used: list[str] = []
 
     def confine(argv: list[str], cwd: str | None, building: list[str]) -> list[str]:

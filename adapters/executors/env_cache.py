@@ -81,10 +81,20 @@ def record_failed_before(
             os.replace(stamp + ".tmp", stamp)
 
 
+def stamp(folder: str) -> None:
+    """Mark a folder of the cache used now, with its size (`ready.json`): a candidate's own
+    installers' caches (`caches/<commit>`) are pruned with the entries."""
+    meta = {"bytes": _size(folder)}
+    with contextlib.suppress(OSError):
+        with open(os.path.join(folder, "ready.json.tmp"), "w", encoding="utf-8") as handle:
+            json.dump(meta, handle)
+        os.replace(os.path.join(folder, "ready.json.tmp"), os.path.join(folder, "ready.json"))
+
+
 def prune(cache: str, max_bytes: int, keep: tuple[str, ...] = ()) -> list[str]:
     """Remove least recently used entries until the cache holds at most `max_bytes`."""
     entries = []
-    for kind in ("envs", "projects"):
+    for kind in ("envs", "projects", "caches"):
         folder = os.path.join(cache, kind)
         with contextlib.suppress(OSError):
             for name in os.listdir(folder):

@@ -261,10 +261,11 @@ def pinned_requirements(frozen: str) -> list[str]:
 def _auto(
     checkout: str, commit: str, cache: str, installer: Installer, result: dict[str, object],
     extras: list[str], pins: list[str] | None = None, skip: dict[str, str] | None = None,
+    apart: dict[str, object] | None = None,
 ) -> None:  # fmt: skip
     interp = _interpreter(installer.python, installer)
     tag = _key({"i": interp["implementation"], "v": interp["version"],
-                "p": interp["platform"], "m": interp["machine"]})[:12]  # fmt: skip
+                "p": interp["platform"], "m": interp["machine"], **(apart or {})})[:12]  # fmt: skip
     result["python_version"] = interp["version"]
     wheel, meta, project_reused = _build_project(checkout, commit, cache, installer, tag)
     provided = [str(e) for e in meta.get("extras", [])]  # type: ignore[attr-defined]
@@ -517,11 +518,12 @@ def _build_env(
         raise
 def _command(
     checkout: str, commit: str, cache: str, installer: Installer, command: list[str],
-    result: dict[str, object],
+    result: dict[str, object], apart: dict[str, object] | None = None,
 ) -> None:  # fmt: skip
     interp = _interpreter(installer.python, installer)
     result["python_version"] = interp["version"]
-    key = _key({"format": FORMAT, "interpreter": interp, "setup": command, "commit": commit})
+    key = _key({"format": FORMAT, "interpreter": interp, "setup": command, "commit": commit,
+                **(apart or {})})  # fmt: skip
     result["key"] = key
     entry = os.path.join(cache, "envs", key)
     found = _ready(entry) if commit else None
@@ -569,6 +571,7 @@ def prepare(
     pass_env: list[str] | tuple[str, ...] = (),
     confine: Confine | None = None,
     skip_sources: dict[str, str] | None = None,
+    own_caches: bool = False,
 ) -> dict[str, object]:
     """Prepare the environment the tests of `checkout` run in; never raises for a bad project.
 
@@ -583,6 +586,10 @@ def prepare(
     package set instead of the one its declaration resolves to: head's code with base's
     packages, to tell a failure the code introduced from one a dependency did.
 
+    `own_caches`: the build is the candidate's, with installers' caches of its own (in
+    `base_env`, `build_sandbox.own_caches`): its wheel and environments are keyed apart, so a
+    build with the shared caches (base's) never reuses what it made, nor the reverse.
+
     The result: `status` (ready / failed), `how` (uv, pip, command, none, gate-interpreter),
     `python`, `python_version`, `key`, `reused`, `seconds`, `packages` (frozen list),
     `runtime` (folders for PATH / PYTHONPATH / VIRTUAL_ENV), `imports`, `warnings`, and for
@@ -596,6 +603,7 @@ def prepare(
         "warnings": [], "runtime": runtime(None, None), "python_version": platform.python_version(),
     }  # fmt: skip
     env = build_env(dict(base_env if base_env is not None else os.environ), pass_env)
+    apart: dict[str, object] = {"own_caches": True} if own_caches else {}
     if confine is not None:
         env["TMPDIR"] = "/tmp"  # a confined step's own /tmp; the given one may be out of reach
     os.makedirs(cache, exist_ok=True)
@@ -617,10 +625,10 @@ def prepare(
         elif mode == "auto":
             result["how"] = installer.how
             _auto(checkout, commit, cache, installer, result, [_normal(e) for e in extras],
-                  pinned_requirements(pinned), dict(skip_sources or {}))  # fmt: skip
+                  pinned_requirements(pinned), dict(skip_sources or {}), apart)  # fmt: skip
         else:
             result["how"] = "command"
-            _command(checkout, commit, cache, installer, list(command or []), result)
+            _command(checkout, commit, cache, installer, list(command or []), result, apart)
     except SetupFailed as error:
         result["status"] = "failed"
         result["error"] = str(error)

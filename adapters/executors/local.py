@@ -198,9 +198,16 @@ class LocalExecutor:
         self, commit: str, checkout: Path, skip: tuple[tuple[str, str], ...]
     ) -> dict[str, object]:
         request = self.environment_request
+        # The candidate's build (any commit not trusted) gets installers' caches of its own:
+        # what it writes there never reaches what base's builds install.
+        own = (
+            None if commit in request.trusted_commits
+            else build_sandbox.own_caches(self.envs_dir, commit)
+        )  # fmt: skip
         confine, used = build_sandbox.confinement(
             python=self.python, repo=self.repo, checkout=checkout, envs_dir=self.envs_dir,
             hidden=[str(self.work_dir), str(self.worktrees.cache_dir), *request.hidden],
+            caches=own,
         )  # fmt: skip
         prepared = environment.prepare(
             str(checkout),
@@ -215,6 +222,8 @@ class LocalExecutor:
             pass_env=list(request.pass_env),
             confine=confine,
             skip_sources=dict(skip),
+            base_env={**os.environ, **(own or {})},
+            own_caches=own is not None,
         )
         if sandbox.NONE in used:
             warnings = prepared.setdefault("warnings", [])

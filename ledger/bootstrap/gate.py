@@ -61,7 +61,7 @@ def run_gate(ledger: Ledger, options: Checked, observer: Observer) -> dict[str, 
     for said in [*options.told_settings(), *options.lowered()]:
         observer.notice(said)
     workspace = GitWorkspace(options.repo)
-    lanes = _lanes(options, ledger)  # every executor built and checked before any append
+    lanes = _lanes(options, ledger, _base_commit(workspace, options.base))  # checked first
     try:
         run_id = start(ledger, options, workspace)
     except BaseException:
@@ -79,7 +79,7 @@ def resume_gate(ledger: Ledger, run_prefix: str, observer: Observer) -> dict[str
     options = options_from(state.started)
     validate(options)  # a run recorded with bad values is refused, not crashed
     with ledger.driving(run_id):  # one driver per run: a live holder is named, nothing appended
-        lanes = _lanes(options, ledger)
+        lanes = _lanes(options, ledger, state.started.base)
         if not state.completed:
             ledger.record(run_id, ev.RunResumed)
         return _drive(ledger, run_id, lanes, observer, GitWorkspace(options.repo))
@@ -95,9 +95,18 @@ class Lane:
     pinned: PinnedExecutor | None = None
 
 
-def _lanes(options: GateOptions, ledger: Ledger) -> list[Lane]:
+def _base_commit(workspace: Workspace, base: str) -> str:
+    """Base's commit ("" where it cannot be resolved: `start` then says why)."""
+    try:
+        return workspace.resolve(base)
+    except BadInput:
+        return ""
+
+
+def _lanes(options: GateOptions, ledger: Ledger, base: str) -> list[Lane]:
     """An executor (and, for a pool, a local measuring one) per interpreter of the matrix;
-    each keeps the ledger's own folder out of the suite's sight."""
+    each keeps the ledger's own folder out of the suite's sight, and trusts only `base`'s
+    builds with the installers' shared caches (head's get their own)."""
     requests = [("", options.environment_request)]
     if options.interpreters:
         requests = [
@@ -105,7 +114,11 @@ def _lanes(options: GateOptions, ledger: Ledger) -> list[Lane]:
             for i in options.interpreters
         ]
     hidden = ledger.private_folders()
-    requests = [(label, r.model_copy(update={"hidden": hidden})) for label, r in requests]
+    trusted = (base,) if base else ()
+    requests = [
+        (label, r.model_copy(update={"hidden": hidden, "trusted_commits": trusted}))
+        for label, r in requests
+    ]
     lanes: list[Lane] = []
     try:
         for label, request in requests:
