@@ -351,3 +351,45 @@ def test_base_results_are_never_reused_across_environment_settings(tmp_path: Pat
 
     assert first.code == same.code == other.code == 0
     assert reused(same) and not reused(other)
+
+
+COVERED = '[tool.pytest.ini_options]\naddopts = "--cov=covered --cov-fail-under=100"\n'
+
+
+@pytest.mark.parametrize("env", ["none", "command"])
+def test_coverage_turned_on_by_addopts_is_off_in_shards_of_an_interpreter_with_pytest_cov(
+    tmp_path: Path, env: str
+) -> None:
+    """`addopts = --cov=pkg --cov-fail-under=100` with pytest-cov installed in the
+    interpreter the shards run in (`--env none`: the given one; `--env COMMAND`: the venv
+    the command fills): each shard, a share of a suite that covers everything, would exit 1
+    under the fail-under with no test failed. That interpreter is asked; its shards run with
+    `--no-cov` and the gate passes."""
+    import subprocess
+
+    from release_ledger.adapters.executors.env_installer import find_tool
+
+    uv = find_tool("uv")
+    assert uv is not None
+    venv = tmp_path / "caller"
+    subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    install = [uv, "pip", "install", "-q", "--python", python, "pytest", "pytest-cov"]
+    subprocess.run(install, check=True)
+    repo = make_repo(tmp_path, {
+        "pyproject.toml": COVERED,
+        "covered/__init__.py": "def one():\n    return 1\n\n\ndef two():\n    return 2\n",
+        "tests/test_one.py": "from covered import one\n\n\ndef test_one():\n    assert one()\n",
+        "tests/test_two.py": "from covered import two\n\n\ndef test_two():\n    assert two()\n",
+    })  # fmt: skip
+    tag(repo, "v1")
+    commit(repo, {"tests/test_three.py": "def test_three():\n    pass\n"})
+    whole = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    assert subprocess.run(whole, cwd=repo, capture_output=True).returncode == 0  # 100% whole
+    setup = f"{uv} pip install -q --python {{python}} pytest pytest-cov"
+    how = ["--env", "none", "--python", python] if env == "none" else ["--env", setup]
+
+    result = gate(tmp_path, repo, "--shards", "2", *how)
+
+    assert result.code == 0, result.stdout
+    assert result.document["status"] == "passed"

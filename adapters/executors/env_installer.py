@@ -105,16 +105,19 @@ class Installer:
     def how(self) -> str:
         return "uv" if self.uv else "pip"
 
-    def step(self, argv: list[str], cwd: str | None = None) -> tuple[int | None, str, str]:
+    def step(
+        self, argv: list[str], cwd: str | None = None, env: dict[str, str] | None = None
+    ) -> tuple[int | None, str, str]:
         """Run one step with its command, stderr and stdout in the log; never raises:
-        (exit code or None when it could not run or timed out, stdout, error)."""
+        (exit code or None when it could not run or timed out, stdout, error). `env`
+        replaces the installer's own for this step."""
         with open(self.log, "ab") as log:
             log.write(("$ " + " ".join(argv) + "\n").encode())
             log.flush()
             try:
                 done = subprocess.run(
-                    _confined(self.confine, argv, cwd, self.writable), cwd=cwd, env=self.env,
-                    stdin=subprocess.DEVNULL,
+                    _confined(self.confine, argv, cwd, self.writable), cwd=cwd,
+                    env=self.env if env is None else env, stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE, stderr=log, timeout=STEP_TIMEOUT_S, check=False,
                 )  # fmt: skip
             except (OSError, subprocess.TimeoutExpired) as error:

@@ -433,6 +433,33 @@ def _installs_pytest_cov(frozen: str) -> bool:
     return any(_package_name(line) == "pytest-cov" for line in frozen.splitlines())
 
 
+# Asks an interpreter whether pytest-cov is installed for it: exit 0 when it is.
+_HAS_PYTEST_COV = (
+    "import importlib.metadata as m\n"
+    "try:\n    m.distribution('pytest-cov')\n"
+    "except m.PackageNotFoundError:\n    raise SystemExit(3)\n"
+)
+
+
+def _coverage_off_where_importable(
+    installer: Installer, result: dict[str, object], pythonpath: str
+) -> None:
+    """`--no-cov` for the shards of an environment the gate did not build (`--env none`,
+    `--env COMMAND`, the gate's interpreter) where pytest-cov is installed, as `_auto` does
+    for its own: the interpreter the shards run is asked, with the path they get (the
+    gate's PYTHONPATH where no venv is theirs, `shard_env`). One that cannot answer keeps
+    the project's options as they are."""
+    folders = result["runtime"]
+    assert isinstance(folders, dict)
+    env = dict(installer.env)
+    if not folders.get("VIRTUAL_ENV") and pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    argv = [str(result["python"]), "-c", _HAS_PYTEST_COV]
+    if installer.step(argv, env=env)[0] == 0:
+        assigned = [s for s in folders.get("SET", []) if not s.startswith("PYTEST_ADDOPTS=")]
+        folders["SET"] = sorted([*assigned, "PYTEST_ADDOPTS=--no-cov"])
+
+
 def _package_name(line: str) -> str:
     """The normalised name of a frozen list's line (`name==1.0`, `name @ file:///...`)."""
     return _normal(re.split(r"\s*(==|@)", line.strip(), maxsplit=1)[0])
@@ -629,6 +656,9 @@ def prepare(
         else:
             result["how"] = "command"
             _command(checkout, commit, cache, installer, list(command or []), result, apart)
+        if result["how"] in ("none", "gate-interpreter", "command"):
+            given = base_env if base_env is not None else os.environ
+            _coverage_off_where_importable(installer, result, given.get("PYTHONPATH", ""))
     except SetupFailed as error:
         result["status"] = "failed"
         result["error"] = str(error)
