@@ -603,14 +603,18 @@ def _in_order(
 def _source_rejected(
     state: RunState, _: int, e: ev.SourceRejected, __: Mapping[str, bytes]
 ) -> None:
-    """The revision's attempts made in the rejected source stop counting: its shards are run
-    again (their attempt numbers go on) in the next source."""
+    """The revision's attempts made in the rejected source stop counting, and so do the base
+    results the result cache gave for it (`reused_dropped`): its shards are run again (their
+    attempt numbers go on) in the next source, every file of theirs."""
     state.rejected_sources.setdefault(e.revision, []).append(e)
+    dropped = set(e.reused_dropped)
     for shard in state.shards.values():
         made = shard.attempts[e.revision]
         if made:
             shard.superseded.setdefault(e.revision, []).extend(made)
             shard.attempts[e.revision] = []
+        for file in dropped & set(shard.reused):  # cached in that source: run again
+            del shard.reused[file]
 
 
 @_folds(ev.AttributionRecorded)

@@ -47,6 +47,7 @@ class Unrunnable:
     detail: str
     key: str
     log_tail_hash: str | None
+    reused: tuple[str, ...] = ()  # base files whose results the result cache gave
 
 
 def is_usage_error(attempt: AttemptView | None) -> bool:
@@ -72,8 +73,11 @@ def missing_modules(report: Report) -> set[str]:
 
 def stopped_before_tests(attempt: AttemptView | None) -> str | None:
     """Why an attempt ran no test (`usage-error`, `collection-errors`), or None when it ran
-    some, died (a signal, a timeout, memory) or was not run by this run."""
-    if attempt is None or attempt.reused_from:
+    some or died (a signal, a timeout, memory). Base results reused from the result cache
+    count as fresh ones: they were made in an environment of the same key, so the same
+    source (a reused report of nothing but collection errors left the revision stuck with
+    them while a fresh run of the same files rejected the source)."""
+    if attempt is None:
         return None
     if is_usage_error(attempt):
         return USAGE_ERROR
@@ -145,5 +149,7 @@ def unrunnable(state: RunState) -> Unrunnable | None:
             detail=used,
             key=env.key,
             log_tail_hash=first.log_tail_hash if first else None,
-        )
+            reused=tuple(sorted({f for s in shards for f in s.reused})) if revision == "base"
+            else (),
+        )  # fmt: skip
     return None

@@ -247,7 +247,11 @@ def _source_rejected(e: ev.SourceRejected, _: Mapping[str, bytes]) -> str:
     return (
         f"{e.revision} environment from {e.source} ({e.detail or e.source}) rejected: no test "
         f"ran in it in {len(e.stopped_shards)} shards ({e.reason}{said}); the next source is tried"
-    )
+        + (
+            f" (with the {len(e.reused_dropped)} base files the result cache gave)"
+            if e.reused_dropped else ""
+        )
+    )  # fmt: skip
 
 
 def _attribution(e: ev.AttributionRecorded, artifacts: Mapping[str, bytes]) -> str:

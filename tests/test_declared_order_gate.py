@@ -145,3 +145,43 @@ def test_a_source_in_which_every_test_module_misses_a_module_is_rejected_too(
     assert sorted((e["revision"], e["reason"]) for e in rejected) == [
         ("base", "collection-errors"), ("head", "collection-errors"),
     ]  # fmt: skip
+
+
+def test_base_results_reused_from_a_run_where_no_test_ran_in_its_source_are_run_again(
+    tmp_path: Path,
+) -> None:
+    """The result cache holds a base file whose only result was a collection error in the
+    first declared source (a shard with other files, whose tests ran, so nothing was rejected
+    then). A later gate whose base files are only such files reuses them: the base's source
+    must still be judged as for fresh shards — rejected, and its shards run in the next
+    source — or the base is measured in a source that cannot run it, and a failure at both
+    revisions reads as introduced."""
+    files = {
+        **{k: v for k, v in SOURCES.items() if k not in ("tests/conftest.py",)},
+        "tests/test_known.py": "import six  # noqa: F401\n\n\ndef test_known():\n    assert 0\n",
+    }
+    del files["tests/test_value.py"]
+    repo = make_repo(tmp_path, files)
+    tag(repo, "v1")
+    commit(repo, {"README": "one\n"}, "docs")
+    gatekit.gate(tmp_path, repo, "--env", "auto", "--shards", "1", *GATE)  # fills the cache
+    commit(repo, {"tests/test_other.py": None}, "drop a test")
+    fresh = gatekit.gate(tmp_path / "fresh", repo, "--env", "auto", *GATE)
+
+    result = gatekit.gate(tmp_path, repo, "--env", "auto", *GATE)
+
+    assert fresh.document["preexisting"] == ["tests/test_known.py::test_known"]
+    assert fresh.code == 0, fresh.stdout
+    document = result.document
+    assert result.code == 0, result.stdout
+    assert document["preexisting"] == ["tests/test_known.py::test_known"]
+    assert document["introduced"] == []
+    run = events(tmp_path, document["run_id"])
+    assert [e["files"] for e in run if e["kind"] == "BaselineReused"] == [["tests/test_known.py"]]
+    rejected = [e for e in run if e["kind"] == "SourceRejected"]
+    assert sorted((e["revision"], e["source"], tuple(e["reused_dropped"])) for e in rejected) == [
+        ("base", "dependency-group", ("tests/test_known.py",)),
+        ("head", "dependency-group", ()),
+    ]  # fmt: skip
+    shown = run_ledger(tmp_path, "show", document["run_id"], "--all").stdout
+    assert "(with the 1 base files the result cache gave)" in shown

@@ -88,6 +88,9 @@ class SourceRejected(OnInterpreter, Event):
     error: str = ""  # one line from the log: what stopped the run
     log_tail_hash: str | None = None  # a shard's log tail, as an artifact
     stopped_shards: list[str] = Field(default_factory=list)  # every one of the revision
+    # base files whose results came from the result cache, made in this source's environment
+    # (the same key): dropped with its attempts, so they run again in the next source
+    reused_dropped: list[str] = Field(default_factory=list)
 
     def artifact_hashes(self) -> list[str]:
         return [self.log_tail_hash] if self.log_tail_hash else []

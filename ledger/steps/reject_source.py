@@ -42,5 +42,6 @@ def reject_source(ledger: Ledger, run_id: str, commit: str, rejection: Unrunnabl
         where=rejection.where, source=rejection.source, detail=rejection.detail,
         key=rejection.key, reason=rejection.reason, error=line,
         log_tail_hash=rejection.log_tail_hash, stopped_shards=list(rejection.shards),
+        reused_dropped=list(rejection.reused),
     )  # fmt: skip
     return line
