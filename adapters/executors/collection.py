@@ -44,8 +44,8 @@ def collect_files(
         return Collected(None, f"file walk (fallback: {why})")
     if not node_ids:
         return Collected(None, "file walk (fallback: the declared invocation collected no items)")
-    report, _ = executor.environment_for(commit)
-    source = report.invocation.source if report.invocation is not None else "pytest"
+    invocation = executor.invocation_for(commit)  # the one the collection ran
+    source = invocation.source if invocation is not None else "pytest"
     items = collected_items(node_ids)  # in the order the invocation collects them
     files = list(items)
     installed = [f for f in files if f.startswith(INSTALLED_PREFIX)]

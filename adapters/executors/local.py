@@ -20,6 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from release_ledger.adapters.executors import build_sandbox, checkout_guard, environment, sandbox
+from release_ledger.adapters.executors.invocation_run import (
+    COLLECT_PROGRAM,
+    FILES_ROOT_VARIABLE,
+    collect_targets,
+    collection_failure,
+    item_paths,
+    site_packages_of,
+    start_and_files,
+)
 from release_ledger.adapters.executors.port import (
     Capabilities,
     Executor,
@@ -38,7 +47,7 @@ from release_ledger.domain.execution import (
     ShardRun,
     expand_command,
 )
-from release_ledger.domain.invocation import INSTALLED_PREFIX, stable_node_id
+from release_ledger.domain.invocation import INSTALLED_PREFIX, TestInvocation, stable_node_id
 
 LOG_TAIL_BYTES = 64 * 1024
 
@@ -240,14 +249,15 @@ class LocalExecutor:
         report, runtime = self.environment_for(commit)
         if report.status != "ready" or report.invocation is None:
             return None, report.error or "no resolved test invocation"
-        if report.invocation.runner not in ("pytest", "unittest"):  # unittest: under pytest
-            return None, f"the declared runner is {report.invocation.runner}"
+        targets, why = collect_targets(report.invocation.model_dump(mode="json"))
+        if targets is None:
+            return None, why
         run_dir = Path(tempfile.mkdtemp(prefix="collect-", dir=self.work_dir))
         try:
             cwd = isolated_copy(self.repo, commit, run_dir / "w")
             run = ShardRun(
                 run_id="", shard_id="collect", attempt=1, revision="head", commit=commit,
-                files=tuple(t.shown() for t in report.invocation.targets), timeout_s=timeout_s,
+                files=tuple(targets), timeout_s=timeout_s,
                 memory_limit_mb=memory_limit_mb,
                 command=("{python}", "-c", COLLECT_PROGRAM, "{files}"),
             )  # fmt: skip
@@ -258,12 +268,12 @@ class LocalExecutor:
             return None, f"collection could not run: {error}"
         finally:
             shutil.rmtree(run_dir, ignore_errors=True)
-        if seen.timed_out or seen.oom:
-            return None, "collection " + ("timed out" if seen.timed_out else "ran out of memory")
-        if seen.exit_code not in (0, 5) or seen.signal is not None:
-            tail = [line for line in output.splitlines() if line.strip()][-1:] or ["no output"]
-            return None, f"collection exited {seen.exit_code}: {tail[0][:200]}"
-        return items, ""
+        failure = collection_failure(seen.exit_code, seen.signal, seen.timed_out, seen.oom, output)
+        return (None, failure) if failure else (items, "")
+
+    def invocation_for(self, commit: str) -> TestInvocation | None:
+        """The commit's resolved test invocation (its environment prepared if not yet)."""
+        return self.environment_for(commit)[0].invocation
 
     # -- running ---------------------------------------------------------------------------
 
@@ -326,7 +336,7 @@ class LocalExecutor:
         if shutil.which(argv[0], path=env.get("PATH")) is None:  # checked before any sandbox
             raise BadInput(f"cannot run the test command '{argv[0]}': not found")
         if start != cwd:  # the plugin names files from the checkout, not from `start`
-            env["RELEASE_LEDGER_FILES_ROOT"] = str(cwd)
+            env[FILES_ROOT_VARIABLE] = str(cwd)
         # A tmpfs of the sandbox is RAM: capped at twice the attempt's limit, so the
         # supervisor (which counts it) kills a runaway writer as `oom` before the cap is met.
         tmpfs_mb = 2 * shard.memory_limit_mb if shard.memory_limit_mb else None
@@ -446,44 +456,19 @@ class LocalExecutor:
         self._checkouts.clear()
 
 
-# `pytest --collect-only` with the invocation's options (PYTEST_ADDOPTS) and targets, naming
-# each item's file by its path (node ids alone cannot say where a file outside the rootdir,
-# an installed module, is), and each module that skipped itself whole at import.
-COLLECT_PROGRAM = """
-import os, sys, pytest
-class Items:
-    def pytest_configure(self, config):
-        self.root = str(config.rootpath)
-    def pytest_collectreport(self, report):
-        # a module that skips itself whole at import is a file the run still has to run
-        if report.outcome == "skipped" and report.nodeid and "::" not in report.nodeid:
-            path = os.path.join(self.root, report.nodeid)
-            print("release-ledger-item\\t%s\\t%s" % (path, report.nodeid), flush=True)
-    def pytest_collection_finish(self, session):
-        for item in session.items:
-            print("release-ledger-item\\t%s\\t%s" % (getattr(item, "path", ""), item.nodeid),
-                  flush=True)
-sys.exit(pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", *sys.argv[1:]],
-                     plugins=[Items()]))
-"""
-
-
 def collected_items(output: str, checkout: str) -> list[str]:
-    """Stable ids of the items `COLLECT_PROGRAM` printed: the file relative to the checkout,
-    or `{site-packages}/...` for an installed module; files elsewhere are left out."""
+    """Stable ids of the items `COLLECT_PROGRAM` printed in a run of `checkout`."""
+    return named_items(item_paths(output, checkout))
+
+
+def named_items(paths: Sequence[Sequence[str]]) -> list[str]:
+    """Stable ids of the items a collect-only run read (`invocation_run.item_paths`, here or
+    on a host): the file relative to the checkout, or `{site-packages}/...` for an installed
+    module; files elsewhere are left out."""
     found: list[str] = []
-    root = os.path.realpath(checkout)
-    for line in output.splitlines():
-        mark, _, rest = line.partition("\t")
-        path, _, node_id = rest.partition("\t")
-        if mark != "release-ledger-item" or not path:
-            continue
-        name = node_id.partition("::")[2]
-        real = os.path.realpath(path)
-        if real.startswith(root + os.sep):
-            file = os.path.relpath(real, root).replace(os.sep, "/")
-        else:
-            file = stable_node_id(real).partition("::")[0]
+    for file, name in paths:
+        if os.path.isabs(file):
+            file = stable_node_id(file).partition("::")[0]
             if not file.startswith(INSTALLED_PREFIX):
                 continue
         found.append(f"{file}::{name}" if name else file)
@@ -493,39 +478,16 @@ def collected_items(output: str, checkout: str) -> list[str]:
 def in_workdir(
     checkout: Path, report: EnvironmentReport, files: Sequence[str]
 ) -> tuple[Path, list[str]]:
-    """Where a run starts and the files it names from there: the invocation's working
-    directory (tox's `changedir`), made as tox makes it, with the checkout as pytest's
-    rootdir so node ids stay relative to it."""
-    invocation = report.invocation
-    named = list(files)
-    if any(f.startswith(INSTALLED_PREFIX) for f in files):
-        # As under tox, whose environment is inside the checkout (`.tox/`): pytest finds the
-        # project's configuration and root conftest above an installed module it is given.
-        link = checkout / SITE_LINK
-        if not link.exists():
-            link.symlink_to(site_packages(report), target_is_directory=True)
-        named = [f"{SITE_LINK}/{f[len(INSTALLED_PREFIX) :]}" if f.startswith(INSTALLED_PREFIX)
-                 else f for f in files]  # fmt: skip
-    if invocation is None or not invocation.workdir:
-        return checkout, named
-    start = (checkout / invocation.workdir).resolve()
-    if not start.is_relative_to(checkout.resolve()):
-        return checkout, named
-    start.mkdir(parents=True, exist_ok=True)
-    moved = [os.path.relpath(checkout / f, start) for f in named]
-    return start, [f"--rootdir={checkout}", *moved]
-
-
-# Where a run's copy of the checkout shows the environment's site-packages (the gate's pytest
-# plugin names a file under it `{site-packages}/...`, as under any site-packages).
-SITE_LINK = ".release-ledger-site-packages"
+    """Where a run starts and the files it names from there (`invocation_run.start_and_files`:
+    the invocation's working directory, tox's `changedir`, the checkout as pytest's rootdir)."""
+    workdir = report.invocation.workdir if report.invocation is not None else ""
+    start, named = start_and_files(str(checkout), workdir, site_packages(report), files)
+    return Path(start), named
 
 
 def site_packages(report: EnvironmentReport) -> str:
     """The environment's site-packages, where `{site-packages}/...` targets are."""
-    version = ".".join(report.python_version.split(".")[:2])
-    venv = os.path.dirname(os.path.dirname(report.python))
-    return os.path.join(venv, "lib", f"python{version}", "site-packages")
+    return site_packages_of(report.python, report.python_version)
 
 
 def report_of(prepared: dict[str, object], where: str) -> EnvironmentReport:

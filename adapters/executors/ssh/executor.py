@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-from release_ledger.adapters.executors.local import report_of, setup_failed
+from release_ledger.adapters.executors.local import named_items, report_of, setup_failed
 from release_ledger.adapters.executors.ssh import faults
 from release_ledger.adapters.executors.ssh.remote import (
     CLEANUP_SCRIPT,
@@ -43,7 +43,7 @@ from release_ledger.adapters.executors.ssh.remote import (
     temporary_dir,
 )
 from release_ledger.adapters.executors.ssh.target import REMOTE_PYTHON, SshTarget, validate_target
-from release_ledger.adapters.executors.ssh.wrapper import PYTHON_MARK
+from release_ledger.adapters.executors.ssh.wrapper import FILES_MARK, PYTHON_MARK
 from release_ledger.adapters.git import SAFE_GIT, git_env
 from release_ledger.adapters.pytest_plugin import PLUGIN_MODULE, PLUGIN_SOURCE
 from release_ledger.domain.errors import BadInput
@@ -54,6 +54,7 @@ from release_ledger.domain.execution import (
     expand_command,
 )
 from release_ledger.domain.failures import FailureKind
+from release_ledger.domain.invocation import TestInvocation
 
 LOG_TAIL_BYTES = 64 * 1024
 GATE_REF = "refs/release-ledger/gate/"
@@ -87,6 +88,7 @@ class SshExecutor:
         self._pinned: set[str] = set()
         self._leftovers: set[str] = set()  # host temporaries a dropped connection left
         self._live: set[subprocess.Popen[bytes]] = set()
+        self._invocations: dict[str, TestInvocation | None] = {}  # by commit, as collected
         self._cancelled = False
         self._lock = threading.Lock()  # guards the sets above
         self._prepare_lock = threading.Lock()  # one mirror update at a time
@@ -109,15 +111,67 @@ class SshExecutor:
             self._ensure_pinned([shard.commit])
         except SshFault as fault:
             return self._fault(fault.reason, fault.detail)
+        # The files are named on the host, from where the invocation runs (`in_workdir`).
         argv = expand_command(
-            shard.command, python=PYTHON_MARK, junit=f"{TMP_MARK}/junit.xml", files=shard.files
+            shard.command, python=PYTHON_MARK, junit=f"{TMP_MARK}/junit.xml", files=[FILES_MARK]
         )
+        spec = self._spec(shard.commit, shard.timeout_s, shard.memory_limit_mb, shard.skip_sources)
+        spec |= {"files": list(shard.files), "file_limits": dict(shard.file_limits)}
+        deadline = shard.timeout_s + LOCAL_GRACE_S + self.target.connect_timeout
+        code, stdout, stderr, expired = self._ssh(self._command(shard.commit, spec, argv), deadline)
+        return self._observe(code, stdout, stderr, expired, deadline)
+
+    def collect(
+        self, commit: str, timeout_s: float = 300.0, memory_limit_mb: int | None = None
+    ) -> tuple[list[str] | None, str]:
+        """The items the commit's declared invocation collects on the host: its environment
+        prepared there as for a shard, the local executor's collect-only run (`invocation_run`)
+        from the invocation's working directory, sandboxed and watched like a shard; or None
+        and why not (the file walk then finds the files)."""
+        try:
+            self._ensure_pinned([commit])
+        except SshFault as fault:
+            return None, f"collection on {self.target.host} failed: {fault}"
+        spec = self._spec(commit, timeout_s, memory_limit_mb, ()) | {"collect": True}
+        deadline = timeout_s + LOCAL_GRACE_S + self.target.connect_timeout
+        code, stdout, stderr, expired = self._ssh(self._command(commit, spec, []), deadline)
+        try:
+            frame = parse_frame(stdout)
+        except FrameError:  # a fault, named as a shard's would be
+            seen = self._observe(code, stdout, stderr, expired, deadline)
+            return None, f"collection on {self.target.host}: {seen.failure_detail}"
+        if frame.environment:
+            report = report_of(frame.environment, self.target.host)
+            with self._lock:
+                self._invocations[commit] = report.invocation
+            if report.status != "ready":
+                return None, report.error or "the environment could not be prepared"
+        if frame.collect_error:
+            return None, frame.collect_error
+        if frame.report is None:
+            return None, f"collection on {self.target.host} sent no items"
+        return named_items(json.loads(frame.report)), ""
+
+    def invocation_for(self, commit: str) -> TestInvocation | None:
+        """The invocation the host resolved for `commit` when it collected (None before)."""
+        with self._lock:
+            return self._invocations.get(commit)
+
+    def _spec(
+        self,
+        commit: str,
+        timeout_s: float,
+        memory_limit_mb: int | None,
+        skip_sources: tuple[tuple[str, str], ...],
+    ) -> dict[str, object]:
+        """What the host's wrapper is told: the commit, its limits, how to prepare its
+        environment, the gate's plugin."""
         request = self.environment_request
-        spec = {
-            "commit": shard.commit,
-            "timeout_s": float(shard.timeout_s),
+        return {
+            "commit": commit,
+            "timeout_s": float(timeout_s),
             "tail_bytes": LOG_TAIL_BYTES,
-            "memory_limit_mb": shard.memory_limit_mb,
+            "memory_limit_mb": memory_limit_mb,
             "env_mode": request.mode,
             "env_command": list(request.command),
             "env_extras": list(request.extras),
@@ -125,24 +179,23 @@ class SshExecutor:
             "pass_env": list(request.pass_env),
             "outputs": list(request.outputs),
             "env_pinned": request.pinned,
-            "env_skip_sources": dict(shard.skip_sources),
+            "env_skip_sources": dict(skip_sources),
             "plugin_module": PLUGIN_MODULE,
             "plugin_source": PLUGIN_SOURCE,
-            "file_limits": dict(shard.file_limits),
         }
-        command = remote_command(
+
+    def _command(self, commit: str, spec: dict[str, object], argv: Sequence[str]) -> str:
+        """One connection's command: clone the commit, run the wrapper with `spec` and `argv`."""
+        return remote_command(
             RUN_SCRIPT,
             self.target.remote_path,
             self.target.mirror,
-            shard.commit,
+            commit,
             self.target.remote_python,
             json.dumps(spec, sort_keys=True),
             WRAPPER_SOURCE,
             *argv,
         )
-        deadline = shard.timeout_s + LOCAL_GRACE_S + self.target.connect_timeout
-        code, stdout, stderr, expired = self._ssh(command, deadline)
-        return self._observe(code, stdout, stderr, expired, deadline)
 
     def cancel_all(self) -> None:
         """Kill every ssh client; the host sees end-of-file and kills and removes the shard."""

@@ -115,6 +115,7 @@ class Frame:
     environment: dict[str, Any] | None = None
     sandbox: str = ""  # how the host confined the suite (bwrap, none)
     modified_files: tuple[str, ...] = ()  # tracked files the tests changed in their checkout
+    collect_error: str | None = None  # a collect-only run's: why it found nothing to trust
 
 
 class FrameError(Exception):
@@ -177,6 +178,7 @@ def parse_frame(stdout: bytes) -> Frame:
         environment=header.get("environment"),
         sandbox=str(header.get("sandbox", "")),
         modified_files=tuple(str(f) for f in header.get("modified_files") or ()),
+        collect_error=None if header.get("collect_error") is None else str(header["collect_error"]),
     )
 
 

@@ -23,6 +23,15 @@ try:  # on the gate's machine; on the host these names come from the program's e
     from release_ledger.adapters.executors.checkout_guard import changed_tracked, tracked_snapshot
     from release_ledger.adapters.executors.env_variables import shard_env
     from release_ledger.adapters.executors.environment import prepare, with_plugin
+    from release_ledger.adapters.executors.invocation_run import (
+        COLLECT_PROGRAM,
+        FILES_ROOT_VARIABLE,
+        collect_targets,
+        collection_failure,
+        item_paths,
+        site_packages_of,
+        start_and_files,
+    )
     from release_ledger.adapters.executors.sandbox import (
         credentials,
         exit_status,
@@ -37,6 +46,8 @@ except ImportError:  # pragma: no cover - only on the build host
 
 MARK = "@RELEASE_LEDGER_TMP@"
 PYTHON_MARK = "@RELEASE_LEDGER_PYTHON@"
+# Where the shard's files go in its command: named here, from where the run starts.
+FILES_MARK = "@RELEASE_LEDGER_FILES@"
 FRAME = b"release-ledger-frame "
 ENVS_FOLDER = "release-ledger-envs"
 
@@ -83,6 +94,18 @@ def _frame(header: dict[str, object], report: bytes | None, tail: bytes) -> None
     out.flush()
 
 
+def _with_files(argv: list[str], files: list[str]) -> list[str]:
+    """`argv` with the shard's files where `FILES_MARK` stands (as `expand_command` puts them:
+    one argument each for a whole-word mark, joined with spaces inside a longer one)."""
+    expanded: list[str] = []
+    for arg in argv:
+        if arg == FILES_MARK:
+            expanded.extend(files)
+        else:
+            expanded.append(arg.replace(FILES_MARK, " ".join(files)))
+    return expanded
+
+
 def main(argv: list[str]) -> int:
     tmp, spec, mirror = argv[0], json.loads(argv[1]), argv[2]
     checkout = os.path.join(tmp, "w")
@@ -111,7 +134,23 @@ def main(argv: list[str]) -> int:
         _frame(header, None, str(prepared.get("log_tail", "")).encode("utf-8", "replace"))
         return 0
     python = str(prepared.get("python") or sys.executable)
-    command = [arg.replace(MARK, tmp).replace(PYTHON_MARK, python) for arg in argv[3:]]
+    invocation = prepared.get("invocation")
+    declared: dict[str, object] = invocation if isinstance(invocation, dict) else {}
+    collecting = bool(spec.get("collect"))
+    if collecting:  # the invocation's collect-only run, as the local executor's `collect`
+        targets, why = collect_targets(declared)
+        if targets is None:
+            header["collect_error"] = why
+            _frame(header, None, b"")
+            return 0
+        template, files = [PYTHON_MARK, "-c", COLLECT_PROGRAM, FILES_MARK], targets
+    else:
+        template, files = argv[3:], list(spec.get("files", []))
+    # From the invocation's working directory (tox's `changedir`), as `local.in_workdir`.
+    site = site_packages_of(python, str(prepared.get("python_version", "")))
+    start, files = start_and_files(checkout, str(declared.get("workdir") or ""), site, files)
+    command = [a.replace(MARK, tmp).replace(PYTHON_MARK, python)
+               for a in _with_files(template, files)]  # fmt: skip
     runtime = with_plugin(
         prepared["runtime"],  # type: ignore[arg-type]
         os.path.join(tmp, "plugin"),
@@ -125,6 +164,8 @@ def main(argv: list[str]) -> int:
         os.makedirs(folder, exist_ok=True)
     env = shard_env(dict(os.environ), runtime, pass_env=spec.get("pass_env", []),
                     home=home, tmp=scratch, file_limits=spec.get("file_limits"))  # fmt: skip
+    if start != checkout:  # the plugin names files from the checkout, not from `start`
+        env[FILES_ROOT_VARIABLE] = checkout
     before = tracked_snapshot(checkout)  # before the suite runs, and before any sandbox user
     # Sandboxed on the host as on the gate's machine: only this shard's folder writable, the
     # mirror, the other shards' folders and the home directory out of sight.
@@ -132,13 +173,13 @@ def main(argv: list[str]) -> int:
     hidden = [os.path.dirname(mirror.rstrip("/")), os.path.dirname(tmp.rstrip("/"))]
     needed = [*env.get("VIRTUAL_ENV", "").split(os.pathsep),
               *env.get("PYTHONPATH", "").split(os.pathsep)]  # fmt: skip
-    command, confined = wrap(command, cwd=checkout, writable=[tmp], readable=readable,
+    command, confined = wrap(command, cwd=start, writable=[tmp], readable=readable,
                              hidden=hidden, path=env.get("PATH"), needed=needed)  # fmt: skip
     env = shard_environment(env, confined)
     log_path = os.path.join(tmp, "log")
     process = ShardProcess(
         command,
-        cwd=checkout,
+        cwd=start,
         env=env,
         log_path=log_path,
         timeout_s=float(spec["timeout_s"]),
@@ -156,6 +197,14 @@ def main(argv: list[str]) -> int:
     )  # fmt: skip
     if link.dropped:
         return 3
+    if collecting:  # the items in the frame's body, not in the log tail: they can be long
+        with open(log_path, encoding="utf-8", errors="replace") as handle:
+            output = handle.read()
+        failure = collection_failure(exit_code, died_of, seen.timed_out, seen.oom, output)
+        header["collect_error"] = failure
+        items = None if failure else json.dumps(item_paths(output, checkout)).encode()
+        _frame(header, items, log_tail(log_path, int(spec["tail_bytes"])))
+        return 0
     try:
         with open(os.path.join(tmp, "junit.xml"), "rb") as handle:
             report: bytes | None = handle.read()
