@@ -143,3 +143,34 @@ def test_a_unittest_suite_inside_the_package_is_discovered_on_the_host(
     found = discovered(tmp_path / "ssh", there.document["run_id"])
     assert found["files"] == ["calc/core_tests.py"]
     assert found["collected_by"].startswith("collected by hatch:test:test"), found
+
+
+@pytest.mark.slow
+@pytest.mark.kubernetes
+def test_a_changedir_doctest_regression_gets_the_same_verdict_in_pods_as_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same in a pod of the loopback API stand-in (the official client against it)."""
+    from tests.k8s_standin import standin_pool
+    from tests.test_declared_invocation import VERSION, project
+
+    repo = make_repo(tmp_path, project(1))
+    tag(repo, "v1")
+    commit(repo, project(2), "value 2")
+    here = gatekit.gate(tmp_path / "local", repo, "--no-release-builds")
+
+    with standin_pool(tmp_path / "pool", ["east"]) as (_, kubeconfig):
+        monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+        there = gatekit.gate(
+            tmp_path / "k8s", repo, "--no-release-builds", "--executor", "kubernetes",
+            "--pool", "east", "--source", f"file://{repo}", "--timeout", "120",
+        )  # fmt: skip
+
+    assert (there.code, there.document["status"]) == (here.code, here.document["status"]) == (
+        1, "failed",
+    ), there.document  # fmt: skip
+    assert there.document["introduced"] == here.document["introduced"]
+    assert there.document["preexisting"] == [] and there.document["unmeasured"] == []
+    found = discovered(tmp_path / "k8s", there.document["run_id"])
+    assert found["files"] == discovered(tmp_path / "local", here.document["run_id"])["files"]
+    assert found["collected_by"].startswith(f"collected by tox:py{VERSION}-tests"), found

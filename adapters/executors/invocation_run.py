@@ -43,6 +43,10 @@ sys.exit(pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", *sys.arg
 """
 ITEM_MARK = "release-ledger-item"
 
+# Where a shard's files go in the command a host or pod is sent: named there, from where the
+# invocation runs (`start_and_files`), by `with_files`.
+FILES_MARK = "@RELEASE_LEDGER_FILES@"
+
 
 def site_packages_of(python: str, python_version: str) -> str:
     """The site-packages of the environment whose interpreter is `python` (in `venv/bin/`)."""
@@ -76,6 +80,18 @@ def start_and_files(
     os.makedirs(start, exist_ok=True)
     moved = [os.path.relpath(os.path.join(checkout, f), start) for f in named]
     return start, [f"--rootdir={checkout}", *moved]
+
+
+def with_files(argv: Sequence[str], files: Sequence[str]) -> list[str]:
+    """`argv` with `files` where `FILES_MARK` stands, as `expand_command` puts them: one
+    argument each for a whole-word mark, joined with spaces inside a longer one."""
+    expanded: list[str] = []
+    for arg in argv:
+        if arg == FILES_MARK:
+            expanded.extend(files)
+        else:
+            expanded.append(arg.replace(FILES_MARK, " ".join(files)))
+    return expanded
 
 
 def collect_targets(invocation: Mapping[str, object] | None) -> tuple[list[str] | None, str]:

@@ -47,12 +47,13 @@ from release_ledger.adapters.executors.kubernetes.status import (
     job_failed_condition,
     job_outcome,
 )
-from release_ledger.adapters.executors.local import report_of, setup_failed
+from release_ledger.adapters.executors.local import named_items, report_of, setup_failed
 from release_ledger.adapters.git import SAFE_GIT, git_env
 from release_ledger.domain.errors import BadInput
 from release_ledger.domain.events import MemberLease
 from release_ledger.domain.execution import EnvironmentRequest, Observation, ShardRun
 from release_ledger.domain.failures import FailureKind
+from release_ledger.domain.invocation import TestInvocation
 from release_ledger.domain.memory import pod_request_mb
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
@@ -173,6 +174,7 @@ class KubernetesExecutor:
         self._lock = threading.Lock()
         self._jobs: dict[tuple[str, str, str], None] = {}  # (member, namespace, name)
         self._cancelled = threading.Event()
+        self._invocations: dict[str, TestInvocation | None] = {}  # by commit, as collected
 
     # --- the port ------------------------------------------------------------------------
 
@@ -188,6 +190,48 @@ class KubernetesExecutor:
             return list(pool.map(self._measure, [self._members[n] for n in self._order]))
 
     def run(self, shard: ShardRun) -> Observation:
+        return self._attempt(shard)[0]
+
+    def collect(
+        self, commit: str, timeout_s: float = 300.0, memory_limit_mb: int | None = None
+    ) -> tuple[list[str] | None, str]:
+        """The items the commit's declared invocation collects in a pod of the first ready
+        member: a Job whose runner prepares the revision's environment as for a shard and runs
+        the local executor's collect-only run (`invocation_run`) from the invocation's working
+        directory; or None and why not (the file walk then finds the files)."""
+        leases = self.measure_pool()
+        ready = [lease.member for lease in leases if lease.ready]
+        if not ready:
+            reasons = "; ".join(f"{lease.member}: {lease.reason}" for lease in leases)
+            return None, f"no pool member is ready to collect ({reasons})"
+        shard = ShardRun(
+            run_id="collect", shard_id="collect", attempt=1, revision="head", commit=commit,
+            files=(), command=(), timeout_s=timeout_s, memory_limit_mb=memory_limit_mb,
+            member=ready[0],
+        )  # fmt: skip
+        observation, manifest, files = self._attempt(shard, collect=True)
+        if observation.environment is not None:
+            with self._lock:
+                self._invocations[commit] = observation.environment.invocation
+        if observation.failure_reason is not None:
+            why = observation.failure_detail or observation.failure_reason
+            return None, f"collection on {ready[0]}: {why}"
+        if manifest.get("collect_error"):
+            return None, str(manifest["collect_error"])
+        if "items.json" not in files:
+            return None, f"collection on {ready[0]} sent no items"
+        return named_items(json.loads(files["items.json"])), ""
+
+    def invocation_for(self, commit: str) -> TestInvocation | None:
+        """The invocation a pod resolved for `commit` when it collected (None before)."""
+        with self._lock:
+            return self._invocations.get(commit)
+
+    def _attempt(
+        self, shard: ShardRun, collect: bool = False
+    ) -> tuple[Observation, dict[str, Any], dict[str, bytes]]:
+        """One Job: the observation, and the manifest and files it sent back (empty where
+        it failed)."""
         if shard.member is None or shard.member not in self._members:
             raise ValueError(f"shard {shard.shard_id} has no pool member (got {shard.member!r})")
         member = self._members[shard.member]
@@ -209,22 +253,25 @@ class KubernetesExecutor:
                 ttl_seconds=self.timings.ttl_s,
                 linger_seconds=self.timings.linger_s,
                 environment=self.environment_request,
+                collect=collect,
             )
             with self._lock:
                 self._jobs[key] = None
             self._create_job(member, manifest)
             outcome = self._await(member, name, shard, started)
             if outcome.state == "done":
-                return self._collect(member, outcome, name, started)
-            return self._failure(member, outcome.reason, outcome.detail, name, outcome, started)
+                return self._results(member, outcome, name, started)
+            failed = self._failure(member, outcome.reason, outcome.detail, name, outcome, started)
         except ApiFailure as error:
-            return self._failure(member, "ApiError", str(error), name, None, started)
+            failed = self._failure(member, "ApiError", str(error), name, None, started)
         except Cancelled:
-            return self._failure(member, "cancelled", "the run was cancelled", name, None, started)
+            why = "the run was cancelled"
+            failed = self._failure(member, "cancelled", why, name, None, started)
         finally:
             self._delete_job(member, namespace, name)
             with self._lock:
                 self._jobs.pop(key, None)
+        return failed, {}, {}
 
     def cancel_all(self) -> None:
         """Stop waiting and delete every Job this executor created that still exists."""
@@ -457,9 +504,11 @@ class KubernetesExecutor:
         )
         return body or b""
 
-    def _collect(
+    def _results(
         self, member: MemberApi, outcome: PodOutcome, name: str, started: float
-    ) -> Observation:
+    ) -> tuple[Observation, dict[str, Any], dict[str, bytes]]:
+        """The pod's observation from its result files (checked against the manifest), with
+        the manifest and those files."""
         manifest = outcome.manifest or {}
         files: dict[str, bytes] = {}
         for file, (sha256, size) in expected_files(manifest).items():
@@ -468,7 +517,7 @@ class KubernetesExecutor:
                 detail = f"{file} from pod {outcome.pod}: {len(data)} bytes, sha256 mismatch"
                 if size >= 0 and len(data) != size:
                     detail += f" (expected {size} bytes)"
-                return self._failure(member, "ApiError", detail, name, outcome, started)
+                return self._failure(member, "ApiError", detail, name, outcome, started), {}, {}
             files[file] = data
         self._quit_results_server(member, outcome.pod)
         signal = manifest.get("signal")
@@ -480,12 +529,14 @@ class KubernetesExecutor:
                 prepared = json.loads(files["environment.json"])
             except ValueError:
                 detail = f"environment.json from pod {outcome.pod} is not JSON"
-                return self._failure(member, "ApiError", detail, name, outcome, started)
+                failed = self._failure(member, "ApiError", detail, name, outcome, started)
+                return failed, {}, {}
             environment = report_of(prepared, member.name)
             if environment.status != "ready":
                 observation = setup_failed(environment)
-                return observation.model_copy(update={"member": member.name, "extra": extra})
-        return Observation(
+                observation = observation.model_copy(update={"member": member.name, "extra": extra})
+                return observation, manifest, files
+        observation = Observation(
             exit_code=int(exit_code) if exit_code is not None else None,
             signal=int(signal) if signal is not None else None,
             report=files.get("report.xml"),
@@ -499,6 +550,7 @@ class KubernetesExecutor:
             environment=environment,
             sandbox="pod",  # its own container: the pod is the suite's whole world
         ).with_modified_checkout([str(f) for f in manifest.get("modified_files") or ()])
+        return observation, manifest, files
 
     def _quit_results_server(self, member: MemberApi, pod: str) -> None:
         with contextlib.suppress(ApiFailure, Cancelled):  # deleting the Job stops it anyway

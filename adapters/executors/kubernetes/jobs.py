@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from release_ledger.adapters.executors.invocation_run import FILES_MARK
 from release_ledger.adapters.executors.kubernetes.runner import PYTHON_MARK
 from release_ledger.adapters.executors.programs import remote_program
 from release_ledger.adapters.pytest_plugin import PLUGIN_MODULE, PLUGIN_SOURCE
@@ -37,7 +38,7 @@ RUNNER_CONTAINER = "runner"
 SOURCE_CONTAINER = "source"
 RESULTS_MEMORY = "64Mi"  # the results server's own request and limit, beside the reservation
 LOG_TAIL_BYTES = 64 * 1024
-RESULT_FILES = ("manifest.json", "report.xml", "log_tail", "environment.json")
+RESULT_FILES = ("manifest.json", "report.xml", "log_tail", "environment.json", "items.json")
 
 _DNS_BAD = re.compile(r"[^a-z0-9-]+")
 _LABEL_BAD = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -164,9 +165,12 @@ def job_manifest(
     ttl_seconds: int = 600,
     linger_seconds: int = 300,
     environment: EnvironmentRequest | None = None,
+    collect: bool = False,
 ) -> dict[str, Any]:
-    """The batch/v1 Job for one shard attempt at one revision, as a plain dict."""
-    argv = expand_command(shard.command, python=PYTHON_MARK, junit=JUNIT_PATH, files=shard.files)
+    """The batch/v1 Job for one shard attempt at one revision, as a plain dict; with
+    `collect`, the revision's collect-only run instead (its command and files unused)."""
+    # The files are named in the pod, from where the invocation runs (`in_workdir`).
+    argv = expand_command(shard.command, python=PYTHON_MARK, junit=JUNIT_PATH, files=[FILES_MARK])
     request = environment or EnvironmentRequest()
     runner_spec = {
         "out": OUT_DIR,
@@ -191,7 +195,10 @@ def job_manifest(
         "plugin_module": PLUGIN_MODULE,
         "plugin_source": PLUGIN_SOURCE,
         "file_limits": dict(shard.file_limits),
+        "files": list(shard.files),
     }
+    if collect:
+        runner_spec["collect"] = True
     labels = job_labels(shard, name)
     volume_mount = [{"name": "work", "mountPath": WORK_MOUNT}]
     memory = memory_mib(reservation_mb)
@@ -290,6 +297,7 @@ def expected_files(manifest: Mapping[str, Any]) -> dict[str, tuple[str, int]]:
         ("report", "report.xml"),
         ("log_tail", "log_tail"),
         ("environment", "environment.json"),
+        ("items", "items.json"),  # a collect-only run's
     )
     for key, name in names:
         entry = manifest.get(key)

@@ -3,6 +3,9 @@ and the environment preparation, see `adapters/executors/programs.py`): one shar
 
 Usage: python -c PROGRAM SPEC_JSON ARGV...
 
+With `collect` in the spec it runs the invocation's collect-only run instead of a shard (the
+local executor's, `invocation_run.py`) and writes the items it read to `items.json`.
+
 The init container has cloned the revision at its exact commit. The runner prepares that
 revision's environment in the pod (cache in the shared volume), runs the command under the
 shard supervisor — the same peak-memory rule, watchdog and kill as everywhere else — and
@@ -22,6 +25,17 @@ try:  # on the gate's machine; in the pod these names come from the program's ea
     from release_ledger.adapters.executors.checkout_guard import changed_tracked, tracked_snapshot
     from release_ledger.adapters.executors.env_variables import shard_env
     from release_ledger.adapters.executors.environment import prepare, with_plugin
+    from release_ledger.adapters.executors.invocation_run import (
+        COLLECT_PROGRAM,
+        FILES_MARK,
+        FILES_ROOT_VARIABLE,
+        collect_targets,
+        collection_failure,
+        item_paths,
+        site_packages_of,
+        start_and_files,
+        with_files,
+    )
     from release_ledger.adapters.executors.supervisor import ShardProcess, log_tail, run_shard
 except ImportError:  # pragma: no cover - only in the pod
     pass
@@ -78,9 +92,20 @@ def main(argv: list[str]) -> int:
         "v": 1, "exit_code": None, "signal": None, "seconds": 0.0, "rss_mb": 0.0,
         "oom_killed": False, "timed_out": False, "oom": False,
     }  # fmt: skip
-    if prepared["status"] == "ready":
+    invocation = prepared.get("invocation")
+    declared: dict[str, object] = invocation if isinstance(invocation, dict) else {}
+    collecting = bool(spec.get("collect"))  # the invocation's collect-only run, not a shard
+    targets, why = collect_targets(declared) if collecting else ([], "")
+    if prepared["status"] == "ready" and targets is not None:
         python = str(prepared.get("python") or sys.executable)
-        command = [arg.replace(PYTHON_MARK, python) for arg in argv[1:]]
+        if collecting:
+            template, files = [PYTHON_MARK, "-c", COLLECT_PROGRAM, FILES_MARK], targets
+        else:
+            template, files = argv[1:], list(spec.get("files", []))
+        # From the invocation's working directory (tox's `changedir`), as `local.in_workdir`.
+        site = site_packages_of(python, str(prepared.get("python_version", "")))
+        start, files = start_and_files(src, str(declared.get("workdir") or ""), site, files)
+        command = [arg.replace(PYTHON_MARK, python) for arg in with_files(template, files)]
         runtime = with_plugin(
             prepared["runtime"],  # type: ignore[arg-type]
             os.path.join(out, "plugin"),
@@ -89,10 +114,12 @@ def main(argv: list[str]) -> int:
         )
         env = shard_env(dict(os.environ), runtime, pass_env=spec.get("pass_env", []),
                         file_limits=spec.get("file_limits"))  # fmt: skip
+        if start != src:  # the plugin names files from the checkout, not from `start`
+            env[FILES_ROOT_VARIABLE] = src
         before = tracked_snapshot(src)
         kills_before = _oom_kills()
         process = ShardProcess(
-            command, cwd=src, env=env, log_path=log_path, timeout_s=float(spec["timeout_s"]),
+            command, cwd=start, env=env, log_path=log_path, timeout_s=float(spec["timeout_s"]),
             memory_limit_mb=spec["memory_limit_mb"], tag=f"rl-pod-{os.getpid()}",
         )  # fmt: skip
         seen = run_shard(process)
@@ -102,9 +129,19 @@ def main(argv: list[str]) -> int:
             oom_killed=_oom_kills() > kills_before,
             modified_files=changed_tracked(src, before, spec.get("outputs", [])),
         )  # fmt: skip
+        if collecting:  # the items in a file of their own, not in the log tail: they can be long
+            with open(log_path, encoding="utf-8", errors="replace") as handle:
+                output = handle.read()
+            why = collection_failure(seen.exit_code, seen.signal, seen.timed_out, seen.oom, output)
+            if not why:
+                with open(os.path.join(out, "items.json"), "w", encoding="utf-8") as handle:
+                    json.dump(item_paths(output, src), handle)
     else:
         with open(log_path, "wb") as log:
             log.write(str(prepared.get("log_tail", "")).encode("utf-8", "replace"))
+    if collecting:
+        manifest["collect_error"] = why
+        manifest["items"] = _described(os.path.join(out, "items.json"))
     with open(os.path.join(out, "log_tail"), "wb") as handle:
         handle.write(log_tail(log_path, int(spec["tail_bytes"])))
     manifest["report"] = _described(junit)

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
+from release_ledger.adapters.executors.invocation_run import FILES_MARK
 from release_ledger.adapters.executors.local import named_items, report_of, setup_failed
 from release_ledger.adapters.executors.ssh import faults
 from release_ledger.adapters.executors.ssh.remote import (
@@ -43,7 +44,7 @@ from release_ledger.adapters.executors.ssh.remote import (
     temporary_dir,
 )
 from release_ledger.adapters.executors.ssh.target import REMOTE_PYTHON, SshTarget, validate_target
-from release_ledger.adapters.executors.ssh.wrapper import FILES_MARK, PYTHON_MARK
+from release_ledger.adapters.executors.ssh.wrapper import PYTHON_MARK
 from release_ledger.adapters.git import SAFE_GIT, git_env
 from release_ledger.adapters.pytest_plugin import PLUGIN_MODULE, PLUGIN_SOURCE
 from release_ledger.domain.errors import BadInput

@@ -25,12 +25,14 @@ try:  # on the gate's machine; on the host these names come from the program's e
     from release_ledger.adapters.executors.environment import prepare, with_plugin
     from release_ledger.adapters.executors.invocation_run import (
         COLLECT_PROGRAM,
+        FILES_MARK,
         FILES_ROOT_VARIABLE,
         collect_targets,
         collection_failure,
         item_paths,
         site_packages_of,
         start_and_files,
+        with_files,
     )
     from release_ledger.adapters.executors.sandbox import (
         credentials,
@@ -46,8 +48,6 @@ except ImportError:  # pragma: no cover - only on the build host
 
 MARK = "@RELEASE_LEDGER_TMP@"
 PYTHON_MARK = "@RELEASE_LEDGER_PYTHON@"
-# Where the shard's files go in its command: named here, from where the run starts.
-FILES_MARK = "@RELEASE_LEDGER_FILES@"
 FRAME = b"release-ledger-frame "
 ENVS_FOLDER = "release-ledger-envs"
 
@@ -94,18 +94,6 @@ def _frame(header: dict[str, object], report: bytes | None, tail: bytes) -> None
     out.flush()
 
 
-def _with_files(argv: list[str], files: list[str]) -> list[str]:
-    """`argv` with the shard's files where `FILES_MARK` stands (as `expand_command` puts them:
-    one argument each for a whole-word mark, joined with spaces inside a longer one)."""
-    expanded: list[str] = []
-    for arg in argv:
-        if arg == FILES_MARK:
-            expanded.extend(files)
-        else:
-            expanded.append(arg.replace(FILES_MARK, " ".join(files)))
-    return expanded
-
-
 def main(argv: list[str]) -> int:
     tmp, spec, mirror = argv[0], json.loads(argv[1]), argv[2]
     checkout = os.path.join(tmp, "w")
@@ -150,7 +138,7 @@ def main(argv: list[str]) -> int:
     site = site_packages_of(python, str(prepared.get("python_version", "")))
     start, files = start_and_files(checkout, str(declared.get("workdir") or ""), site, files)
     command = [a.replace(MARK, tmp).replace(PYTHON_MARK, python)
-               for a in _with_files(template, files)]  # fmt: skip
+               for a in with_files(template, files)]  # fmt: skip
     runtime = with_plugin(
         prepared["runtime"],  # type: ignore[arg-type]
         os.path.join(tmp, "plugin"),
