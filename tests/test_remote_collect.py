@@ -117,11 +117,8 @@ def test_a_changedir_doctest_regression_gets_the_same_verdict_over_ssh_as_here(
     assert "{site-packages}/facts/__init__.py" in found["files"]
 
 
-@pytest.mark.slow
-@pytest.mark.ssh
-def test_a_unittest_suite_inside_the_package_is_discovered_on_the_host(
-    server: SshServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def unittest_in_package(tmp_path: Path) -> Path:
+    """A hatch script's unittest suite inside the package (`*tests.py`), broken at head."""
     from tests.test_runner_gates import ADD, BROKEN_ADD, pyproject, unittest_module
 
     hatch = (
@@ -134,6 +131,15 @@ def test_a_unittest_suite_inside_the_package_is_discovered_on_the_host(
     })  # fmt: skip
     tag(repo, "v1")
     commit(repo, {"calc/core.py": BROKEN_ADD}, "regression")
+    return repo
+
+
+@pytest.mark.slow
+@pytest.mark.ssh
+def test_a_unittest_suite_inside_the_package_is_discovered_on_the_host(
+    server: SshServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = unittest_in_package(tmp_path)
     flags = ssh_args(server, monkeypatch, tmp_path / "host" / "mirror.git")
 
     there = gatekit.gate(tmp_path / "ssh", repo, "--no-release-builds", *flags)
@@ -174,3 +180,25 @@ def test_a_changedir_doctest_regression_gets_the_same_verdict_in_pods_as_here(
     found = discovered(tmp_path / "k8s", there.document["run_id"])
     assert found["files"] == discovered(tmp_path / "local", here.document["run_id"])["files"]
     assert found["collected_by"].startswith(f"collected by tox:py{VERSION}-tests"), found
+
+
+@pytest.mark.slow
+@pytest.mark.kubernetes
+def test_a_unittest_suite_inside_the_package_is_discovered_in_a_pod(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.k8s_standin import standin_pool
+
+    repo = unittest_in_package(tmp_path)
+    with standin_pool(tmp_path / "pool", ["east"]) as (_, kubeconfig):
+        monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+        there = gatekit.gate(
+            tmp_path / "k8s", repo, "--no-release-builds", "--executor", "kubernetes",
+            "--pool", "east", "--source", f"file://{repo}", "--timeout", "120",
+        )  # fmt: skip
+
+    assert (there.code, there.document["status"]) == (1, "failed"), there.document
+    assert there.document["introduced"] == ["calc/core_tests.py::Add::test_add"]
+    found = discovered(tmp_path / "k8s", there.document["run_id"])
+    assert found["files"] == ["calc/core_tests.py"]
+    assert found["collected_by"].startswith("collected by hatch:test:test"), found
