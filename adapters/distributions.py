@@ -309,7 +309,8 @@ def build(
     log = os.path.join(work, "build.log")
     open(log, "wb").close()
     uv = None if installer_name == "pip" else find_uv()
-    own = commit if revision == "head" else ""  # the candidate: caches of its own
+    # the candidate (and, under `sandbox: uid`, every build): caches of its own
+    own = commit if build_sandbox.own_caches_needed(revision != "head") else ""
     installer = _confined_installer(python, uv, log, work, cache, repo, hidden, tag, own)
     try:
         interp = _interpreter(python, installer)
@@ -330,7 +331,11 @@ def build(
         if check_readme or not installer.uv:
             try:
                 # made with the shared caches, never head's: `twine check` runs unconfined
-                shared = _confined_installer(python, uv, log, work, cache, repo, hidden, tag)
+                # (under `sandbox: uid`, caches of the tools' own: none of a revision's)
+                tools_own = "tools" if build_sandbox.own_caches_needed(True) else ""
+                shared = _confined_installer(
+                    python, uv, log, work, cache, repo, hidden, tag, tools_own
+                )
                 tools = _tools(cache, shared, interp)
             except SetupFailed as error:
                 tools_error = f"the tools environment could not be made: {error}"

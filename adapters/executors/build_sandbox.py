@@ -21,7 +21,19 @@ machine each build step runs in bubblewrap, as shards do, where it can:
   a private `/tmp`;
 - the network as the gate has it (installs download).
 
-Where bwrap cannot run, the step runs as before and the environment says so in its warnings.
+Where bwrap cannot run and the gate runs as root (`LEDGER_SANDBOX=uid`, or `auto` without
+bwrap) each step runs as the build's own user (`sandbox.as_build_user`: a fresh uid drawn
+once per build, no groups): for the step it is given the checkout, the folder being built and
+the build's caches (its own, base's build too: it cannot write the gate's user's), with a
+private home (copies of the installers' configuration) and temporary folder; after the step
+every process of that user is killed and what it wrote is given back to the gate's user,
+with no set-id and no group or other write bit, so later builds and shards (other users) read
+it and cannot write it. What only the gate's user may read (a private home, the ledger's key,
+a 0600 file, another revision's checkout in the gate's 0700 scratch) is out of its reach; the
+user's repository and the ledger are not writable to it. A build whose interpreter, tools or
+environments' cache another user cannot use stops a gate told `uid` (`Unavailable`); under
+`auto` its steps run as before. Where neither applies (not root, or `LEDGER_SANDBOX=none`),
+the step runs as before and the environment says so in its warnings.
 The release builds (`adapters/distributions.py`: head's sdist and wheel, the upgrade from
 base's wheel) run the same way. Not confined: builds on SSH hosts and in pods (a pod is its
 own machine).
@@ -39,9 +51,13 @@ from pathlib import Path
 from release_ledger.adapters.executors import env_cache, sandbox
 from release_ledger.adapters.executors.env_installer import find_tool, find_uv
 
+# The installers' configuration a build reads from the home directory (shown read-only in
+# bwrap; copied into the private home of a build's own user under `sandbox: uid`).
+USER_CONFIGS = (".config/uv/uv.toml", ".config/pip/pip.conf", ".pip/pip.conf", ".pydistutils.cfg")
 UNCONFINED_WARNING = (
-    "the environment build ran unconfined (bubblewrap is not available here, or "
-    "LEDGER_SANDBOX=none): the project's build code could read what the gate's user can"
+    "the environment build ran unconfined (bubblewrap is not available here and no separate "
+    "user could run it, or LEDGER_SANDBOX=none): the project's build code could read what "
+    "the gate's user can"
 )
 
 
@@ -102,14 +118,44 @@ def confinement(
     ]
     writable = [str(checkout), *caches.values()]
     used: list[str] = []
+    by_user = sandbox.uid_applies()
+    # `sandbox: uid`: the build's own user reads the installers' configuration from copies
+    # in its private home, and needs the build's interpreter and the environments' cache.
+    configs = [(rel, str(home / rel)) for rel in USER_CONFIGS if (home / rel).is_file()]
+    needed = [*sandbox.prefixes(python), str(envs_dir)]
+    owner: list[tuple[int, int]] = []  # drawn at the build's first step, kept for the rest
 
     def confine(argv: list[str], cwd: str | None, building: list[str]) -> list[str]:
-        wrapped, how = sandbox.wrap(
-            argv, cwd=cwd or str(checkout), writable=[*writable, *building], readable=readable,
-            hidden=[*([str(repo)] if repo else []), *hidden], path=os.environ.get("PATH"),
-            by_uid=False,
-        )  # fmt: skip
+        if not by_user:
+            wrapped, how = sandbox.wrap(
+                argv, cwd=cwd or str(checkout), writable=[*writable, *building],
+                readable=readable, hidden=[*([str(repo)] if repo else []), *hidden],
+                path=os.environ.get("PATH"), by_uid=False,
+            )  # fmt: skip
+        elif not owner and not _draw(owner):
+            if sandbox.setting() == sandbox.UID:
+                raise sandbox.Unavailable(f"{sandbox.SETTING}=uid: no uid left for a build")
+            wrapped, how = list(argv), sandbox.NONE
+        else:
+            wrapped, how = sandbox.as_build_user(
+                argv, cwd=cwd or str(checkout), writable=[*writable, *building],
+                needed=needed, owner=owner[0], path=os.environ.get("PATH"), configs=configs,
+            )  # fmt: skip
         used.append(how)
         return wrapped
 
     return confine, used
+
+
+def _draw(owner: list[tuple[int, int]]) -> bool:
+    """A fresh user for the build into `owner`; False when none can be had."""
+    drawn = sandbox.shard_user()
+    if drawn is not None:
+        owner.append(drawn)
+    return drawn is not None
+
+
+def own_caches_needed(trusted: bool) -> bool:
+    """Whether a build gets installers' caches of its own: the candidate's always; under
+    `sandbox: uid` every build, base's too (its user cannot write the gate's user's)."""
+    return not trusted or sandbox.uid_applies()

@@ -75,6 +75,7 @@ class Installer:
         """A fresh folder beside `entry` to build it in (published by renaming), which the
         confined steps may write. For files only: a venv is built `in_place`."""
         folder = tempfile.mkdtemp(prefix=".build-", dir=os.path.dirname(entry))
+        os.chmod(folder, 0o755)  # published as it is: read by shards run as other users
         self.writable.append(folder)
         return folder
 

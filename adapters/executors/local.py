@@ -193,6 +193,7 @@ class LocalExecutor:
                 if (commit, skip) in self._environments:
                     return self._environments[(commit, skip)]
             build_dir = Path(tempfile.mkdtemp(prefix=f"build-{commit[:12]}-", dir=self.work_dir))
+            build_dir.chmod(0o711)  # `sandbox: uid`: the build's user reaches its checkout
             try:
                 checkout = isolated_copy(self.repo, commit, build_dir / "w")
                 prepared = self._prepare_in(commit, checkout, skip)
@@ -208,17 +209,34 @@ class LocalExecutor:
     ) -> dict[str, object]:
         request = self.environment_request
         # The candidate's build (any commit not trusted) gets installers' caches of its own:
-        # what it writes there never reaches what base's builds install.
+        # what it writes there never reaches what base's builds install (under `sandbox:
+        # uid` every build does: its user cannot write the shared ones).
+        trusted = commit in request.trusted_commits
         own = (
-            None if commit in request.trusted_commits
-            else build_sandbox.own_caches(self.envs_dir, commit)
+            build_sandbox.own_caches(self.envs_dir, commit)
+            if build_sandbox.own_caches_needed(trusted) else None
         )  # fmt: skip
         confine, used = build_sandbox.confinement(
             python=self.python, repo=self.repo, checkout=checkout, envs_dir=self.envs_dir,
             hidden=[str(self.work_dir), str(self.worktrees.cache_dir), *request.hidden],
             caches=own,
         )  # fmt: skip
-        prepared = environment.prepare(
+        try:
+            prepared = self._prepare_confined(commit, checkout, skip, confine, own)
+        except sandbox.Unavailable as error:  # `uid` insisted on, and a step cannot have it
+            raise BadInput(str(error)) from None
+        if sandbox.NONE in used:
+            warnings = prepared.setdefault("warnings", [])
+            if isinstance(warnings, list):
+                warnings.append(build_sandbox.UNCONFINED_WARNING)
+        return prepared
+
+    def _prepare_confined(
+        self, commit: str, checkout: Path, skip: tuple[tuple[str, str], ...],
+        confine: environment.Confine, own: dict[str, str] | None,
+    ) -> dict[str, object]:  # fmt: skip
+        request = self.environment_request
+        return environment.prepare(
             str(checkout),
             mode=request.mode,
             python=self.python,
@@ -234,11 +252,6 @@ class LocalExecutor:
             base_env={**os.environ, **(own or {})},
             own_caches=own is not None,
         )
-        if sandbox.NONE in used:
-            warnings = prepared.setdefault("warnings", [])
-            if isinstance(warnings, list):
-                warnings.append(build_sandbox.UNCONFINED_WARNING)
-        return prepared
 
     def collect(
         self, commit: str, timeout_s: float = 300.0, memory_limit_mb: int | None = None

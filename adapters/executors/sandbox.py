@@ -28,7 +28,9 @@ root runs each attempt as a user of its own (`sandbox: uid`: a fresh uid and gid
 what other users may not read (a private home, the ledger's key, a 0700 scratch, another
 attempt's folder, the gate's environment in /proc) stays out of its reach; this needs a test
 command, interpreter and environment that other users can run (one under root's private home
-cannot be). Where neither can be had (or the gate is told `LEDGER_SANDBOX=none`) the shard
+cannot be). An environment build's steps run the same way (`as_build_user`: a user of the
+build's own, given its folders for each step and taking nothing back with it). Where neither
+can be had (or the gate is told `LEDGER_SANDBOX=none`) the shard
 runs unsandboxed and the attempt says so (`sandbox: none`); the shard's tag and session then
 still find what it left behind. `LEDGER_SANDBOX=bwrap` or `=uid` insists on that sandbox: where
 it cannot apply the gate stops (`Unavailable`, exit 2) instead of running the suite without.
@@ -44,6 +46,8 @@ import secrets
 import shutil
 import stat
 import subprocess
+import sys
+import tempfile
 import threading
 from collections.abc import Iterable, Sequence
 
@@ -286,7 +290,7 @@ def wrap(
     are what the command reads besides its program (its venv, the plugin): without bwrap they
     decide whether a separate user can run it. A program not found on `path` is left to fail
     to start, as it would without a sandbox. Without `by_uid` only bwrap confines (an
-    environment build writes into shared caches no separate user may be given). `tmpfs_mb`
+    environment build: `as_build_user` runs its steps as a user of their own). `tmpfs_mb`
     caps each writable tmpfs (`/tmp`, the home): files there are RAM, counted by the
     supervisor, and the cap bounds what a runaway writer takes before it is killed."""
     mode = setting()
@@ -337,6 +341,146 @@ def wrap(
         args += ["--remount-ro", path]
     args += ["--chdir", cwd, "--", *argv]
     return args, BWRAP
+
+
+# A build step under `sandbox: uid` (`as_build_user`), run by the gate's interpreter (`-I -S`:
+# nothing of any environment's): the folders the step may write are given to the build's
+# user, a private home (with copies of the installers' configuration) and temporary folder
+# made, the command run as that user; then every process of that user killed, what it wrote
+# given back to the gate's user (set-id bits and group and other write bits cleared, so
+# other users, later builds and shards, may read it and not write it), the home removed.
+AS_USER = r"""
+import json, os, shutil, signal, stat, sys, tempfile, time
+spec, argv = json.loads(sys.argv[1]), sys.argv[2:]
+uid, gid, mine = spec["uid"], spec["gid"], (os.geteuid(), os.getegid())
+def walk(top):
+    yield top
+    for root, dirs, files in os.walk(top):
+        for name in dirs + files:
+            yield os.path.join(root, name)
+def owned_by(owner, strip):
+    for top in spec["give"]:
+        if not os.path.lexists(top):
+            continue
+        for path in walk(top):
+            try:
+                os.lchown(path, *owner)
+                mode = os.lstat(path).st_mode
+                if strip and not stat.S_ISLNK(mode) and mode & 0o6022:
+                    os.chmod(path, stat.S_IMODE(mode) & ~0o6022)
+            except OSError:
+                pass
+def users_processes():
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/status" % pid) as handle:
+                ids = [l.split()[1:] for l in handle if l.startswith("Uid:")][0]
+        except (OSError, IndexError, ValueError):
+            continue
+        if str(uid) in ids:
+            found.append(int(pid))
+    return found
+def kill_users_processes():
+    for _ in range(200):
+        found = users_processes()
+        if not found:
+            return
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.01)
+home = tempfile.mkdtemp(prefix="ledger-build-home-", dir=spec["scratch"])
+tmp = os.path.join(home, "tmp")
+os.mkdir(tmp)
+for rel, source in spec["configs"]:
+    target = os.path.join(home, rel)
+    try:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        shutil.copyfile(source, target)
+    except OSError:
+        pass
+spec["give"].append(home)
+owned_by((uid, gid), False)
+env = dict(os.environ, HOME=home, TMPDIR=tmp)
+child = os.fork()
+if child == 0:
+    try:
+        os.setgroups([])
+        os.setgid(gid)
+        os.setuid(uid)
+        os.chdir(spec["cwd"])
+        os.execvpe(argv[0], argv, env)
+    except BaseException as error:
+        os.write(2, ("cannot run %s as the build's user: %s\n" % (argv[0], error)).encode())
+    os._exit(127)
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+status = os.waitpid(child, 0)[1]
+kill_users_processes()
+owned_by(mine, True)
+shutil.rmtree(home, ignore_errors=True)
+code = os.waitstatus_to_exitcode(status)
+sys.exit(code if code >= 0 else 128 - code)
+"""
+
+
+def uid_applies() -> bool:
+    """Whether a command runs as a user of its own here: a root gate told `uid`, or left to
+    `auto` where bwrap cannot run."""
+    mode = setting()
+    return os.geteuid() == 0 and (mode == UID or (mode == AUTO and bwrap() is None))
+
+
+def _runs_for_others(program: str) -> bool:
+    """`others_may_use(program)`, and for a script its `#!` interpreter too (a tool in an
+    environment under a private folder: its script is readable, its interpreter is not)."""
+    if not others_may_use(program):
+        return False
+    try:
+        with open(program, "rb") as handle:
+            first = handle.readline(512)
+    except OSError:
+        return False
+    if not first.startswith(b"#!"):
+        return True
+    words = first[2:].decode(errors="replace").split()
+    return not words or others_may_use(words[0])
+
+
+def as_build_user(
+    argv: Sequence[str],
+    *,
+    cwd: str,
+    writable: Sequence[str],
+    needed: Sequence[str],
+    owner: tuple[int, int],
+    path: str | None = None,
+    configs: Sequence[tuple[str, str]] = (),
+) -> tuple[list[str], str]:
+    """A build step under `sandbox: uid` (`uid_applies`): `argv` run as `owner` (the build's
+    own user, `shard_user`) by `AS_USER`, which gives it the `writable` folders for the step
+    and takes them back after, with a private home holding copies of `configs` (its
+    relative path, the file) and temporary folder; (argv, `uid`). A program, or what it
+    `needed`, that another user cannot use is `Unavailable` when `uid` was asked for, else
+    the step runs as given (`none`)."""
+    program = shutil.which(argv[0], path=path)
+    if program is None:
+        return list(argv), NONE  # fails to start, as it would unconfined
+    if not (_runs_for_others(program) and _by_uid(program, needed, writable)):
+        if setting() == UID:
+            raise Unavailable(
+                f"{SETTING}=uid: another user cannot run {program} or read what it needs "
+                "(an interpreter or environment under a private folder, such as root's home)"
+            )
+        return list(argv), NONE
+    spec = {
+        "uid": owner[0], "gid": owner[1], "cwd": cwd, "scratch": tempfile.gettempdir(),
+        "give": _existing(writable), "configs": [list(c) for c in configs],
+    }  # fmt: skip
+    return [sys.executable, "-I", "-S", "-c", AS_USER, json.dumps(spec), *argv], UID
 
 
 def _sized(tmpfs_mb: float | None) -> list[str]:
