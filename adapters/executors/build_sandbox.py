@@ -54,6 +54,8 @@ from release_ledger.adapters.executors.env_installer import find_tool, find_uv
 # The installers' configuration a build reads from the home directory (shown read-only in
 # bwrap; copied into the private home of a build's own user under `sandbox: uid`).
 USER_CONFIGS = (".config/uv/uv.toml", ".config/pip/pip.conf", ".pip/pip.conf", ".pydistutils.cfg")
+# What `used` records for a step that only asked and was not run (see `confinement`).
+NOT_RUN = "not-run"
 UNCONFINED_WARNING = (
     "the environment build ran unconfined (bubblewrap is not available here and no separate "
     "user could run it, or LEDGER_SANDBOX=none): the project's build code could read what "
@@ -94,7 +96,7 @@ def own_caches(envs_dir: Path | str, commit: str) -> dict[str, str]:
 
 def confinement(
     *, python: str, repo: Path | None, checkout: Path, envs_dir: Path, hidden: list[str],
-    caches: dict[str, str] | None = None,
+    caches: dict[str, str] | None = None, asking: bool = False,
 ) -> tuple[Callable[[list[str], str | None, list[str]], list[str]], list[str]]:  # fmt: skip
     """A `confine` for `environment.prepare` and the sandboxes it used (one per step). `repo`
     (the user's repository, hidden whole: `.git` and its `config`, where CI keeps a token,
@@ -102,7 +104,10 @@ def confinement(
     wheels). `checkout` is a throw-away clone with a `.git` of its own (`setuptools-scm` asks
     git for the version there), never a tree the gate runs git in afterwards. `caches`
     (`own_caches`: the candidate's build, whose environment the caller gives those variables)
-    are writable instead of uv's and pip's shared caches."""
+    are writable instead of uv's and pip's shared caches. `asking`: the steps build nothing,
+    they only ask (`--env none`: whether the interpreter given has pytest-cov); under `sandbox:
+    uid` one that no other user can run is not run (it cannot answer: `NOT_RUN`) instead of
+    stopping a gate told `uid`."""
     home = Path.home()
     if caches is None:
         caches = {t: c for t in ("uv", "pip") if (c := _tool_cache(t))}
@@ -137,10 +142,18 @@ def confinement(
                 raise sandbox.Unavailable(f"{sandbox.SETTING}=uid: no uid left for a build")
             wrapped, how = list(argv), sandbox.NONE
         else:
-            wrapped, how = sandbox.as_build_user(
-                argv, cwd=cwd or str(checkout), writable=[*writable, *building],
-                needed=needed, owner=owner[0], path=os.environ.get("PATH"), configs=configs,
-            )  # fmt: skip
+            try:
+                wrapped, how = sandbox.as_build_user(
+                    argv, cwd=cwd or str(checkout), writable=[*writable, *building],
+                    needed=needed, owner=owner[0], path=os.environ.get("PATH"),
+                    configs=configs,
+                )  # fmt: skip
+            except sandbox.Unavailable:
+                if not asking:
+                    raise
+                wrapped, how = [sys.executable, "-I", "-S", "-c", "raise SystemExit(126)"], NOT_RUN
+            if asking and how == sandbox.NONE:  # `auto`: not run as root either
+                wrapped, how = [sys.executable, "-I", "-S", "-c", "raise SystemExit(126)"], NOT_RUN
         used.append(how)
         return wrapped
 

@@ -219,7 +219,7 @@ class LocalExecutor:
         confine, used = build_sandbox.confinement(
             python=self.python, repo=self.repo, checkout=checkout, envs_dir=self.envs_dir,
             hidden=[str(self.work_dir), str(self.worktrees.cache_dir), *request.hidden],
-            caches=own,
+            caches=own, asking=request.mode == "none",
         )  # fmt: skip
         try:
             prepared = self._prepare_confined(commit, checkout, skip, confine, own)
