@@ -265,9 +265,12 @@ def _auto(
 ) -> None:  # fmt: skip
     interp = _interpreter(installer.python, installer)
     tag = _key({"i": interp["implementation"], "v": interp["version"],
-                "p": interp["platform"], "m": interp["machine"], **(apart or {})})[:12]  # fmt: skip
+                "p": interp["platform"], "m": interp["machine"]})[:12]  # fmt: skip
+    # The wheel and the venvs of a build with caches of its own are its alone; the dependency
+    # layer (`deps_key`, recorded) is named alike for both.
+    built_as = _key({"tag": tag, **apart})[:12] if apart else tag
     result["python_version"] = interp["version"]
-    wheel, meta, project_reused = _build_project(checkout, commit, cache, installer, tag)
+    wheel, meta, project_reused = _build_project(checkout, commit, cache, installer, built_as)
     provided = [str(e) for e in meta.get("extras", [])]  # type: ignore[attr-defined]
     unknown = sorted(set(extras) - {_normal(e) for e in provided} - set(provided))
     if unknown:
@@ -312,7 +315,7 @@ def _auto(
             "spec": spec, "files": digests, "lock": source["lock"], "installer": installer.how,
             "exclude_newer": installer.exclude_newer,
         })  # fmt: skip
-        key = _key({"deps": deps_key, "wheel": meta.get("wheel_sha256", commit)})
+        key = _key({"deps": deps_key, "wheel": meta.get("wheel_sha256", commit), **(apart or {})})
         planned.append((source, digests, deps_key, key))
         if pins:
             break  # one source gives the settings; the package set is the pins
