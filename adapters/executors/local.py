@@ -365,6 +365,7 @@ class LocalExecutor:
             tag=self._next_tag(),
             harness_levels=sandbox.harness_levels(confined),
             user=sandbox.credentials(confined, str(run_dir)),
+            uncounted=[str(cwd)],  # its checkout: not RAM the suite holds, as in bwrap
         )
         try:
             process.start()

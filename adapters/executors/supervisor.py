@@ -9,7 +9,9 @@ The peak-memory rule: the largest sum of resident memory over the session's proc
 a sampling watchdog (every 50 ms under a limit, 100 ms without), floored by the shard process's
 own VmHWM (its exact peak since exec), plus what the suite holds in RAM as files: the tmpfs
 mounts its processes see that the supervisor's own mount namespace lacks (a sandbox's private
-`/tmp`, home and `/dev/shm`), so a test that parks 1.5 GiB in its `/tmp` counts 1.5 GiB.
+`/tmp`, home and `/dev/shm`), so a test that parks 1.5 GiB in its `/tmp` counts 1.5 GiB; a
+shard run as a user of its own (`sandbox: uid`) shares the host's, where the files that user
+owns are counted instead, and removed when it ends.
 Never `wait4`'s `ru_maxrss`: a forked child starts with
 its parent's resident pages, so it reports at least the size of whatever started the shard.
 A shard over its limit is killed (SIGKILL to the whole session) and marked `oom`; at its
@@ -128,16 +130,80 @@ def _read_text(path: str) -> str | None:
         return None
 
 
+# A separate user's files on the host's tmpfs mounts are summed again once this many times
+# the last sum's own time has passed (a small /dev/shm: every poll; a busy /tmp: less often).
+OWNED_SCAN_SPACING = 10
+
+
 class TmpfsCounter:
     """RAM a shard holds as files: the used size of each tmpfs its processes see that the
     supervisor's own mount namespace does not have (one a sandbox made: its `/tmp`, home,
     `/dev`), read with statvfs through `/proc/<pid>/root`. A tmpfs of the host, bound into
-    the sandbox read-only, has the host's device and is not the shard's."""
+    the sandbox read-only, has the host's device and is not the shard's.
 
-    def __init__(self) -> None:
+    A shard run as a user of its own (`sandbox: uid`, `owner`) shares the host's tmpfs
+    mounts (`/dev/shm`, a RAM-backed `/tmp`): there the files that user owns are its own, and
+    their blocks are counted (`OWNED_SCAN_SPACING`), but for those under `uncounted` (its
+    checkout: written in a sandbox, it is the host's disk, not counted either)."""
+
+    def __init__(self, owner: int | None = None, uncounted: Iterable[str] = ()) -> None:
         self.own_namespace = self._namespace("self")
         own = _read_text("/proc/self/mountinfo") or ""
         self.host_devices = {device for device, _ in _tmpfs_mounts(own)}
+        self.owner = owner
+        self.host_points = [point for _, point in _tmpfs_mounts(own)] if owner else []
+        self.uncounted = [os.path.realpath(u) for u in uncounted]
+        self._owned_kb = 0
+        self._owned_next = 0.0
+
+    def _owned(self) -> Iterable[tuple[str, os.stat_result, int]]:
+        """(path, its lstat, the mount's device) of each file on the host's world-writable
+        tmpfs mounts that `owner` owns, but for those under `uncounted`."""
+        for point in self.host_points:
+            try:
+                top = os.stat(point)
+            except OSError:
+                continue
+            if not top.st_mode & 0o002:
+                continue  # only where any user may write: the rest is not the shard's
+            for root, dirs, files in os.walk(point):
+                if any(root == u or root.startswith(u + os.sep) for u in self.uncounted):
+                    dirs[:] = []
+                    continue
+                for name in files:
+                    path = os.path.join(root, name)
+                    with contextlib.suppress(OSError):
+                        found = os.lstat(path)
+                        if found.st_uid == self.owner and found.st_dev == top.st_dev:
+                            yield path, found, top.st_dev
+
+    def remove_owned(self) -> None:
+        """Remove what `owner` left on the host's shared tmpfs mounts once its shard ended
+        (a sandbox's private tmpfs goes with it): it would hold RAM, and get in the way of
+        the next attempt, a user of its own too."""
+        if self.owner is not None:
+            for path, _found, _device in list(self._owned()):
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+
+    def owned_kb(self) -> int:
+        """The blocks of the files `owner` owns on the host's world-writable tmpfs mounts
+        (each inode once), summed again once `OWNED_SCAN_SPACING` times the last sum's own
+        time has passed."""
+        if self.owner is None:
+            return 0
+        now = time.monotonic()
+        if now < self._owned_next:
+            return self._owned_kb
+        seen: set[tuple[int, int]] = set()
+        total = 0
+        for _path, found, device in self._owned():
+            if (device, found.st_ino) not in seen:
+                seen.add((device, found.st_ino))
+                total += found.st_blocks // 2
+        self._owned_kb = total
+        self._owned_next = now + OWNED_SCAN_SPACING * (time.monotonic() - now)
+        return total
 
     @staticmethod
     def _namespace(pid: str) -> str | None:
@@ -264,8 +330,10 @@ class ShardProcess:
         tag: str | None = None,
         harness_levels: int = 0,
         user: tuple[int, int] | None = None,
+        uncounted: Iterable[str] = (),
     ) -> None:
         self.argv = argv
+        self.uncounted = list(uncounted)  # `TmpfsCounter`: the checkout, under `user`
         self.harness_levels = harness_levels
         self.nested = harness_levels > 0  # a sandbox's init leads the suite's own session
         self.user = user  # (uid, gid) to run the command as: a separate user's sandbox
@@ -323,6 +391,8 @@ class ShardProcess:
         kill_session(proc.pid, signal.SIGKILL, nested=self.nested)
         if self.tag:
             kill_tagged(self.tag)  # and those that left its session (setsid, double forks)
+        if self.user:  # what its user left in the host's shared tmpfs mounts
+            TmpfsCounter(self.user[0], self.uncounted).remove_owned()
         _, status = os.waitpid(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
         if os.WIFSIGNALED(status):
@@ -345,14 +415,14 @@ class ShardProcess:
         deadline = self._started + self.timeout_s
         nested = self.nested
         scanner = SessionScanner(sid, nested=nested)
-        files = TmpfsCounter()
+        files = TmpfsCounter(self.user[0] if self.user else None, self.uncounted)
         result = self.result
         while True:
             if self._done.wait(min(interval, max(0.0, deadline - time.monotonic()))):
                 return
             members = scanner.members()
             total_kb = suite_kb(members, sid, self.harness_levels)
-            total_kb += files.kb(pid for pid, _, _ in members)
+            total_kb += files.kb(pid for pid, _, _ in members) + files.owned_kb()
             result.peak_kb = max(result.peak_kb, total_kb)
             if self.limit_kb is not None and total_kb > self.limit_kb:
                 result.oom = True

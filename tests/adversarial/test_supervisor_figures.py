@@ -11,6 +11,10 @@ head is hostile:
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -49,6 +53,54 @@ def test_files_parked_in_the_sandboxs_tmp_count_as_the_attempts_memory(tmp_path:
     assert blown["head_mb"] > 128 and blown["base_mb"] < 100
     recorded = events(tmp_path, str(document["run_id"]))
     assert {e["sandbox"] for e in recorded if e["kind"] == "ShardAttemptRecorded"} == {"bwrap"}
+
+
+def parks_in_shm(mb: int, name: str) -> str:
+    """A test file whose test writes `mb` MB into the host's shared `/dev/shm` (a tmpfs:
+    RAM) and leaves it there."""
+    return (
+        "def test_parks_files_in_shm():\n"
+        f"    with open({name!r}, 'wb') as out:\n"
+        f"        for _ in range({mb}):\n"
+        "            out.write(b'x' * (1024 * 1024))\n"
+    )
+
+
+@pytest.mark.slow
+def test_in_the_uid_mode_files_the_attempts_user_parks_in_a_shared_tmpfs_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`sandbox: uid` has no private tmpfs: a test that parks 300 MB in `/dev/shm` under a
+    128 MB budget is `oom`, because the files its own user owns there are counted."""
+    from tests.adversarial.test_sandbox_uid import RUNNER, SYSTEM_PYTHON, _need_uid_sandbox
+
+    _need_uid_sandbox()
+    if not os.path.isdir("/dev/shm") or not os.stat("/dev/shm").st_mode & 0o002:
+        pytest.skip("no shared /dev/shm here")
+    top = Path(tempfile.mkdtemp(prefix="release-ledger-shm-"))
+    top.chmod(0o755)
+    parked = f"/dev/shm/release-ledger-test-{os.getpid()}"
+    try:
+        monkeypatch.setenv("LEDGER_SANDBOX", "uid")
+        monkeypatch.setenv("TMPDIR", str(top))
+        repo = make_repo(top, {"runner.py": RUNNER, "tests/test_a.py": FAST,
+                               "tests/test_tmp.py": parks_in_shm(2, parked + "-base")})  # fmt: skip
+        tag(repo, "v1")
+        commit(repo, {"tests/test_tmp.py": parks_in_shm(300, parked)}, "head: 300 MB in shm")
+        result = gate(top, repo, "--env", "none", "--budget-gib", "0.125",
+                      "--isolation-budget-gib", "0.125", "--timeout", "120", "--rounds", "1",
+                      "--no-release-builds", "--measure", "never",
+                      "--command", f"{SYSTEM_PYTHON} runner.py {{junit}} {{files}}")  # fmt: skip
+        assert result.code == 1, (result.stdout, result.stderr)
+        (blown,) = result.document["oom"]
+        assert blown["file"] == "tests/test_tmp.py"
+        recorded = events(top, str(result.document["run_id"]))
+        assert {e["sandbox"] for e in recorded if e["kind"] == "ShardAttemptRecorded"} == {"uid"}
+    finally:
+        for name in (parked, parked + "-base"):  # a user's files outlive it there
+            with contextlib.suppress(OSError):
+                os.unlink(name)
+        shutil.rmtree(top, ignore_errors=True)
 
 
 FORGER = """
