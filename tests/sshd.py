@@ -134,8 +134,9 @@ class SshServer:
         self.process = None
 
 
-def _host_tls_settings() -> list[str]:
-    """The machine's own TLS trust settings, as a build host's login environment has them.
+def _host_settings(env: dict[str, str]) -> list[str]:
+    """The machine's own TLS trust settings, as a build host's login environment has them,
+    and `env` (a host's own home or installers' caches, as its login would set them).
 
     The login session sshd starts has none of this process's environment; where this machine
     reaches package registries through its own certificate authority, a host set up on it
@@ -143,11 +144,13 @@ def _host_tls_settings() -> list[str]:
     """
     names = ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "PIP_CERT")
     pairs = [f"{name}={os.environ[name]}" for name in names if os.environ.get(name)]
-    return [f"SetEnv {' '.join(pairs)}"] if pairs else []
+    pairs += [f"{name}={value}" for name, value in env.items()]
+    return [f"SetEnv {' '.join(pairs)}"] if pairs else []  # one line: sshd keeps the first
 
 
-def start_sshd(directory: Path) -> SshServer:
-    """Generate keys and a config in `directory` and start sshd on a free port."""
+def start_sshd(directory: Path, env: dict[str, str] | None = None) -> SshServer:
+    """Generate keys and a config in `directory` and start sshd on a free port; `env`: set in
+    every session (values without spaces)."""
     if not SSHD.exists():
         pytest.skip("OpenSSH server not installed (/usr/sbin/sshd); apt-get install openssh-server")
     directory.mkdir(parents=True, exist_ok=True)
@@ -184,7 +187,7 @@ def start_sshd(directory: Path) -> SshServer:
                 "MaxStartups 64",
                 "MaxSessions 64",
                 "LogLevel VERBOSE",
-                *_host_tls_settings(),
+                *_host_settings(env or {}),
                 "",
             ]
         )

@@ -85,13 +85,8 @@ def own_caches(envs_dir: Path | str, commit: str) -> dict[str, str]:
     `PIP_CACHE_DIR`), made if missing: under the environments' cache, kept per commit so a
     gate of the same head again reuses what its first build downloaded; never read by a
     build of another commit, so nothing a head's build writes there reaches what others
-    install."""
-    root = os.path.join(envs_dir, "caches", commit or "unnamed")
-    found = {"UV_CACHE_DIR": os.path.join(root, "uv"), "PIP_CACHE_DIR": os.path.join(root, "pip")}
-    for folder in found.values():
-        os.makedirs(folder, exist_ok=True)
-    env_cache.stamp(root)  # used now: the last to be pruned (`env_cache.prune`)
-    return found
+    install (`env_cache.own_caches`, which SSH build hosts use too)."""
+    return env_cache.own_caches(str(envs_dir), commit)
 
 
 def confinement(

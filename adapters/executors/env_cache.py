@@ -91,6 +91,20 @@ def stamp(folder: str) -> None:
         os.replace(os.path.join(folder, "ready.json.tmp"), os.path.join(folder, "ready.json"))
 
 
+def own_caches(envs_dir: str, commit: str) -> dict[str, str]:
+    """uv's and pip's caches for the builds of one candidate commit (`UV_CACHE_DIR`,
+    `PIP_CACHE_DIR`), made if missing: under the environments' cache, kept per commit so a
+    gate of the same head again reuses what its first build downloaded; never read by a
+    build of another commit, so nothing a head's build writes there reaches what others
+    install. On the gate's machine and on SSH build hosts alike (sent with this module)."""
+    root = os.path.join(envs_dir, "caches", commit or "unnamed")
+    found = {"UV_CACHE_DIR": os.path.join(root, "uv"), "PIP_CACHE_DIR": os.path.join(root, "pip")}
+    for folder in found.values():
+        os.makedirs(folder, exist_ok=True)
+    stamp(root)  # used now: the last to be pruned (`prune`)
+    return found
+
+
 def prune(cache: str, max_bytes: int, keep: tuple[str, ...] = ()) -> list[str]:
     """Remove least recently used entries until the cache holds at most `max_bytes`."""
     entries = []

@@ -35,13 +35,15 @@ def program(*relative_paths: str) -> str:
 REMOTE_PARTS = (
     "supervisor.py", "env_lock.py", "invocation_source.py", "env_installer.py",
     "env_variables.py", "env_cache.py", "env_sources.py", "environment.py", "runners.py",
-    "nox_reader.py", "hatch_reader.py", "sandbox.py", "checkout_guard.py", "invocation_run.py",
+    "nox_reader.py", "hatch_reader.py", "sandbox.py", "host_build.py", "checkout_guard.py",
+    "invocation_run.py",
 )  # fmt: skip
 
 
 def remote_program(entry: str) -> str:
     """Supervisor + lock rule + environment preparation (its parts `env_*.py`, then
-    `environment.py`, with the nox and hatch readers) + sandbox + checkout guard + where the
+    `environment.py`, with the nox and hatch readers) + sandbox + how a host confines its
+    builds and keeps their caches apart (`host_build.py`) + checkout guard + where the
     invocation runs and what it collects (`invocation_run.py`) + the entry
     module (`ssh/wrapper.py`), `packed`."""
     return packed(program(*REMOTE_PARTS, entry))

@@ -181,6 +181,8 @@ class SshExecutor:
             "outputs": list(request.outputs),
             "env_pinned": request.pinned,
             "env_skip_sources": dict(skip_sources),
+            # base's: the host's shared installers' caches; any other: caches of its own
+            "trusted": commit in request.trusted_commits,
             "plugin_module": PLUGIN_MODULE,
             "plugin_source": PLUGIN_SOURCE,
         }

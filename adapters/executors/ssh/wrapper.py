@@ -4,8 +4,9 @@ environment preparation, see `adapters/executors/programs.py`): one shard, frame
 Usage: python -c PROGRAM TMPDIR SPEC_JSON MIRROR ARGV...
 
 The revision's checkout is `TMPDIR/w`. Its environment is prepared first (cached on the host
-beside the mirror, in `release-ledger-envs/`), then the command runs under the shard supervisor
-exactly as on the gate's machine, with stdout and stderr in `TMPDIR/log`. End-of-file on our
+beside the mirror, in `release-ledger-envs/`; built as `host_build.py` says), then the command
+runs under the shard supervisor exactly as on the gate's machine, with stdout and stderr in
+`TMPDIR/log`. End-of-file on our
 stdin means the ssh connection is gone: the session is killed and nobody waits for a reader
 that no longer exists. The answer is one header line (`release-ledger-frame {json}`) followed
 by the report bytes and the log-tail bytes, whose sizes and sha256 the header carries.
@@ -23,6 +24,7 @@ try:  # on the gate's machine; on the host these names come from the program's e
     from release_ledger.adapters.executors.checkout_guard import changed_tracked, tracked_snapshot
     from release_ledger.adapters.executors.env_variables import shard_env
     from release_ledger.adapters.executors.environment import prepare, with_plugin
+    from release_ledger.adapters.executors.host_build import host_build_settings, note_unconfined
     from release_ledger.adapters.executors.invocation_run import (
         COLLECT_PROGRAM,
         FILES_MARK,
@@ -99,11 +101,19 @@ def main(argv: list[str]) -> int:
     checkout = os.path.join(tmp, "w")
     link = _Link()
     threading.Thread(target=link.watch, daemon=True).start()
+    envs = os.path.join(os.path.dirname(mirror.rstrip("/")), ENVS_FOLDER)
+    # Only a commit the gate trusts (base) builds with the host's shared installers' caches;
+    # every build runs confined, with the mirror and the other shards' folders out of sight.
+    building, used = host_build_settings(
+        python=sys.executable, checkout=checkout, envs_dir=envs, commit=spec["commit"],
+        hidden=[os.path.dirname(mirror.rstrip("/")), os.path.dirname(tmp.rstrip("/"))],
+        trusted=bool(spec.get("trusted")),
+    )  # fmt: skip
     prepared = prepare(
         checkout,
         mode=spec["env_mode"],
         python=sys.executable,
-        cache=os.path.join(os.path.dirname(mirror.rstrip("/")), ENVS_FOLDER),
+        cache=envs,
         commit=spec["commit"],
         command=spec["env_command"],
         extras=spec.get("env_extras", []),
@@ -111,7 +121,9 @@ def main(argv: list[str]) -> int:
         pinned=spec.get("env_pinned", ""),
         pass_env=spec.get("pass_env", []),
         skip_sources=spec.get("env_skip_sources") or None,
+        **building,  # type: ignore[arg-type]
     )
+    note_unconfined(prepared, used)
     if link.dropped:
         return 3
     header: dict[str, object] = {
