@@ -55,15 +55,15 @@ def host_shared_caches(python: str) -> dict[str, str]:
 
 
 def host_build_confinement(
-    *, python: str, checkout: str, envs_dir: str, hidden: list[str], caches: dict[str, str]
+    *, python: str, checkout: str, envs_dir: str, hidden: list[str], own: dict[str, str] | None
 ) -> tuple[Callable[[list[str], str | None, list[str]], list[str]], list[str]]:
     """A `confine` for `environment.prepare` on the host and the sandboxes it used (one per
-    step): `caches` (the build's own, or the shared ones for a trusted build) writable with
-    the checkout and what each step builds; `hidden` (the mirror's folder, the other shards'
-    folders) out of sight, the environments built shown read-only."""
+    step): writable the checkout, what each step builds and the build's caches (`own`, or for
+    a trusted build the host's shared ones, asked of uv and pip at the first step that builds:
+    pip takes a second to answer, and a shard whose environment is cached builds nothing);
+    `hidden` (the mirror's folder, the other shards' folders) out of sight, the environments
+    built shown read-only."""
     home = os.path.expanduser("~")
-    for cache in caches.values():
-        os.makedirs(cache, exist_ok=True)  # a bind needs its folder; the tool makes it anyway
     tools = [t for t in (find_uv(None), find_tool("tox")) if t]
     readable = [
         *prefixes(python),
@@ -72,13 +72,19 @@ def host_build_confinement(
         *(os.path.join(home, c) for c in _CONFIGS),
         envs_dir,  # read, never written, by another's build
     ]
-    writable = [checkout, *caches.values()]
+    caches: list[str] = [] if own is None else list(own.values())
+    asked: list[bool] = [own is not None]
     used: list[str] = []
 
     def confine(argv: list[str], cwd: str | None, building: list[str]) -> list[str]:
+        if building and not asked[0]:
+            asked[0] = True
+            caches.extend(host_shared_caches(python).values())
+        for cache in caches:
+            os.makedirs(cache, exist_ok=True)  # a bind needs its folder; the tool makes it too
         wrapped, how = wrap(
-            argv, cwd=cwd or checkout, writable=[*writable, *building], readable=readable,
-            hidden=hidden, path=os.environ.get("PATH"), by_uid=False,
+            argv, cwd=cwd or checkout, writable=[checkout, *caches, *building],
+            readable=readable, hidden=hidden, path=os.environ.get("PATH"), by_uid=False,
         )  # fmt: skip
         used.append(how)
         return wrapped
@@ -94,9 +100,8 @@ def host_build_settings(
     shared caches, any other with caches of its own, keyed apart."""
     own = None if trusted else own_caches(envs_dir, commit)
     confine, used = host_build_confinement(
-        python=python, checkout=checkout, envs_dir=envs_dir, hidden=hidden,
-        caches=own if own is not None else host_shared_caches(python),
-    )  # fmt: skip
+        python=python, checkout=checkout, envs_dir=envs_dir, hidden=hidden, own=own
+    )
     settings: dict[str, object] = {
         "base_env": {**os.environ, **(own or {})}, "confine": confine,
         "own_caches": own is not None,
