@@ -35,8 +35,9 @@ environments' cache another user cannot use stops a gate told `uid` (`Unavailabl
 `auto` its steps run as before. Where neither applies (not root, or `LEDGER_SANDBOX=none`),
 the step runs as before and the environment says so in its warnings.
 The release builds (`adapters/distributions.py`: head's sdist and wheel, the upgrade from
-base's wheel) run the same way; builds on SSH hosts by the same rule (`host_build.py`). Not
-confined: builds in pods (a pod is its own machine, its caches thrown away with it).
+base's wheel) run the same way; builds on SSH hosts by the same rule, in bwrap only
+(`host_build.py`). Not confined: builds in pods (a pod is its own machine, its caches thrown
+away with it).
 """
 
 from __future__ import annotations
