@@ -69,6 +69,16 @@ def environment_key(setting: str, python_version: str, blobs: Mapping[str, str])
     )
 
 
+def sourced_environment(environment: str, skipped: Sequence[str]) -> str:
+    """The key results are made in: `environment` and the declared sources the run passed by
+    (rejected earlier: the executor made the environment from the next one). Two sources of one
+    commit share `environment` but not their invocation (tox's `changedir` and options, a nox
+    session's, a hatch script's, the group fallback's plain pytest), so one source's results
+    never answer for another's. Every result key goes through it: an entry recorded before
+    (keyed by `environment` alone, whatever source made it) never matches again."""
+    return _digest({"format": KEY_FORMAT, "env": environment, "skipped": sorted(set(skipped))})
+
+
 def command_key(command: Sequence[str]) -> str:
     """The test command as recorded (placeholders unexpanded)."""
     return _digest({"format": KEY_FORMAT, "command": list(command)})

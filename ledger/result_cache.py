@@ -19,7 +19,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from release_ledger.domain import events as ev
-from release_ledger.domain.content import command_key, environment_key, result_key
+from release_ledger.domain.content import (
+    command_key,
+    environment_key,
+    result_key,
+    sourced_environment,
+)
 from release_ledger.ledger import read_side
 from release_ledger.ledger.read_side import CachedResult
 from release_ledger.ledger.service import Ledger
@@ -44,14 +49,16 @@ class ContentKeys:
 
 
 def content_keys(
-    commit: str, blobs: dict[str, str], setting: str, python_version: str, command: Sequence[str]
-) -> ContentKeys:
+    commit: str, blobs: dict[str, str], setting: str, python_version: str, command: Sequence[str],
+    skipped: Sequence[str] = (),
+) -> ContentKeys:  # fmt: skip
     """The keys of a commit: the interpreter's version and the commit's `.python-version`
-    (which picks the interpreter of a per-revision environment) go into the environment key."""
+    (which picks the interpreter of a per-revision environment) go into the environment key,
+    and so do the declared sources passed by (`skipped`: rejected earlier in the run), which
+    pick the source that makes the environment (`sourced_environment`)."""
     python = f"{python_version} pin:{blobs.get('.python-version', '')}"
-    return ContentKeys(
-        commit, blobs, environment_key(setting, python, blobs), command_key(list(command))
-    )
+    environment = sourced_environment(environment_key(setting, python, blobs), skipped)
+    return ContentKeys(commit, blobs, environment, command_key(list(command)))
 
 
 @dataclass(frozen=True)

@@ -185,3 +185,42 @@ def test_base_results_reused_from_a_run_where_no_test_ran_in_its_source_are_run_
     ]  # fmt: skip
     shown = run_ledger(tmp_path, "show", document["run_id"], "--all").stdout
     assert "(with the 1 base files the result cache gave)" in shown
+
+
+def test_base_results_made_in_the_next_source_do_not_answer_for_the_first_one(
+    tmp_path: Path,
+) -> None:
+    """A first gate rejects the group at base and runs base in the extra: those results share
+    the commit, files, declarations and command with what the group would give, not the
+    source. A later gate whose base starts again from the group does not take them for the
+    group's: its base is judged in its own environment (rejected there, run in the extra),
+    and the verdict is the first gate's."""
+    repo = make_repo(tmp_path, SOURCES)
+    tag(repo, "v1")
+    commit(repo, {"layered/__init__.py": "VALUE = 2\n"}, "regress")
+    first = gatekit.gate(tmp_path, repo, "--env", "auto", "--shards", "1", *GATE)
+    assert first.code == 1, (first.stdout, first.stderr)
+    commit(repo, {"README": "one\n"}, "docs")
+
+    later = gatekit.gate(tmp_path, repo, "--env", "auto", "--shards", "1", *GATE)
+
+    assert later.code == 1, (later.stdout, later.stderr)
+    assert later.document["introduced"] == first.document["introduced"]
+    run = events(tmp_path, later.document["run_id"])
+    assert [e for e in run if e["kind"] == "BaselineReused"] == []
+    rejected = [e for e in run if e["kind"] == "SourceRejected"]
+    assert sorted((e["revision"], e["source"]) for e in rejected) == [
+        ("base", "dependency-group"), ("head", "dependency-group"),
+    ]  # fmt: skip
+    # Base's measured attempts are keyed by the source that made them: the extra's, not the
+    # group's (which the first gate's extra-made attempts are keyed by too).
+    keys = {
+        e["environment_key"] for r in (first, later)
+        for e in events(tmp_path, r.document["run_id"])
+        if e["kind"] == "ShardAttemptRecorded" and e["revision"] == "base" and e["exit_code"] != 4
+    }  # fmt: skip
+    grouped = {
+        e["environment_key"] for e in run
+        if e["kind"] == "ShardAttemptRecorded" and e["revision"] == "base" and e["exit_code"] == 4
+    }  # fmt: skip
+    assert len(keys) == 1 and len(grouped) == 1 and keys != grouped

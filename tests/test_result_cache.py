@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 
 from release_ledger.domain import events as ev
+from release_ledger.domain.content import command_key, environment_key, result_key
 from release_ledger.domain.run_state import fold
 from release_ledger.ledger.read_side import cached_results
 from release_ledger.ledger.result_cache import content_keys
+from release_ledger.projections.content_index import READER
 from release_ledger.projections.next_step import next_step
 from release_ledger.projections.verdict_view import base_reuse
 from tests.gatekit import GATE_DEFAULTS, events, gate, kinds, process_env, run_ledger
@@ -117,8 +119,10 @@ def test_another_environment_is_not_reused(tmp_path: Path) -> None:
     assert second.document["base_reuse"]["fresh"]["files"] == 3
 
 
-def _keyed_run(ledger_url: str, run_id: str, blob: str, env: str = "none") -> dict[str, str]:
-    keys = content_keys("2" * 40, {A: blob, B: "b" * 40}, env, "3.11.9", ["pytest"])
+def _keyed_run(
+    ledger_url: str, run_id: str, blob: str, env: str = "none", skipped: tuple[str, ...] = ()
+) -> dict[str, str]:
+    keys = content_keys("2" * 40, {A: blob, B: "b" * 40}, env, "3.11.9", ["pytest"], skipped)
     b = RunBuilder(run_id=run_id)
     b.discover([A, B]).plan({"s1": [A, B]})
     b.attempt("s1", "head", [A, B], {f"{A}::test_a": "failed", f"{B}::test_b": "passed"},
@@ -144,6 +148,50 @@ def test_a_changed_file_at_the_same_path_is_not_reused(sqlite_url: str) -> None:
         wanted = {f: k for f in (A, B) if (k := other_env.result_key(f))}
         assert cached_results(ledger, wanted) == {}
         assert cached_results(ledger, cached, exclude_run="a" * 32) == {}
+    finally:
+        ledger.close()
+
+
+def test_results_made_in_the_next_declared_source_answer_only_for_it(sqlite_url: str) -> None:
+    """The commit's first source (a tox environment, say) was rejected and its shards ran in
+    the next one (the group fallback): same commit, blobs, declarations and command, another
+    invocation. Those results answer for a run that passes the same source by, never for one
+    whose environment comes from the first source again."""
+    cached = _keyed_run(sqlite_url, "a" * 32, blob="1" * 40, env="auto", skipped=("tox",))
+    blobs = {A: "1" * 40, B: "b" * 40}
+    first = content_keys("2" * 40, blobs, "auto", "3.11.9", ["pytest"])
+    again = content_keys("2" * 40, blobs, "auto", "3.11.9", ["pytest"], ("tox",))
+    ledger = open_ledger(sqlite_url)
+    try:
+        wanted = {f: k for f in (A, B) if (k := first.result_key(f))}
+        assert cached_results(ledger, wanted) == {}
+        wanted = {f: k for f in (A, B) if (k := again.result_key(f))}
+        assert wanted == cached and set(cached_results(ledger, wanted)) == {A, B}
+    finally:
+        ledger.close()
+
+
+def test_entries_keyed_before_sources_counted_stay_in_the_ledger_and_miss(
+    sqlite_url: str,
+) -> None:
+    """An attempt recorded with the environment key alone (whatever source made it) still
+    loads, folds and is indexed under its own key, and no lookup of now ever matches it."""
+    blobs = {A: "1" * 40}
+    old_environment = environment_key("auto", "3.11.9 pin:", blobs)
+    command = command_key(["pytest"])
+    b = RunBuilder(run_id="d" * 32)
+    b.discover([A]).plan({"s1": [A]})
+    b.attempt("s1", "head", [A], {f"{A}::test_a": "passed"}, commit="2" * 40, blobs=blobs,
+              environment_key=old_environment, command_key=command)  # fmt: skip
+    ledger = open_ledger(sqlite_url)
+    try:
+        ledger.append("d" * 32, b.events, artifacts=b.artifacts)
+        assert fold(ledger.events("d" * 32), b.artifacts).shards["s1"].attempts["head"]
+        old = result_key("2" * 40, "1" * 40, old_environment, command, READER)
+        assert set(cached_results(ledger, {A: old})) == {A}
+        now = content_keys("2" * 40, blobs, "auto", "3.11.9", ["pytest"]).result_key(A)
+        assert now is not None and now != old
+        assert cached_results(ledger, {A: now}) == {}
     finally:
         ledger.close()
 

@@ -50,6 +50,7 @@ class StepContext:
     reserved: dict[str, int] = field(default_factory=dict)
     # (revision, where, key, status) of environments already recorded in this run
     environments: set[tuple[str, str, str, str]] = field(default_factory=set)
+    # revision (and the sources passed by, if any) -> its content keys (`steps/keys.py`)
     content_keys: dict[str, ContentKeys | None] = field(default_factory=dict)
     measure_keys: dict[str, tuple[str, str]] | None = None  # file -> (blob, key)
     # Declared sources rejected at each revision (`reject_source.py`), passed by every run.

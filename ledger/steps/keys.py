@@ -14,29 +14,36 @@ from release_ledger.ledger.result_cache import ContentKeys, content_keys
 from release_ledger.ledger.steps.context import StepContext
 
 
-def revision_keys(ctx: StepContext, revision: str) -> ContentKeys | None:
+def revision_keys(
+    ctx: StepContext, revision: str, skip: Sequence[tuple[str, str]] = ()
+) -> ContentKeys | None:
     """What this run's results at a revision are valid for (commit, file blobs, environment,
-    command), for the result cache; None when the workspace cannot say."""
-    if revision not in ctx.content_keys:
+    command), for the result cache, made with the declared sources `skip` passed by (a run's
+    `skip_sources`); None when the workspace cannot say."""
+    skipped = tuple(sorted({source for source, _ in skip}))
+    cached = f"{revision} {' '.join(skipped)}".strip()
+    if cached not in ctx.content_keys:
         commit = ctx.commit(revision)
         try:
             blobs = ctx.workspace.blob_hashes(commit)
         except (BadInput, OSError, RuntimeError):
-            ctx.content_keys[revision] = None
+            ctx.content_keys[cached] = None
         else:
-            ctx.content_keys[revision] = content_keys(
+            ctx.content_keys[cached] = content_keys(
                 commit,
                 blobs,
                 ctx.options.environment_setting,
                 ctx.python_version,
                 ctx.started.command,
+                skipped,
             )
-    return ctx.content_keys[revision]
+    return ctx.content_keys[cached]
 
 
 def attempt_keys(ctx: StepContext, run: ShardRun) -> dict[str, Any]:
-    """The content keys recorded on a shard attempt (its results are then cached)."""
-    keys = revision_keys(ctx, run.revision)
+    """The content keys recorded on a shard attempt (its results are then cached): those of
+    the source its environment came from, as far as the run decides it (`skip_sources`)."""
+    keys = revision_keys(ctx, run.revision, run.skip_sources)
     if keys is None:
         return {}
     return {

@@ -63,7 +63,7 @@ def reuse_baselines(ctx: StepContext, requests: list[RunRequest]) -> list[RunReq
     """First base attempts: each file's results at base from any earlier run with the
     same content keys (its head sweep included); only the files not cached are run."""
     candidates = [r for r in requests if r.revision == BASE and r.attempt == 1]
-    keys = revision_keys(ctx, BASE) if candidates else None
+    keys = revision_keys(ctx, BASE, ctx.skips.get(BASE, ())) if candidates else None
     if not candidates or keys is None:
         return requests
     reuse = find_reuse(ctx.ledger, ctx.run_id, ctx.started.base, candidates, keys)
