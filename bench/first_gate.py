@@ -58,6 +58,15 @@ PROJECTS: dict[str, tuple[str, str, str]] = {
     "parso": ("0.8.6", "0.8.7", "test"),
     "networkx": ("3.4.2", "3.5", "networkx"),
     "toolz": ("0.12.1", "1.0.0", "toolz/tests"),
+    "packaging": ("26.3", "26.4", "tests"),
+}
+
+# Projects whose tests need more than pytest: their environment, on both sides. The gate
+# builds it from the revision's own declaration (`--env auto`: packaging's `test` dependency
+# group), into an environment cache warmed by an untimed gate first, so both sides compare
+# with environments cached; plain pytest gets a venv per revision with these requirements.
+NEEDS: dict[str, tuple[str, ...]] = {
+    "packaging": (".", "pytest", "hypothesis", "pretend", "tomli_w", "pip", "coverage[toml]"),
 }
 
 
@@ -75,9 +84,13 @@ def _timed(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> tup
 def _gate(work: Path, repo: Path, base: str, ledger: str, tag: str, *extra: str) -> dict[str, Any]:
     env = dict(os.environ, LEDGER_WORKTREES_DIR=str(work / f"worktrees-{tag}"))
     env.pop("LEDGER_URL", None)
+    if "--env" not in extra:  # this interpreter, as before; else a shared environment cache
+        extra = ("--env", "none", *extra)
+    else:
+        env["LEDGER_ENVS_DIR"] = str(work / "envs")
     argv = [sys.executable, "-m", "release_ledger", "gate",
             "--repo", str(repo), "--base", f"v{base}",
-            "--env", "none", "--questions", "0", "--no-release-builds", "--json",
+            "--questions", "0", "--no-release-builds", "--json",
             "--ledger", ledger, *extra]  # fmt: skip
     seconds, out = _timed(argv, ROOT, env)
     document = json.loads(out)
@@ -171,6 +184,66 @@ def run_project(name: str, jobs: int, solo: bool) -> None:
         print(f"  (nominal baseline before any measurement: {DEFAULT_BASELINE_MB:.0f} MB)")
 
 
+# --- `--alternate N`: first gates and plain pytest alternating, medians (issue 41) -------------
+
+
+def _plain_python(work: Path, repo: Path, name: str, version: str) -> tuple[Path, str]:
+    """A checkout of `version` and the interpreter plain pytest runs it on: this one, or a
+    venv with the project's NEEDS (made once, untimed: environments cached on both sides)."""
+    checkout = work / f"plain-{version}"
+    git(repo, "worktree", "add", "--detach", "--quiet", str(checkout), f"v{version}")
+    if name not in NEEDS:
+        return checkout, sys.executable
+    uv = _uv()
+    venv = work / f"venv-{version}"
+    subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    wanted = [str(checkout) if r == "." else r for r in NEEDS[name]]
+    subprocess.run([uv, "pip", "install", "-q", "--python", python, *wanted], check=True)
+    return checkout, python
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def run_alternating(name: str, jobs: int, rounds: int, keep: Path | None) -> None:
+    """Plain pytest at head then base, and a first gate (fresh ledger, fresh checkouts,
+    environments cached), alternating `rounds` times in one session; medians and the load
+    average beside every figure. Target (issue 41): a suite with one dominant file <= 0.6x."""
+    base, head, tests = PROJECTS[name]
+    scratch = tempfile.mkdtemp(prefix="first-gate-alt-", dir=keep)
+    work = Path(scratch)
+    repo = release_pair(work, name, base, head)
+    plains = [_plain_python(work, repo, name, v) for v in (head, base)]
+    gate_env = ("--env", "auto") if name in NEEDS else ()
+    shards = ("--jobs", str(jobs))
+    if gate_env:  # warm the environment cache (untimed), as plain pytest's venvs are
+        _gate(work, repo, base, f"sqlite:///{work / 'warm.db'}", "warm", *gate_env, *shards)
+    plain_s: list[float] = []
+    gate_s: list[float] = []
+    for index in range(rounds):
+        plain = 0.0
+        for checkout, python in plains:
+            seconds, _ = _timed([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", tests],
+                                checkout)  # fmt: skip
+            plain += seconds
+        plain_s.append(plain)
+        print(f"  round {index + 1}: plain head + base {plain:6.1f} s  (load {_load()})")
+        ledger = f"sqlite:///{work / f'first-{index}.db'}"
+        run = _gate(work, repo, base, ledger, f"first-{index}", *gate_env, *shards)
+        gate_s.append(run["seconds"])
+        document = run["document"]
+        print(f"  round {index + 1}: first gate {run['seconds']:6.1f} s  ratio "
+              f"{run['seconds'] / plain:.2f}  verdict {document['status']}  run "
+              f"{document['run_id']} in {ledger}  (load {_load()})")  # fmt: skip
+    plain_m, gate_m = statistics.median(plain_s), statistics.median(gate_s)
+    print(f"{name} {base} -> {head}: median plain head + base {plain_m:.1f} s, first gate "
+          f"{gate_m:.1f} s, ratio {gate_m / plain_m:.2f} ({rounds} rounds, load {_load()})")
+    if keep is None:
+        subprocess.run(["rm", "-rf", scratch], check=False)
+
+
 # --- `--defaults`: a first gate as a user runs it, against plain pytest plus its installs --------
 
 
@@ -255,7 +328,17 @@ def main() -> None:
         help="with --defaults: gate with this checkout's release_ledger (repeat to compare "
         "revisions of the tool side by side; default: this one)",
     )  # fmt: skip
+    parser.add_argument(
+        "--alternate", type=int, default=0, metavar="ROUNDS",
+        help="plain pytest and a first gate (environments cached) alternating ROUNDS times, "
+        "medians (issue 41: the dominant-file suite, --project packaging)",
+    )  # fmt: skip
+    parser.add_argument("--keep", type=Path, help="with --alternate: keep the work under DIR")
     args = parser.parse_args()
+    if args.alternate:
+        for name in args.project or ["packaging"]:
+            run_alternating(name, args.jobs, args.alternate, args.keep)
+        return
     if args.defaults:
         codes = [(c.partition("=")[0], Path(c.partition("=")[2]).resolve()) for c in args.code]
         for name in args.project or ["toolz"]:

@@ -198,6 +198,31 @@ def test_the_longest_shard_runs_first_and_its_head_run_follows_its_base_run(
     assert starts == [("base", heavy), ("head", heavy), ("base", light), ("head", light)]
 
 
+def test_a_dominant_files_head_run_does_not_wait_for_its_base_run(ledger: Ledger) -> None:
+    # test_d collects 900 items: its shard is more than the round's fair share per worker
+    # (2 jobs), so its head run, started after its base run, would end the round alone. It
+    # starts at once, beside base's (held until it starts), with no figure to set a file's
+    # limit by: `--timeout` bounds it, as it bounds base's. The light shard's head run still
+    # waits for its base run and gets base's figures (3 s x10).
+    repo = two_commit_workspace(FILES)
+    items = dict.fromkeys(FILES, 1) | {FILES[3]: 900}
+    collector = GivenCollector(repo, {"HEAD": items, "v1": items})
+    heavy_head = lambda run: run.revision == "head" and FILES[3] in run.files  # noqa: E731
+    executor = Timeline(
+        hold=lambda run: run.revision == "base" and FILES[3] in run.files, releases=heavy_head
+    )
+    _gate(ledger, repo, executor, collector=collector, jobs=2, timeout_s=600.0)
+
+    log = executor.log
+    heavy = next(files for _, _, files in log if FILES[3] in files)
+    assert log.index(("start", "head", heavy)) < log.index(("end", "base", heavy))
+    [head] = [c for c in executor.calls if heavy_head(c)]
+    assert head.file_limits == {} and head.timeout_s == 600.0
+    light = next(c for c in executor.calls if c.revision == "head" and c is not head)
+    assert log.index(("start", "head", light.files)) > log.index(("end", "base", light.files))
+    assert light.file_limits == dict.fromkeys(light.files, 30.0)
+
+
 def _pool(jobs: int) -> Any:
     """What `run_parallel` reads of a step's context."""
     options = SimpleNamespace(jobs=jobs, rounds=0, machine_mb=None)

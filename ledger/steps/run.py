@@ -5,7 +5,7 @@ and, on a pool, the shards placed first (`ledger/steps/placement.py`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from release_ledger.domain.execution import Observation, ShardRun
 from release_ledger.domain.memory import attempt_limit_mb
@@ -42,8 +42,8 @@ def run(ctx: StepContext, state: RunState, step: Step) -> None:
     ctx.executor.prepare(sorted({r.commit for r in runs}))
     label = f"round {step.round}: shards" if step.round > 1 else "running shards"
     ctx.observer.begin(label, len(runs))
-    round_ = Round(ctx, runs, known)
     longest = {id(r): estimated_seconds(state, r.files, known) for r in runs}
+    round_ = Round(ctx, runs, known, longest)
     chosen = run_parallel(
         ctx, ctx.executor, runs, label, first=lambda r: longest[id(r)], ready=round_.ready
     )
@@ -57,20 +57,33 @@ class Round:
     """Which of a round's runs may start: base runs at once; a head run at once where each of
     its files has a known figure (its limits from them), else once the base runs of this
     round that run any of its files are recorded, its limits then from the figures recorded
-    by then (`known_seconds`, as base's figures give them). Either way a head run's limits
-    depend on what was known, never on when it happened to start. On a pool a head run also
-    waits for its own shard's base run: placement reserved the shard one slot, not two."""
+    by then (`known_seconds`, as base's figures give them). Except a long pole (`long_poles`):
+    a head run that, started after its base run, would end past the round's fair share of
+    work per worker starts at once, its files' limits from what was known before the round
+    (none for a file never measured: `--timeout` bounds it, as it bounds base's run). Either
+    way a head run's limits depend on what was known, never on when it happened to start. On
+    a pool a head run also waits for its own shard's base run: placement reserved the shard
+    one slot, not two."""
 
-    def __init__(self, ctx: StepContext, runs: Sequence[ShardRun], known: dict[str, float]):
+    def __init__(
+        self,
+        ctx: StepContext,
+        runs: Sequence[ShardRun],
+        known: dict[str, float],
+        estimated: Mapping[int, float] | None = None,
+    ):
         self.ctx = ctx
         base = [r for r in runs if r.revision == BASE]
+        poles = set()
+        if estimated is not None and not ctx.capabilities.places_on_pool:
+            poles = long_poles(runs, estimated, ctx.options.jobs)
         self.waits_for: dict[int, set[tuple[str, int]]] = {}
         self.refigured: set[int] = set()  # head runs whose limits wait for base's figures
         for run in runs:
             if run.revision != HEAD:
                 continue
             files = set(run.files)
-            if not files.issubset(known):
+            if not files.issubset(known) and id(run) not in poles:
                 self.refigured.add(id(run))
                 self.waits_for[id(run)] = {
                     (b.shard_id, b.attempt) for b in base
@@ -96,6 +109,15 @@ class Round:
         if run.revision == BASE:
             self.done.add((run.shard_id, run.attempt))
             self.known = None
+
+
+def long_poles(runs: Sequence[ShardRun], estimated: Mapping[int, float], jobs: int) -> set[int]:
+    """The head runs (by id) that must not wait for their base run: its estimate and their
+    own together exceed the round's estimated work per worker, so waiting would make the
+    round end with them while the other workers sit idle (a suite with one dominant file, on
+    a first gate: issue 41). Base's estimate of a shard is head's: the same files."""
+    share = sum(estimated[id(r)] for r in runs) / max(1, jobs)
+    return {id(r) for r in runs if r.revision == HEAD and 2 * estimated[id(r)] > share}
 
 
 def _shard_run(
