@@ -81,7 +81,9 @@ def _timed(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> tup
     return seconds, done.stdout
 
 
-def _gate(work: Path, repo: Path, base: str, ledger: str, tag: str, *extra: str) -> dict[str, Any]:
+def _gate(
+    work: Path, repo: Path, base: str, ledger: str, tag: str, *extra: str, code: Path = ROOT
+) -> dict[str, Any]:
     env = dict(os.environ, LEDGER_WORKTREES_DIR=str(work / f"worktrees-{tag}"))
     env.pop("LEDGER_URL", None)
     if "--env" not in extra:  # this interpreter, as before; else a shared environment cache
@@ -92,11 +94,11 @@ def _gate(work: Path, repo: Path, base: str, ledger: str, tag: str, *extra: str)
             "--repo", str(repo), "--base", f"v{base}",
             "--questions", "0", "--no-release-builds", "--json",
             "--ledger", ledger, *extra]  # fmt: skip
-    seconds, out = _timed(argv, ROOT, env)
+    seconds, out = _timed(argv, code, env)  # run from `code`: its release_ledger is imported
     document = json.loads(out)
     exported = subprocess.run(
         [sys.executable, "-m", "release_ledger", "export", document["run_id"], "--ledger", ledger],
-        cwd=ROOT, capture_output=True, text=True, check=True,
+        cwd=code, capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     events = [json.loads(line)["event"] for line in exported.splitlines()]
     return {"seconds": seconds, "document": document, "events": events}
@@ -207,10 +209,13 @@ def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def run_alternating(name: str, jobs: int, rounds: int, keep: Path | None) -> None:
+def run_alternating(
+    name: str, jobs: int, rounds: int, keep: Path | None, codes: list[tuple[str, Path]]
+) -> None:
     """Plain pytest at head then base, and a first gate (fresh ledger, fresh checkouts,
-    environments cached), alternating `rounds` times in one session; medians and the load
-    average beside every figure. Target (issue 41): a suite with one dominant file <= 0.6x."""
+    environments cached) from each tool checkout in `codes`, alternating `rounds` times in
+    one session; medians and the load average beside every figure. Target (issue 41): a
+    suite with one dominant file <= 0.6x."""
     base, head, tests = PROJECTS[name]
     scratch = tempfile.mkdtemp(prefix="first-gate-alt-", dir=keep)
     work = Path(scratch)
@@ -221,7 +226,7 @@ def run_alternating(name: str, jobs: int, rounds: int, keep: Path | None) -> Non
     if gate_env:  # warm the environment cache (untimed), as plain pytest's venvs are
         _gate(work, repo, base, f"sqlite:///{work / 'warm.db'}", "warm", *gate_env, *shards)
     plain_s: list[float] = []
-    gate_s: list[float] = []
+    gate_s: dict[str, list[float]] = {label: [] for label, _ in codes}
     for index in range(rounds):
         plain = 0.0
         for checkout, python in plains:
@@ -230,16 +235,22 @@ def run_alternating(name: str, jobs: int, rounds: int, keep: Path | None) -> Non
             plain += seconds
         plain_s.append(plain)
         print(f"  round {index + 1}: plain head + base {plain:6.1f} s  (load {_load()})")
-        ledger = f"sqlite:///{work / f'first-{index}.db'}"
-        run = _gate(work, repo, base, ledger, f"first-{index}", *gate_env, *shards)
-        gate_s.append(run["seconds"])
-        document = run["document"]
-        print(f"  round {index + 1}: first gate {run['seconds']:6.1f} s  ratio "
-              f"{run['seconds'] / plain:.2f}  verdict {document['status']}  run "
-              f"{document['run_id']} in {ledger}  (load {_load()})")  # fmt: skip
-    plain_m, gate_m = statistics.median(plain_s), statistics.median(gate_s)
-    print(f"{name} {base} -> {head}: median plain head + base {plain_m:.1f} s, first gate "
-          f"{gate_m:.1f} s, ratio {gate_m / plain_m:.2f} ({rounds} rounds, load {_load()})")
+        for label, code in codes:
+            ledger = f"sqlite:///{work / f'{label}-{index}.db'}"
+            run = _gate(
+                work, repo, base, ledger, f"{label}-{index}", *gate_env, *shards, code=code
+            )
+            gate_s[label].append(run["seconds"])
+            document = run["document"]
+            print(f"  round {index + 1}: first gate {label:8} {run['seconds']:6.1f} s  ratio "
+                  f"{run['seconds'] / plain:.2f}  verdict {document['status']}  run "
+                  f"{document['run_id'][:8]} in {ledger}  (load {_load()})")  # fmt: skip
+    plain_m = statistics.median(plain_s)
+    print(f"{name} {base} -> {head}: median plain head + base {plain_m:.1f} s ({rounds} rounds)")
+    for label, seconds in gate_s.items():
+        gate_m = statistics.median(seconds)
+        print(f"  first gate {label:8} median {gate_m:.1f} s, ratio {gate_m / plain_m:.2f}")
+    print(f"  (load at the end {_load()})")
     if keep is None:
         subprocess.run(["rm", "-rf", scratch], check=False)
 
@@ -325,7 +336,8 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument(
         "--code", action="append", default=[], metavar="LABEL=CHECKOUT",
-        help="with --defaults: gate with this checkout's release_ledger (repeat to compare "
+        help="with --defaults or --alternate: gate with this checkout's release_ledger (repeat to "
+        "compare "
         "revisions of the tool side by side; default: this one)",
     )  # fmt: skip
     parser.add_argument(
@@ -335,12 +347,12 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--keep", type=Path, help="with --alternate: keep the work under DIR")
     args = parser.parse_args()
+    codes = [(c.partition("=")[0], Path(c.partition("=")[2]).resolve()) for c in args.code]
     if args.alternate:
         for name in args.project or ["packaging"]:
-            run_alternating(name, args.jobs, args.alternate, args.keep)
+            run_alternating(name, args.jobs, args.alternate, args.keep, codes or [("this", ROOT)])
         return
     if args.defaults:
-        codes = [(c.partition("=")[0], Path(c.partition("=")[2]).resolve()) for c in args.code]
         for name in args.project or ["toolz"]:
             run_defaults(name, codes or [("this", ROOT)])
         return
