@@ -237,9 +237,7 @@ def run_alternating(
         print(f"  round {index + 1}: plain head + base {plain:6.1f} s  (load {_load()})")
         for label, code in codes:
             ledger = f"sqlite:///{work / f'{label}-{index}.db'}"
-            run = _gate(
-                work, repo, base, ledger, f"{label}-{index}", *gate_env, *shards, code=code
-            )
+            run = _gate(work, repo, base, ledger, f"{label}-{index}", *gate_env, *shards, code=code)
             gate_s[label].append(run["seconds"])
             document = run["document"]
             print(f"  round {index + 1}: first gate {label:8} {run['seconds']:6.1f} s  ratio "
@@ -286,10 +284,13 @@ def _plain_with_installs(work: Path, repo: Path, version: str, tests: str) -> fl
     return installs + seconds
 
 
-def _default_gate(work: Path, repo: Path, base: str, tag: str, code: Path) -> float:
+def _default_gate(
+    work: Path, repo: Path, base: str, tag: str, code: Path, repeat: bool = False
+) -> float:
     """A first gate with the defaults (environments built, release builds on) from the tool's
-    checkout `code`, on a cold environment cache, a fresh ledger and fresh checkouts."""
-    env = dict(os.environ, LEDGER_WORKTREES_DIR=str(work / f"worktrees-{tag}"),
+    checkout `code`, on a cold environment cache, a fresh ledger and fresh checkouts; with
+    `repeat`, the repeat gate: the same ledger and environment cache, fresh checkouts."""
+    env = dict(os.environ, LEDGER_WORKTREES_DIR=str(work / f"worktrees-{tag}-{repeat}"),
                LEDGER_ENVS_DIR=str(work / f"envs-{tag}"))  # fmt: skip
     env.pop("LEDGER_URL", None)
     ledger = f"sqlite:///{work / f'{tag}.db'}"
@@ -301,11 +302,57 @@ def _default_gate(work: Path, repo: Path, base: str, tag: str, code: Path) -> fl
         [sys.executable, "-m", "release_ledger", "export", document["run_id"], "--ledger", ledger],
         cwd=code, capture_output=True, text=True, check=True, env=env,
     ).stdout  # fmt: skip
-    kinds = [json.loads(line)["event"]["kind"] for line in exported.splitlines()]
+    events = [json.loads(line)["event"] for line in exported.splitlines()]
+    kinds = [e["kind"] for e in events]
     built = kinds.count("DistributionsBuilt"), kinds.count("UpgradeChecked")
-    print(f"  gate ({tag}, {code}): {seconds:5.1f} s, verdict {document['status']}, "
-          f"{built[0]} DistributionsBuilt, {built[1]} UpgradeChecked")  # fmt: skip
+    which = "repeat" if repeat else "first"
+    print(f"  {which} gate ({tag}, {code}): {seconds:5.1f} s, verdict {document['status']}, "
+          f"{built[0]} DistributionsBuilt, {built[1]} UpgradeChecked (load {_load()})")  # fmt: skip
+    for part, figure in parts(events, seconds):
+        print(f"    {part:58} {figure}")
     return seconds
+
+
+def _at(event: dict[str, Any]) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(event["at"].replace("Z", "+00:00")).timestamp()
+
+
+def parts(events: list[dict[str, Any]], wall: float) -> list[tuple[str, str]]:
+    """A first gate's wall in parts, from its events' times and recorded seconds: before
+    `RunStarted`, discovery (environments, then collection at both revisions), the shards
+    (span and each revision's sum), the release work (its own seconds, and whether it ended
+    after the last shard), and what follows the last shard."""
+    first = next(e for e in events if e["kind"] == "RunStarted")
+    found = next(e for e in events if e["kind"] == "TestFilesDiscovered")
+    shots = [e for e in events if e["kind"] == "ShardAttemptRecorded"]
+    done = next((e for e in events if e["kind"] == "RunCompleted"), events[-1])
+    span = _at(events[-1]) - _at(first)
+    rows = [("process start to RunStarted, and after the last event", f"{wall - span:5.1f} s")]
+    envs = {e["revision"]: e["seconds"] for e in events if e["kind"] == "EnvironmentPrepared"}
+    for revision, secs in sorted(envs.items()):
+        rows.append(
+            (f"  environment at {revision} (its own seconds, in discovery)", f"{secs:5.1f} s")
+        )
+    rows.append(("RunStarted to TestFilesDiscovered (environments + collection)",
+                 f"{_at(found) - _at(first):5.1f} s"))  # fmt: skip
+    if shots:
+        last = max(_at(e) for e in shots)
+        rows.append(
+            ("TestFilesDiscovered to the last shard attempt", f"{last - _at(found):5.1f} s")
+        )
+        for revision in ("base", "head"):
+            mine = [e["seconds"] for e in shots if e["revision"] == revision]
+            rows.append((f"  shard attempts at {revision}: {len(mine)}, their seconds summed",
+                         f"{sum(mine):5.1f} s"))  # fmt: skip
+        release = [e for e in events if e["kind"] in ("DistributionsBuilt", "UpgradeChecked")]
+        for e in release:
+            after = max(0.0, _at(e) - last)
+            what = f"  {e['kind']} {e.get('revision', '')} (own s; after the last shard by)"
+            rows.append((what, f"{e['seconds']:5.1f} s ({after:4.1f} s)"))
+        rows.append(("last shard attempt to RunCompleted", f"{_at(done) - last:5.1f} s"))
+    return rows
 
 
 def run_defaults(name: str, codes: list[tuple[str, Path]]) -> None:
@@ -322,6 +369,8 @@ def run_defaults(name: str, codes: list[tuple[str, Path]]) -> None:
         for label, code in codes:
             seconds = _default_gate(work, repo, base, label, code)
             print(f"  {label:8} {seconds:5.1f} s  ratio {seconds / plain:.2f}")
+            again = _default_gate(work, repo, base, label, code, repeat=True)
+            print(f"  {label:8} repeat gate {again:5.1f} s")
 
 
 def main() -> None:
