@@ -199,13 +199,13 @@ def test_the_longest_shard_runs_first_and_its_head_run_follows_its_base_run(
 
 
 def test_a_dominant_files_head_run_does_not_wait_for_its_base_run(ledger: Ledger) -> None:
-    # test_d collects 900 items: its shard is more than the round's fair share per worker
-    # (2 jobs), so its head run, started after its base run, would end the round alone. It
+    # test_d collects 5000 items (a nominal 100 s): most of its revision's work, so its head
+    # run, started after its base run, would end the round alone (2 jobs). It
     # starts at once, beside base's (held until it starts), with no figure to set a file's
     # limit by: `--timeout` bounds it, as it bounds base's. The light shard's head run still
     # waits for its base run and gets base's figures (3 s x10).
     repo = two_commit_workspace(FILES)
-    items = dict.fromkeys(FILES, 1) | {FILES[3]: 900}
+    items = dict.fromkeys(FILES, 1) | {FILES[3]: 5000}
     collector = GivenCollector(repo, {"HEAD": items, "v1": items})
     heavy_head = lambda run: run.revision == "head" and FILES[3] in run.files  # noqa: E731
     executor = Timeline(

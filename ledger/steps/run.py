@@ -58,8 +58,8 @@ class Round:
     its files has a known figure (its limits from them), else once the base runs of this
     round that run any of its files are recorded, its limits then from the figures recorded
     by then (`known_seconds`, as base's figures give them). Except a long pole (`long_poles`):
-    a head run that, started after its base run, would end past the round's fair share of
-    work per worker starts at once, its files' limits from what was known before the round
+    a long head run, most of its revision's work, that started after its base run would end
+    the round alone, starts at once, its files' limits from what was known before the round
     (none for a file never measured: `--timeout` bounds it, as it bounds base's run). Either
     way a head run's limits depend on what was known, never on when it happened to start. On
     a pool a head run also waits for its own shard's base run: placement reserved the shard
@@ -111,13 +111,26 @@ class Round:
             self.known = None
 
 
+# A head run shorter than this waits for its base run even where that lengthens the round:
+# its files' limits from base's figures (a hang named in seconds) are worth that wait.
+LONG_POLE_S = 60.0
+
+
 def long_poles(runs: Sequence[ShardRun], estimated: Mapping[int, float], jobs: int) -> set[int]:
-    """The head runs (by id) that must not wait for their base run: its estimate and their
-    own together exceed the round's estimated work per worker, so waiting would make the
-    round end with them while the other workers sit idle (a suite with one dominant file, on
-    a first gate: issue 41). Base's estimate of a shard is head's: the same files."""
+    """The head runs (by id) that must not wait for their base run: a run estimated at a
+    minute or more that is most of its revision's work and that, after its base run, would
+    pass the round's estimated work per worker, so the round would end with it alone while
+    the other workers sit idle (a suite with one dominant file on a first gate: issue 41).
+    Base's estimate of a shard is head's: the same files."""
     share = sum(estimated[id(r)] for r in runs) / max(1, jobs)
-    return {id(r) for r in runs if r.revision == HEAD and 2 * estimated[id(r)] > share}
+    heads = sum(estimated[id(r)] for r in runs if r.revision == HEAD)
+    return {
+        id(r)
+        for r in runs
+        if r.revision == HEAD
+        and estimated[id(r)] >= LONG_POLE_S
+        and 2 * estimated[id(r)] > max(share, heads)
+    }
 
 
 def _shard_run(
