@@ -6,8 +6,8 @@ What a file is known to take is the most any evidence in this run says: its meas
 planner's content key: this run's `FileMeasured`, or one reused from an earlier gate) and the
 plugin's figures of this run's base attempts and isolations (a head attempt whose files are
 not all known before its round waits for its shard's base attempt, so it has them, unless it
-is a long pole that waiting would leave to end the round alone: `ledger/steps/run.py`). A file with no known figure gets no limit of its own: the shard's
-`--timeout` bounds it. The gate's pytest plugin enforces the limits and, when it ends a run,
+is a long pole that waiting would leave to end the round alone: `ledger/steps/run.py`). A
+file with no known figure gets no limit of its own: the shard's `--timeout` bounds it. The gate's pytest plugin enforces the limits and, when it ends a run,
 prints the line `parse_time_limit` reads, naming the test that was running. Pure.
 """
 
