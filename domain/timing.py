@@ -7,8 +7,9 @@ planner's content key: this run's `FileMeasured`, or one reused from an earlier 
 plugin's figures of this run's base attempts and isolations (a head attempt whose files are
 not all known before its round waits for its shard's base attempt, so it has them, unless it
 is a long pole that waiting would leave to end the round alone: `ledger/steps/run.py`). A
-file with no known figure gets no limit of its own: the shard's `--timeout` bounds it. The gate's pytest plugin enforces the limits and, when it ends a run,
-prints the line `parse_time_limit` reads, naming the test that was running. Pure.
+file with no known figure gets no limit of its own: the shard's `--timeout` bounds it. The
+gate's pytest plugin enforces the limits and, when it ends a run, prints the line
+`parse_time_limit` reads, naming the test that was running. Pure.
 """
 
 from __future__ import annotations
