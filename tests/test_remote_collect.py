@@ -157,7 +157,6 @@ def test_a_changedir_doctest_regression_gets_the_same_verdict_in_pods_as_here(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The same in a pod of the loopback API stand-in (the official client against it)."""
-    from tests.k8s_standin import standin_pool
     from tests.test_declared_invocation import VERSION, project
 
     repo = make_repo(tmp_path, project(1))
@@ -165,12 +164,7 @@ def test_a_changedir_doctest_regression_gets_the_same_verdict_in_pods_as_here(
     commit(repo, project(2), "value 2")
     here = gatekit.gate(tmp_path / "local", repo, "--no-release-builds")
 
-    with standin_pool(tmp_path / "pool", ["east"]) as (_, kubeconfig):
-        monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
-        there = gatekit.gate(
-            tmp_path / "k8s", repo, "--no-release-builds", "--executor", "kubernetes",
-            "--pool", "east", "--source", f"file://{repo}", "--timeout", "120",
-        )  # fmt: skip
+    there = _gate_in_pod(tmp_path, monkeypatch, repo)
 
     assert (there.code, there.document["status"]) == (here.code, here.document["status"]) == (
         1, "failed",
@@ -187,18 +181,23 @@ def test_a_changedir_doctest_regression_gets_the_same_verdict_in_pods_as_here(
 def test_a_unittest_suite_inside_the_package_is_discovered_in_a_pod(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.k8s_standin import standin_pool
-
     repo = unittest_in_package(tmp_path)
-    with standin_pool(tmp_path / "pool", ["east"]) as (_, kubeconfig):
-        monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
-        there = gatekit.gate(
-            tmp_path / "k8s", repo, "--no-release-builds", "--executor", "kubernetes",
-            "--pool", "east", "--source", f"file://{repo}", "--timeout", "120",
-        )  # fmt: skip
+    there = _gate_in_pod(tmp_path, monkeypatch, repo)
 
     assert (there.code, there.document["status"]) == (1, "failed"), there.document
     assert there.document["introduced"] == ["calc/core_tests.py::Add::test_add"]
     found = discovered(tmp_path / "k8s", there.document["run_id"])
     assert found["files"] == ["calc/core_tests.py"]
     assert found["collected_by"].startswith("collected by hatch:test:test"), found
+
+
+def _gate_in_pod(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo: Path) -> Any:
+    """A gate of `repo` on a one-member pool of the loopback API stand-in."""
+    from tests.k8s_standin import standin_pool
+
+    with standin_pool(tmp_path / "pool", ["east"]) as (_, kubeconfig):
+        monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+        return gatekit.gate(
+            tmp_path / "k8s", repo, "--no-release-builds", "--executor", "kubernetes",
+            "--pool", "east", "--source", f"file://{repo}", "--timeout", "120",
+        )  # fmt: skip

@@ -60,6 +60,22 @@ setup()
 TEST = "import victim\n\n\ndef test_it_imports():\n    assert victim.VALUE == 1\n"
 
 
+def poisoning_repo(where: Path, caches: list[Path]) -> Path:
+    """An honest base (tagged `v1`) and a head whose `setup.py` marks every cache it can find,
+    `caches` (the shared ones the test knows of) among them."""
+    files = {
+        "pyproject.toml": PYPROJECT.format(version="1.0"),
+        "setup.py": "from setuptools import setup\nsetup()\n",
+        "src/victim/__init__.py": "VALUE = 1\n",
+        "tests/test_victim.py": TEST,
+    }
+    repo = make_repo(where, files)
+    tag(repo, "v1")
+    poisoning = POISONING_SETUP.format(known=[str(c) for c in caches], mark=MARK)
+    commit(repo, {"setup.py": poisoning, "pyproject.toml": PYPROJECT.format(version="2.0")})
+    return repo
+
+
 @pytest.fixture
 def shared_caches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Path]]:
     """uv's and pip's shared caches in the test's own folders (the machine's stay clean
@@ -109,17 +125,7 @@ def test_a_head_build_cannot_poison_the_caches_base_installs_from(
 ) -> None:
     if sandbox.bwrap() is None and sandbox.setting() != sandbox.UID:
         pytest.skip("no sandbox for builds here: a build runs with the gate's own rights")
-    files = {
-        "pyproject.toml": PYPROJECT.format(version="1.0"),
-        "setup.py": "from setuptools import setup\nsetup()\n",
-        "src/victim/__init__.py": "VALUE = 1\n",
-        "tests/test_victim.py": TEST,
-    }
-    repo = make_repo(tmp_path / "r", files)
-    tag(repo, "v1")
-    known = [str(folder) for folder in shared_caches.values()]
-    poisoning = POISONING_SETUP.format(known=known, mark=MARK)
-    commit(repo, {"setup.py": poisoning, "pyproject.toml": PYPROJECT.format(version="2.0")})
+    repo = poisoning_repo(tmp_path / "r", list(shared_caches.values()))
 
     # The first gate: head's build poisons what it can while both revisions build.
     monkeypatch.setenv("LEDGER_ENVS_DIR", str(tmp_path / "envs-1"))

@@ -24,8 +24,7 @@ from release_ledger.adapters.executors import sandbox
 from release_ledger.adapters.executors.env_installer import find_uv
 from release_ledger.adapters.executors.host_build import HOST_UNCONFINED_WARNING
 from tests import gatekit
-from tests.adversarial.test_build_caches import MARK, POISONING_SETUP, PYPROJECT, TEST, marked
-from tests.gitrepo import commit, make_repo, tag
+from tests.adversarial.test_build_caches import marked, poisoning_repo
 from tests.sshd import SshServer, start_sshd
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow]
@@ -79,17 +78,7 @@ def test_a_head_build_on_a_host_cannot_poison_the_caches_base_installs_from_ther
         pytest.skip("no bubblewrap on the host: its builds run with the host user's rights")
     server, caches = host
     reach(server, monkeypatch)
-    files = {
-        "pyproject.toml": PYPROJECT.format(version="1.0"),
-        "setup.py": "from setuptools import setup\nsetup()\n",
-        "src/victim/__init__.py": "VALUE = 1\n",
-        "tests/test_victim.py": TEST,
-    }
-    repo = make_repo(tmp_path / "r", files)
-    tag(repo, "v1")
-    known = [str(folder) for folder in caches.values()]
-    poisoning = POISONING_SETUP.format(known=known, mark=MARK)
-    commit(repo, {"setup.py": poisoning, "pyproject.toml": PYPROJECT.format(version="2.0")})
+    repo = poisoning_repo(tmp_path / "r", list(caches.values()))
 
     # Two gates on the same host, each with a mirror (and so an environments' cache) of its
     # own: the later one's base is installed from the shared caches after head's first go.
