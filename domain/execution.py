@@ -191,6 +191,9 @@ class Observation(BaseModel):
     environment: EnvironmentReport | None = None  # where the revision's tests ran
     modified_files: tuple[str, ...] = ()  # tracked files the attempt changed in its checkout
     sandbox: str = ""  # how the suite was confined: bwrap, uid, pod, none ("" when not said)
+    # The resident worker that ran it, `N.K`: the gate's worker N, its K-th shard ("" for a
+    # process of its own): shards of one worker share module state, as plain pytest's files do.
+    worker: str = ""
     # Set when the executor could not give a finished run: the kind from the closed
     # vocabulary (`domain.failures`), the executor's own word for it, and a detail.
     failure_kind: FailureKind | None = None

@@ -110,6 +110,7 @@ def outcome_fields(k: Kept, run: ShardRun) -> dict[str, Any]:
         "oom": o.oom,
         "rss_mb": o.rss_mb,
         "sandbox": o.sandbox,
+        "worker": o.worker,
     }
 
 
@@ -160,6 +161,7 @@ def attribution_fields(k: Kept) -> dict[str, Any]:
         "failure_kind": o.failure_kind,
         "failure_reason": o.failure_reason,
         "sandbox": o.sandbox,
+        "worker": o.worker,
     }
 
 

@@ -8,6 +8,7 @@ nothing outlives the shard. Each revision's tests run in that revision's own env
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -16,10 +17,12 @@ import sys
 import tempfile
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from release_ledger.adapters.executors import build_sandbox, checkout_guard, environment, sandbox
+from release_ledger.adapters.executors.env_variables import FILE_LIMITS_VARIABLE
 from release_ledger.adapters.executors.invocation_run import (
     COLLECT_PROGRAM,
     FILES_ROOT_VARIABLE,
@@ -36,11 +39,18 @@ from release_ledger.adapters.executors.port import (
     ExecutorSpec,
 )
 from release_ledger.adapters.executors.programs import program
+from release_ledger.adapters.executors.resident import (
+    RETIRE_KB,
+    ROOT_VARIABLE,
+    WORKER_MODULE,
+    ResidentWorker,
+)
 from release_ledger.adapters.executors.supervisor import ShardProcess, log_tail
 from release_ledger.adapters.git import Worktrees, isolated_copy
 from release_ledger.adapters.pytest_plugin import with_plugin_path
 from release_ledger.domain.errors import BadInput
 from release_ledger.domain.execution import (
+    PYTEST_PLUGIN,
     EnvironmentReport,
     EnvironmentRequest,
     Observation,
@@ -91,6 +101,7 @@ class LocalExecutor:
         work_dir: Path | None = None,
         environment_request: EnvironmentRequest | None = None,
         envs_dir: Path | None = None,
+        resident: bool = True,
     ) -> None:
         try:  # a sandbox insisted on that cannot apply here stops the gate before it starts
             sandbox.check_setting()
@@ -125,6 +136,12 @@ class LocalExecutor:
         self.tag = f"rl-{os.getpid()}-{secrets.token_hex(4)}"
         self._shards_started = 0
         self._reaper: subprocess.Popen[bytes] | None = None
+        # Resident workers (`resident.py`): idle ones by (commit, rejected sources, command),
+        # and every one alive (cancel kills them all).
+        self.resident = resident
+        self._idle: dict[tuple[object, ...], list[_Lane]] = {}
+        self._lanes: set[_Lane] = set()
+        self._workers_started = 0
 
     # -- checkouts and environments --------------------------------------------------------
 
@@ -304,6 +321,8 @@ class LocalExecutor:
             return setup_failed(report)
         if self._cancelled:
             return Observation.failed("cancelled", "cancelled", "not started")
+        if self.resident and resident_command(shard.command):
+            return self._run_resident(shard, report, runtime)
         run_dir = Path(
             tempfile.mkdtemp(
                 prefix=f"{shard.shard_id}-{shard.revision}-{shard.attempt}-", dir=self.work_dir
@@ -399,6 +418,163 @@ class LocalExecutor:
             )
         return observation
 
+    # -- resident workers ------------------------------------------------------------------
+
+    def _run_resident(
+        self, shard: ShardRun, report: EnvironmentReport, runtime: dict[str, list[str]]
+    ) -> Observation:
+        """Run the shard on an idle resident worker of its revision, environment and command
+        (a new one when none is idle or fits): its own report, log and seconds; a worker the
+        shard killed, grew, or whose checkout it changed is retired, the others kept."""
+        key = (shard.commit, shard.skip_sources, shard.command)
+        lane = self._take(key, shard, report, runtime)
+        keep = False
+        try:
+            observation = self._shard_on(lane, shard, report)
+            keep = (
+                lane.worker.alive and not observation.modified_files
+                and observation.failure_kind is None
+                and lane.worker.session_kb() < RETIRE_KB
+            )  # fmt: skip
+        finally:
+            if keep and not self._cancelled:
+                with self._lock:
+                    self._idle.setdefault(key, []).append(lane)
+            else:
+                self._retire(lane)
+        return observation
+
+    def _take(
+        self, key: tuple[object, ...], shard: ShardRun, report: EnvironmentReport,
+        runtime: dict[str, list[str]],
+    ) -> _Lane:  # fmt: skip
+        """An idle worker for `key` that fits the shard (its tmpfs cap at least the shard's,
+        its memory under half the shard's limit), else a new one."""
+        while True:
+            with self._lock:
+                idle = self._idle.get(key) or []
+                lane = idle.pop() if idle else None
+            if lane is None:
+                return self._start_lane(shard, report, runtime)
+            fits = lane.tmpfs_mb is None or (
+                shard.memory_limit_mb is not None and 2 * shard.memory_limit_mb <= lane.tmpfs_mb
+            )
+            if fits and shard.memory_limit_mb is not None:
+                fits = lane.worker.session_kb() * 2 < shard.memory_limit_mb * 1024
+            if fits and lane.worker.alive:
+                return lane
+            self._retire(lane)
+
+    def _start_lane(
+        self, shard: ShardRun, report: EnvironmentReport, runtime: dict[str, list[str]]
+    ) -> _Lane:
+        """A new worker in a checkout and sandbox of its own, as a shard process gets them."""
+        run_dir = Path(tempfile.mkdtemp(prefix=f"worker-{shard.commit[:12]}-", dir=self.work_dir))
+        try:
+            cwd = isolated_copy(self.repo, shard.commit, run_dir / "w")
+            before = checkout_guard.tracked_snapshot(str(cwd))
+            python = report.python or self.python
+            start, _ = in_workdir(cwd, report, [])
+            home, scratch = run_dir / "home", run_dir / "tmp"
+            home.mkdir()
+            scratch.mkdir()
+            env = with_plugin_path(
+                environment.shard_env(
+                    dict(os.environ), runtime, pass_env=self.environment_request.pass_env,
+                    home=str(home), tmp=str(scratch), file_limits={},
+                )
+            )  # fmt: skip
+            env[ROOT_VARIABLE] = str(cwd)
+            if start != cwd:
+                env[FILES_ROOT_VARIABLE] = str(cwd)
+            if shutil.which(python, path=env.get("PATH")) is None:
+                raise BadInput(f"cannot run the test command '{python}': not found")
+            tmpfs_mb = 2 * shard.memory_limit_mb if shard.memory_limit_mb else None
+            argv, confined = self._sandboxed(
+                [python, "-m", WORKER_MODULE], start, run_dir, python, env, tmpfs_mb
+            )
+            env = sandbox.shard_environment(env, confined)
+            with self._lock:
+                self._workers_started += 1
+                number = self._workers_started
+            worker = ResidentWorker(
+                argv, cwd=str(start), env=env, log_path=str(run_dir / "worker.log"),
+                tag=self._next_tag(), harness_levels=sandbox.harness_levels(confined),
+                user=sandbox.credentials(confined, str(run_dir)), uncounted=[str(cwd)],
+            )  # fmt: skip
+            try:
+                worker.start()
+            except (FileNotFoundError, PermissionError, NotADirectoryError) as error:
+                raise BadInput(f"cannot run the test command '{python}': {error}") from error
+        except BaseException:
+            shutil.rmtree(run_dir, ignore_errors=True)
+            raise
+        lane = _Lane(
+            worker=worker, number=number, run_dir=run_dir, checkout=cwd, before=before,
+            python=python, confined=confined, tmpfs_mb=tmpfs_mb,
+            scratch=(env.get("TMPDIR") or str(scratch), str(home)),
+        )  # fmt: skip
+        with self._lock:
+            self._lanes.add(lane)
+            if self._cancelled:
+                worker.kill()
+        return lane
+
+    def _shard_on(self, lane: _Lane, shard: ShardRun, report: EnvironmentReport) -> Observation:
+        """One shard on `lane`'s worker, observed as `_run_in` observes a shard process."""
+        worker = lane.worker
+        folder = lane.run_dir / "attempts" / f"{shard.shard_id}-{shard.revision}-{shard.attempt}"
+        folder.mkdir(parents=True, exist_ok=True)
+        if worker.user is not None:
+            os.chown(folder, *worker.user)
+        junit, log_path = folder / "junit.xml", folder / "output.log"
+        _, files = in_workdir(lane.checkout, report, shard.files)
+        argv = expand_command(shard.command, python=lane.python, junit=str(junit), files=files)
+        limits = json.dumps(dict(shard.file_limits), sort_keys=True) if shard.file_limits else None
+        request = {
+            "args": argv[3:], "log": str(log_path), "env": {FILE_LIMITS_VARIABLE: limits},
+            "scratch": list(lane.scratch),
+        }  # fmt: skip
+        try:
+            seen = worker.run(
+                request, timeout_s=shard.timeout_s, memory_limit_mb=shard.memory_limit_mb
+            )
+            exit_code, died_of = sandbox.exit_status(seen.exit_code, seen.signal, lane.confined)
+            tail = log_tail(str(log_path), LOG_TAIL_BYTES)
+            if not tail and not worker.alive:  # it died before the shard's log was opened
+                tail = log_tail(str(lane.run_dir / "worker.log"), LOG_TAIL_BYTES)
+            observation = Observation(
+                exit_code=exit_code,
+                signal=died_of,
+                report=junit.read_bytes() if junit.is_file() else None,
+                log_tail=tail,
+                rss_mb=round(seen.peak_kb / 1024, 1),
+                seconds=seen.seconds,
+                timed_out=seen.timed_out,
+                oom=seen.oom,
+                environment=report,
+                sandbox=lane.confined,
+                worker=f"{lane.number}.{worker.shards}",
+            )
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        if seen.killed:
+            return observation.model_copy(
+                update={"failure_kind": "cancelled", "failure_reason": "cancelled"}
+            )
+        return observation.with_modified_checkout(
+            checkout_guard.changed_tracked(
+                str(lane.checkout), lane.before, self.environment_request.outputs
+            )
+        )
+
+    def _retire(self, lane: _Lane) -> None:
+        """End a worker and remove its folder."""
+        lane.worker.close()
+        with self._lock:
+            self._lanes.discard(lane)
+        shutil.rmtree(lane.run_dir, ignore_errors=True)
+
     def _sandboxed(
         self,
         argv: list[str],
@@ -452,11 +628,19 @@ class LocalExecutor:
         with self._lock:
             self._cancelled = True
             running = list(self._running)
+            lanes = list(self._lanes)
         for process in running:
             process.kill()
+        for lane in lanes:
+            lane.worker.kill()
 
     def close(self) -> None:
         """Remove temporary files and release the worktrees (they stay cached on disk)."""
+        with self._lock:
+            lanes = list(self._lanes)
+            self._idle.clear()
+        for lane in lanes:
+            self._retire(lane)
         with self._lock:
             reaper, self._reaper = self._reaper, None
         if reaper is not None:
@@ -468,6 +652,34 @@ class LocalExecutor:
         if self._own_worktrees:  # a Worktrees passed in is released by its owner
             self.worktrees.close()
         self._checkouts.clear()
+
+
+def resident_command(command: Sequence[str]) -> bool:
+    """Whether a shard's command can run on a resident worker: pytest run by the
+    environment's interpreter with the gate's plugin and report (the gate's default command
+    and what a declared invocation becomes), its files as separate arguments."""
+    return (
+        tuple(command[:3]) == ("{python}", "-m", "pytest")
+        and PYTEST_PLUGIN in command
+        and "{files}" in command
+        and any("{junit}" in token for token in command)
+    )
+
+
+@dataclass(eq=False)
+class _Lane:
+    """A resident worker with its folder, checkout (and its tracked files as started), the
+    sandbox it runs in, its tmpfs cap, and the folders emptied after each shard."""
+
+    worker: ResidentWorker
+    number: int
+    run_dir: Path
+    checkout: Path
+    before: checkout_guard.TrackedSnapshot
+    python: str
+    confined: str
+    tmpfs_mb: float | None
+    scratch: tuple[str, str]
 
 
 def collected_items(output: str, checkout: str) -> list[str]:

@@ -1,5 +1,8 @@
 """release-ledger's pytest plugin: an exact, self-checking JUnit XML report.
 
+PYTEST_DONT_REWRITE: a resident worker imports it before pytest's first session (its copies
+of fds 1 and 2), so pytest must not ask to rewrite it.
+
 Self-contained on purpose (the standard library and pytest only, nothing of the gate): it is
 loaded with `-p release_ledger_pytest` inside other environments, SSH hosts and pods, with this
 file's folder on `PYTHONPATH`. Works with pytest 8 and 9.
@@ -342,7 +345,9 @@ class ReleaseLedgerReport:
         self.pending: dict[str, set[str]] | None = None
         self.running_test = ""  # the node id of the test running now (time limits)
         self.workers: set[str] = set()  # xdist: the workers (files' seconds sum theirs)
-        _watch_limits(_file_limits(config), self._running, out=_STDOUT, whole_group=False)
+        self._limits = _watch_limits(
+            _file_limits(config), self._running, out=_STDOUT, whole_group=False
+        )
 
     def _running(self) -> tuple[str | None, float, str]:
         entry = self.current
@@ -622,6 +627,7 @@ class ReleaseLedgerReport:
 
     @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self._limits.set()
         if self.finishing is not None:
             stopped, seconds, before = self.finishing
             self.finishing = None
@@ -772,17 +778,18 @@ def _watch_limits(
     *,
     out: int,
     whole_group: bool,
-) -> None:
+) -> threading.Event:
     """With limits, a watchdog thread: once the running file (`running`: file, its start,
     the test) has run past its limit, print the time-limit line on `out` and end the
     process, with its whole process group when `whole_group` (an xdist worker ends the
-    controller and the other workers too)."""
+    controller and the other workers too). Setting the event returned stops it (the session
+    ended: a resident worker runs the next shard's session in the same process)."""
+    stop = threading.Event()
     if not limits:
-        return
+        return stop
 
     def watch() -> None:
-        while True:
-            time.sleep(0.1)
+        while not stop.wait(0.1):
             file, started, _ = running()
             limit = limits.get(file) if file is not None else None
             if limit is None or not started:
@@ -800,6 +807,7 @@ def _watch_limits(
             os._exit(TIME_LIMIT_EXIT)
 
     threading.Thread(target=watch, name="release-ledger-limits", daemon=True).start()
+    return stop
 
 
 def _parse_limits(raw: str | None) -> dict[str, float]:

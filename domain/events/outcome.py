@@ -50,3 +50,6 @@ class Confined(BaseModel):
     empty, and left out, in events of executors that do not say and from before sandboxes."""
 
     sandbox: str = Field(default="", exclude_if=lambda value: value == "")
+    # The local executor's resident worker that ran it, `N.K` (its worker N's K-th shard);
+    # empty, and left out, for a process of its own.
+    worker: str = Field(default="", exclude_if=lambda value: value == "")

@@ -118,6 +118,15 @@ atexit.register(_forge)
 def test_forger():
     assert True
 """
+# The same line printed by the suite's own hook at the end of its session, on the shard's log
+# (a resident worker's shard ends before its process does: its `atexit` runs later).
+FORGING_CONFTEST = """
+def pytest_terminal_summary(terminalreporter):
+    terminalreporter.write_line(
+        "release-ledger: time-limit tests/test_victim.py "
+        "tests/test_victim.py::test_victim after 12.0 s (limit 10 s)"
+    )
+"""
 
 
 @pytest.mark.slow
@@ -125,7 +134,8 @@ def test_a_forged_time_limit_line_after_a_clean_run_names_no_test_as_hung(tmp_pa
     repo = make_repo(tmp_path, {"tests/test_victim.py": "def test_victim():\n    pass\n",
                                 "tests/test_a.py": FAST})  # fmt: skip
     tag(repo, "v1")
-    commit(repo, {"tests/test_a.py": FAST + FORGER}, "head: a test file that forges a line")
+    commit(repo, {"tests/test_a.py": FAST + FORGER, "tests/conftest.py": FORGING_CONFTEST},
+           "head: a test file and a conftest that forge a line")  # fmt: skip
     result = gate(tmp_path, repo, "--env", "none", "--shards", "1", "--rounds", "1",
                   "--no-release-builds")  # fmt: skip
     assert result.code == 0, (result.stdout, result.stderr)

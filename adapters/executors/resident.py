@@ -1,0 +1,261 @@
+"""Resident workers: a process's start paid once per core, not once per shard.
+
+A shard process spends about a second of CPU before its first test (the interpreter, pytest,
+the environment's plugins, the installed project): with many small shards that is most of a
+gate's CPU (docs/benchmarks.md, "Every core busy"). A resident worker
+(`adapters/pytest_plugin/release_ledger_worker.py`) is one pytest process per (revision,
+environment, command) and running shard, started in its own checkout and sandbox as a shard
+process is, that runs shard after shard. Each shard keeps a shard's guarantees:
+
+- its time and memory limits are watched over the worker's session while it runs, and
+  overrun kills the whole session (`timed_out`, `oom`), as a shard process is killed;
+- its peak memory is the session's sampled peak during the shard (the worker's own exact
+  peak, reset at the shard's start, floors it when no sandbox heads the tree);
+- its evidence is its own: a JUnit report and a log of its own, its own seconds;
+- a shard that kills the worker (a crash, `os._exit`, a file past its time limit) is observed
+  as that death, and the next shard starts another worker; so does one that changed tracked
+  files of the checkout (`checkout_guard`), and a worker grown too large for the next limit;
+- processes a shard left behind are killed when it ends; its home and temporary files are
+  removed.
+
+What differs from a process per shard is what plain pytest shares too: module state of
+installed code lives from one shard to the next in one worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterable
+from typing import IO, Any
+
+from release_ledger.adapters.executors.supervisor import (
+    MEASURE_POLL_S,
+    MEMORY_POLL_S,
+    TAG_VARIABLE,
+    TERM_GRACE_S,
+    SessionScanner,
+    Supervised,
+    TmpfsCounter,
+    kill_session,
+    suite_kb,
+    tagged,
+)
+
+WORKER_MODULE = "release_ledger_worker"
+IDLE_LOG_VARIABLE = "RELEASE_LEDGER_WORKER_LOG"
+ROOT_VARIABLE = "RELEASE_LEDGER_WORKER_ROOT"  # its checkout: what it forgets between shards
+# A worker whose session holds more than this between shards is retired (what its shards
+# imported and kept), as is one holding more than half of the next shard's memory limit.
+RETIRE_KB = 1024 * 1024
+
+
+class ResidentWorker:
+    """One long-lived worker process under a per-shard watchdog. `run` is called by one
+    thread at a time (the executor hands a worker to one shard at a time); `kill` from any."""
+
+    def __init__(
+        self,
+        argv: list[str],
+        *,
+        cwd: str,
+        env: dict[str, str],
+        log_path: str,
+        tag: str,
+        harness_levels: int = 0,
+        user: tuple[int, int] | None = None,
+        uncounted: Iterable[str] = (),
+    ) -> None:
+        self.argv = argv
+        self.cwd = cwd
+        self.env = {**env, TAG_VARIABLE: tag, IDLE_LOG_VARIABLE: log_path}
+        self.log_path = log_path
+        self.tag = tag
+        self.harness_levels = harness_levels
+        self.nested = harness_levels > 0
+        self.user = user
+        self.uncounted = list(uncounted)
+        self.shards = 0  # shards it has run (the next one is `shards + 1`)
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._replies: IO[bytes] | None = None
+        self._killed = False
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None and not self._killed
+
+    def start(self) -> None:
+        """Start the worker (OSError when its command cannot start)."""
+        with open(self.log_path, "ab") as log:
+            self._proc = subprocess.Popen(
+                self.argv, cwd=self.cwd, env=self.env, stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=log, start_new_session=True,
+                user=self.user[0] if self.user else None,
+                group=self.user[1] if self.user else None,
+                extra_groups=[] if self.user else None,
+            )  # fmt: skip
+        self._replies = self._proc.stdout
+
+    def session_kb(self) -> int:
+        """Resident memory of the worker's session now (what it holds between shards)."""
+        if self._proc is None:
+            return 0
+        members = SessionScanner(self._proc.pid, nested=self.nested).members()
+        return suite_kb(members, self._proc.pid, self.harness_levels)
+
+    def run(
+        self, request: dict[str, Any], *, timeout_s: float, memory_limit_mb: float | None
+    ) -> Supervised:
+        """Run one shard: what the supervisor saw of it, as of a shard process."""
+        proc = self._proc
+        if proc is None or proc.stdin is None or self._replies is None:
+            raise RuntimeError("run() before start()")
+        self.shards += 1
+        result = Supervised()
+        done = threading.Event()
+        started = time.monotonic()
+        limit_kb = int(memory_limit_mb * 1024) if memory_limit_mb is not None else None
+        watchdog = threading.Thread(
+            target=self._watch, args=(result, done, started + timeout_s, limit_kb),
+            name=f"watch-{proc.pid}-{self.shards}", daemon=True,
+        )  # fmt: skip
+        watchdog.start()
+        reply: dict[str, Any] | None = None
+        try:
+            proc.stdin.write(json.dumps(request).encode("utf-8") + b"\n")
+            proc.stdin.flush()
+            line = self._replies.readline()
+            reply = json.loads(line) if line.strip() else None
+        except (OSError, ValueError):
+            reply = None
+        finally:
+            result.seconds = round(time.monotonic() - started, 3)
+            done.set()
+            watchdog.join()
+        result.killed = self._killed
+        if reply is None:  # the worker died during the shard: that death is the shard's end
+            self._end()
+            status = proc.returncode if proc.returncode is not None else -signal.SIGKILL
+            if status < 0:
+                result.signal = -status
+            else:
+                result.exit_code = status
+            return result
+        result.exit_code = int(reply.get("exit_code", 1))
+        result.peak_kb = max(result.peak_kb, self.session_kb())  # as the shard left it
+        if self.harness_levels == 0 and reply.get("reset"):
+            result.peak_kb = max(result.peak_kb, int(reply.get("peak_kb") or 0))
+        self._clean_after_shard()
+        return result
+
+    def _watch(
+        self, result: Supervised, done: threading.Event, deadline: float, limit_kb: int | None
+    ) -> None:
+        """The supervisor's watch over one shard of the worker (`ShardProcess._watch`)."""
+        assert self._proc is not None
+        sid = self._proc.pid
+        interval = MEMORY_POLL_S if limit_kb is not None else MEASURE_POLL_S
+        scanner = SessionScanner(sid, nested=self.nested)
+        files = TmpfsCounter(self.user[0] if self.user else None, self.uncounted)
+        while True:  # sampled at once: a shard of a resident worker can take 50 ms in all
+            if self._proc.poll() is not None:  # the worker died: what it left holds no reply
+                kill_session(sid, signal.SIGKILL, nested=self.nested)
+                for pid in tagged(self.tag):
+                    _kill(pid)
+                return
+            members = scanner.members()
+            total_kb = suite_kb(members, sid, self.harness_levels)
+            total_kb += files.kb(pid for pid, _, _ in members) + files.owned_kb()
+            result.peak_kb = max(result.peak_kb, total_kb)
+            if limit_kb is not None and total_kb > limit_kb:
+                result.oom = True
+                kill_session(sid, signal.SIGKILL, nested=self.nested)
+                return
+            if time.monotonic() >= deadline:
+                result.timed_out = True
+                kill_session(sid, signal.SIGTERM, nested=self.nested)
+                if not done.wait(TERM_GRACE_S):
+                    kill_session(sid, signal.SIGKILL, nested=self.nested)
+                return
+            if done.wait(min(interval, max(0.0, deadline - time.monotonic()))):
+                return
+
+    def _clean_after_shard(self) -> None:
+        """Kill what the shard left running (in the session or escaped from it, by the tag),
+        sparing the worker and the sandbox's own processes; remove what its user left in the
+        host's shared tmpfs mounts."""
+        assert self._proc is not None
+        sid = self._proc.pid
+        members = SessionScanner(sid, nested=self.nested).members()
+        keep = self._harness_and_worker(members)
+        for pid in [*(pid for pid, _, _ in members), *tagged(self.tag)]:
+            if pid not in keep:
+                _kill(pid)
+        if self.user:
+            TmpfsCounter(self.user[0], self.uncounted).remove_owned()
+
+    def _harness_and_worker(self, members: list[tuple[int, int, int]]) -> set[int]:
+        """The sandbox's processes at the top of the session and the worker below them. Under
+        a sandbox, orphans of a shard are re-parented to its init beside the worker: the
+        worker is the init's oldest child."""
+        sid = self._proc.pid if self._proc is not None else -1
+        keep = {sid}
+        if self.harness_levels == 0:
+            return keep  # the worker leads its session itself
+        for _ in range(self.harness_levels - 1):
+            keep |= {pid for pid, _, parent in members if parent in keep}
+        below = [pid for pid, _, parent in members if parent in keep and pid not in keep]
+        if below:
+            keep.add(min(below, key=_started))
+        return keep
+
+    def kill(self) -> None:
+        """Kill the worker's whole session now (cancel): the shard running ends `killed`."""
+        self._killed = True
+        if self._proc is not None and self._proc.poll() is None:
+            kill_session(self._proc.pid, signal.SIGKILL, nested=self.nested)
+
+    def close(self) -> None:
+        """End the worker (end of input, then its session killed) and reap it."""
+        if self._proc is None:
+            return
+        if self._proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self._proc.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._proc.wait(timeout=TERM_GRACE_S)
+        self._end()
+
+    def _end(self) -> None:
+        """Kill the session and everything carrying the worker's tag, reap the worker."""
+        assert self._proc is not None
+        kill_session(self._proc.pid, signal.SIGKILL, nested=self.nested)
+        for pid in tagged(self.tag):
+            _kill(pid)
+        self._proc.wait()
+        if self.user:
+            TmpfsCounter(self.user[0], self.uncounted).remove_owned()
+        for stream in (self._proc.stdin, self._proc.stdout):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+
+
+def _kill(pid: int) -> None:
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def _started(pid: int) -> int:
+    """A process's start time (clock ticks after boot, /proc/PID/stat field 22)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+        return int(stat[stat.rfind(b")") + 2 :].split()[19])
+    except (OSError, ValueError, IndexError):
+        return 1 << 62

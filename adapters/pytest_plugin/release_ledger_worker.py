@@ -1,0 +1,197 @@
+"""A resident pytest worker: one process that runs shard after shard, so a shard pays no
+interpreter, pytest or plugin start, and no import of what its revision installed.
+
+Self-contained like the plugin beside it (the standard library and pytest only): the local
+executor starts it as `PYTHON -m release_ledger_worker` inside the revision's sandbox, in a
+checkout of its own, and supervises it as it supervises a shard process (time and memory
+limits per shard, the whole session killed on overrun; `adapters/executors/resident.py`).
+
+Each line on stdin is one shard, as JSON: `args` (pytest's arguments: the gate's plugin, the
+declared options, `--junitxml`, the files), `log` (the shard's log: fds 1 and 2 are pointed
+there for the shard), `env` (variables set for the shard only; `null` unsets one) and
+`scratch` (folders emptied after the shard: its home and temporary folder). The answer is
+one line on the worker's original stdout: `{"exit_code": N, "peak_kb": K, "reset": B}`.
+
+Between shards the worker keeps what it imported from outside `root` (pytest, plugins, the
+installed project and its dependencies) and forgets what it imported from inside it (test
+modules, conftests, a project run from its checkout): a shard sees its own files fresh, and
+module state of installed code is shared across shards as in one plain pytest run. A shard
+that ends the process (`os._exit`, a crash, a file past its time limit) ends the worker: the
+executor observes the death as it would a shard process's, and starts another.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+import sys
+from typing import Any
+
+LIMITS_VARIABLE = "RELEASE_LEDGER_FILE_LIMITS"  # as in release_ledger_pytest
+
+
+def _peak_reset() -> bool:
+    """Reset this process's VmHWM (Linux's clear_refs 5), so its peak is the shard's own."""
+    try:
+        with open("/proc/self/clear_refs", "w") as handle:
+            handle.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _peak_kb() -> int:
+    try:
+        with open("/proc/self/status", "rb") as handle:
+            for line in handle:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _inside(path: object, root: str) -> bool:
+    if not isinstance(path, str):
+        return False
+    real = os.path.realpath(path)
+    return real == root or real.startswith(root + os.sep)
+
+
+def _forget_modules(before: set[str], root: str) -> None:
+    """Drop the modules a shard imported from inside `root` (its tests, conftests, a project
+    run from the checkout): the next shard imports its own files afresh."""
+    for name in [n for n in list(sys.modules) if n not in before]:
+        module = sys.modules.get(name)
+        if module is None or _inside(getattr(module, "__file__", None), root):
+            sys.modules.pop(name, None)
+
+
+def _empty(folder: str, keep: list[str]) -> None:
+    """Remove what a shard left in its home or temporary folder, the folder itself kept.
+
+    A sandbox's private `/tmp` holds the mount points of what it shows (the worker's own
+    folder, bound from the host, among them): a folder on the way to one in `keep` is emptied
+    around it, never removed, and nothing on another filesystem (a mount) is entered."""
+    try:
+        device = os.lstat(folder).st_dev
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        path = os.path.realpath(entry.path)
+        if path in keep:
+            continue
+        if any(k.startswith(path + os.sep) for k in keep):
+            if entry.is_dir(follow_symlinks=False):
+                _empty(entry.path, keep)
+            continue
+        _remove(entry.path, device)
+
+
+def _remove(path: str, device: int) -> None:
+    """Remove `path` and what is under it, on `device` only (a mount below is left alone)."""
+    try:
+        seen = os.lstat(path)
+    except OSError:
+        return
+    if seen.st_dev != device:
+        return
+    if stat.S_ISDIR(seen.st_mode):
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(path):
+                _remove(entry.path, device)
+        with contextlib.suppress(OSError):
+            os.rmdir(path)
+        return
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
+def _point(fds: list[int], path: str) -> None:
+    """Point every fd in `fds` at `path` (a shard's log, or the worker's own)."""
+    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        for fd in fds:
+            os.dup2(target, fd)
+    finally:
+        os.close(target)
+
+
+def run_one(request: dict[str, Any], fds: list[int], idle_log: str, root: str) -> int:
+    """Run one shard in this process; its exit code as pytest's `main` gives it."""
+    import pytest
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    with open(request["log"], "wb"):
+        pass  # the shard's log starts empty, as a shard process's does
+    _point(fds, request["log"])
+    saved_env = dict(os.environ)
+    saved_path = list(sys.path)
+    saved_cwd = os.getcwd()
+    before = set(sys.modules)
+    for name, value in dict(request.get("env") or {}).items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = str(value)
+    try:
+        code = int(pytest.main([str(a) for a in request["args"]]))
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else 1
+    except Exception as error:  # pytest's own crash: the shard's, not the worker's
+        print(f"release-ledger worker: pytest raised {error!r}", file=sys.stderr)
+        code = 3
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.environ.clear()
+        os.environ.update(saved_env)
+        sys.path[:] = saved_path
+        with contextlib.suppress(OSError):
+            os.chdir(saved_cwd)
+        _forget_modules(before, root)
+        # its own folder (checkout, logs, home) is bound into a sandbox's /tmp: never emptied
+        # as part of /tmp (the home is emptied as a folder of its own)
+        keep = [os.path.realpath(os.path.dirname(idle_log)), root]
+        for folder in request.get("scratch") or ():
+            _empty(str(folder), keep)
+        _point(fds, idle_log)
+    return code
+
+
+def main() -> int:
+    replies = os.fdopen(os.dup(1), "w", encoding="utf-8")  # the channel back to the gate
+    idle_log = os.environ.get("RELEASE_LEDGER_WORKER_LOG", os.devnull)
+    root = os.path.realpath(os.environ.get("RELEASE_LEDGER_WORKER_ROOT") or os.getcwd())
+    # The plugin keeps its own copies of fds 1 and 2 when time limits may be set (its
+    # time-limit line must pass pytest's capture): imported with the variable set, its copies
+    # are made now and pointed at each shard's log with fds 1 and 2.
+    had = os.environ.get(LIMITS_VARIABLE)
+    os.environ[LIMITS_VARIABLE] = "{}"
+    import pytest  # noqa: F401  (the start paid once)
+    import release_ledger_pytest as plugin  # type: ignore[import-not-found]  # its folder is on PYTHONPATH
+
+    if had is None:
+        os.environ.pop(LIMITS_VARIABLE, None)
+    else:
+        os.environ[LIMITS_VARIABLE] = had
+    fds = sorted({1, 2, plugin._STDOUT, plugin._STDERR})
+    _point(fds, idle_log)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        reset = _peak_reset()
+        code = run_one(request, fds, idle_log, root)
+        replies.write(json.dumps({"exit_code": code, "peak_kb": _peak_kb(), "reset": reset}))
+        replies.write("\n")
+        replies.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

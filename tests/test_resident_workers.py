@@ -1,0 +1,240 @@
+"""Resident workers: shards of one revision run one after another in one long-lived pytest
+process, each keeping a shard process's guarantees (real git repositories, real pytest)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from release_ledger.adapters.executors.local import LocalExecutor, resident_command
+from release_ledger.adapters.executors.supervisor import tagged
+from release_ledger.adapters.git import Worktrees
+from release_ledger.domain.execution import DEFAULT_PYTEST_COMMAND, PLAIN_PYTEST_COMMAND, ShardRun
+from release_ledger.domain.junit import Report, read_report, test_id
+from tests.gitrepo import head, make_repo
+
+PASS = "def test_one():\n    assert 1 + 1 == 2\n\ndef test_two():\n    pass\n"
+FAIL = "def test_bad():\n    assert 1 == 2\n"
+# Module state: passes only when its module is imported afresh for the shard.
+ONCE = "SEEN = []\n\ndef test_once():\n    SEEN.append(1)\n    assert SEEN == [1]\n"
+KILLS_ITSELF = "import os, signal\n\ndef test_dies():\n    os.kill(os.getpid(), signal.SIGKILL)\n"
+HANGS = "import time\n\ndef test_hangs():\n    time.sleep(60)\n"
+GREEDY = (
+    "import time\n\n"
+    "def test_greedy():\n"
+    "    chunks = []\n"
+    "    for _ in range(100):\n"
+    "        chunks.append(b'x' * (10 * 1024 * 1024))\n"
+    "        time.sleep(0.02)\n"
+)
+SPAWNS_SLEEPER = (
+    "import subprocess, sys\n\n"
+    "def test_spawns():\n"
+    "    proc = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+    "    print(f'sleeper={proc.pid}')\n"
+    "    open(f'{__import__(\"os\").environ[\"HOME\"]}/sleeper', 'w').write(str(proc.pid))\n"
+)
+REWRITES = (
+    "import pathlib\n\n"
+    "def test_rewrites():\n"
+    "    pathlib.Path(__file__).with_name('test_pass.py').write_text('def test_x(): pass\\n')\n"
+)
+LEAVES_TMP = (
+    "import os, tempfile\n\n"
+    "def test_leaves():\n"
+    "    assert not [n for n in os.listdir(tempfile.gettempdir()) if n.startswith('left-')]\n"
+    "    open(os.path.join(tempfile.gettempdir(), 'left-behind'), 'w').write('x')\n"
+)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(
+        tmp_path,
+        {
+            "tests/test_pass.py": PASS,
+            "tests/test_fail.py": FAIL,
+            "tests/test_once.py": ONCE,
+            "tests/test_kill.py": KILLS_ITSELF,
+            "tests/test_hang.py": HANGS,
+            "tests/test_greedy.py": GREEDY,
+            "tests/test_spawns.py": SPAWNS_SLEEPER,
+            "tests/test_rewrites.py": REWRITES,
+            "tests/test_leaves.py": LEAVES_TMP,
+        },
+    )
+
+
+@pytest.fixture
+def executor(repo: Path, tmp_path: Path) -> Iterator[LocalExecutor]:
+    local = LocalExecutor(repo, Worktrees(repo, tmp_path / "cache"), work_dir=tmp_path / "work")
+    yield local
+    local.cancel_all()
+    local.close()
+
+
+def shard(commit_sha: str, *files: str, **changes: object) -> ShardRun:
+    fields: dict[str, object] = {
+        "run_id": "run-1", "shard_id": "s1", "attempt": 1, "revision": "head",
+        "commit": commit_sha, "files": files, "timeout_s": 60.0,
+        "command": DEFAULT_PYTEST_COMMAND,
+    }  # fmt: skip
+    fields.update(changes)
+    return ShardRun.model_validate(fields)
+
+
+def sleepers(executor: LocalExecutor) -> list[int]:
+    """The gate's processes (by its tag, sandboxed or not) that are a test's sleeper."""
+    found = []
+    for pid in tagged(executor.tag, prefix=True):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"time.sleep(60)" in cmdline:
+            found.append(pid)
+    return found
+
+
+def outcomes(report: bytes | None) -> dict[str, str]:
+    assert report is not None
+    read = read_report(report)
+    assert isinstance(read, Report), read
+    return {test_id(case): case.outcome for case in read.cases}
+
+
+def test_the_gates_command_runs_resident_and_a_command_without_its_plugin_does_not() -> None:
+    assert resident_command(DEFAULT_PYTEST_COMMAND)
+    assert not resident_command(PLAIN_PYTEST_COMMAND)
+    assert not resident_command(("{python}", "-m", "unittest", "{files}"))
+
+
+def test_shards_share_one_worker_and_each_has_its_own_report(
+    executor: LocalExecutor, repo: Path
+) -> None:
+    sha = head(repo)
+    first = executor.run(shard(sha, "tests/test_pass.py"))
+    second = executor.run(shard(sha, "tests/test_fail.py", shard_id="s2"))
+    assert (first.worker, second.worker) == ("1.1", "1.2")
+    assert outcomes(first.report) == {
+        "tests/test_pass.py::test_one": "passed", "tests/test_pass.py::test_two": "passed",
+    }  # fmt: skip
+    assert outcomes(second.report) == {"tests/test_fail.py::test_bad": "failed"}
+    assert (first.exit_code, second.exit_code) == (0, 1)
+    assert b"test_bad" in second.log_tail and b"test_one" not in second.log_tail
+    assert second.seconds > 0 and second.rss_mb > 0
+
+
+def test_a_test_module_is_imported_afresh_by_each_shard(
+    executor: LocalExecutor, repo: Path
+) -> None:
+    sha = head(repo)
+    runs = [executor.run(shard(sha, "tests/test_once.py", attempt=n)) for n in (1, 2, 3)]
+    assert [r.worker for r in runs] == ["1.1", "1.2", "1.3"]
+    assert all(outcomes(r.report) == {"tests/test_once.py::test_once": "passed"} for r in runs)
+
+
+def test_a_shard_that_kills_its_worker_is_observed_dead_and_the_next_gets_a_new_one(
+    executor: LocalExecutor, repo: Path
+) -> None:
+    sha = head(repo)
+    executor.run(shard(sha, "tests/test_pass.py"))
+    died = executor.run(shard(sha, "tests/test_kill.py"))
+    assert died.signal == 9 and died.exit_code is None and died.report is None
+    assert b"tests/test_kill.py" in died.log_tail  # the plugin's start line names the file
+    after = executor.run(shard(sha, "tests/test_pass.py"))
+    assert after.worker == "2.1" and after.exit_code == 0
+
+
+def test_a_hang_is_timed_out_and_the_worker_replaced(executor: LocalExecutor, repo: Path) -> None:
+    sha = head(repo)
+    hung = executor.run(shard(sha, "tests/test_hang.py", timeout_s=2.0))
+    assert hung.timed_out and hung.seconds < 10
+    assert executor.run(shard(sha, "tests/test_pass.py")).exit_code == 0
+
+
+def test_a_shard_over_its_memory_limit_is_killed_as_oom(
+    executor: LocalExecutor, repo: Path
+) -> None:
+    sha = head(repo)
+    small = executor.run(shard(sha, "tests/test_pass.py", memory_limit_mb=400))
+    greedy = executor.run(shard(sha, "tests/test_greedy.py", memory_limit_mb=400))
+    assert greedy.oom and greedy.rss_mb > 300
+    assert small.rss_mb < 300  # the worker's peak is reset for each shard
+    assert executor.run(shard(sha, "tests/test_pass.py", memory_limit_mb=400)).exit_code == 0
+
+
+def test_processes_a_shard_leaves_are_killed_and_the_worker_kept(
+    executor: LocalExecutor, repo: Path
+) -> None:
+    sha = head(repo)
+    spawned = executor.run(shard(sha, "tests/test_spawns.py", command=(
+        *DEFAULT_PYTEST_COMMAND[:-1], "-s", "{files}")))  # fmt: skip
+    assert spawned.exit_code == 0 and b"sleeper=" in spawned.log_tail
+    deadline = time.monotonic() + 5
+    while sleepers(executor) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sleepers(executor) == []  # killed when its shard ended, the worker spared
+    again = executor.run(shard(sha, "tests/test_pass.py", command=(
+        *DEFAULT_PYTEST_COMMAND[:-1], "-s", "{files}")))  # fmt: skip
+    assert again.worker == "1.2"
+
+
+def test_a_shard_that_rewrites_its_checkout_is_unmeasured_and_the_next_sees_it_pristine(
+    executor: LocalExecutor, repo: Path
+) -> None:
+    sha = head(repo)
+    changed = executor.run(shard(sha, "tests/test_rewrites.py"))
+    assert changed.failure_kind == "checkout-modified"
+    assert changed.modified_files == ("tests/test_pass.py",)
+    after = executor.run(shard(sha, "tests/test_pass.py"))
+    assert after.worker == "2.1"
+    assert set(outcomes(after.report)) == {
+        "tests/test_pass.py::test_one", "tests/test_pass.py::test_two"
+    }  # fmt: skip
+
+
+def test_a_shards_temporary_files_are_gone_before_the_next(
+    executor: LocalExecutor, repo: Path
+) -> None:
+    sha = head(repo)
+    runs = [executor.run(shard(sha, "tests/test_leaves.py", attempt=n)) for n in (1, 2)]
+    assert [r.worker for r in runs] == ["1.1", "1.2"]
+    assert [r.exit_code for r in runs] == [0, 0]
+
+
+def test_a_file_past_its_time_limit_ends_the_worker_with_the_plugins_line(
+    executor: LocalExecutor, repo: Path
+) -> None:
+    sha = head(repo)
+    executor.run(shard(sha, "tests/test_pass.py"))
+    limited = executor.run(
+        shard(sha, "tests/test_hang.py", file_limits={"tests/test_hang.py": 1.0})
+    )
+    assert limited.exit_code == 124
+    assert b"time-limit tests/test_hang.py" in limited.log_tail
+    assert executor.run(shard(sha, "tests/test_pass.py")).worker == "2.1"
+
+
+def test_cancel_kills_a_running_worker_shard(executor: LocalExecutor, repo: Path) -> None:
+    sha = head(repo)
+    threading.Timer(1.5, executor.cancel_all).start()
+    started = time.monotonic()
+    cancelled = executor.run(shard(sha, "tests/test_hang.py"))
+    assert cancelled.failure_kind == "cancelled" and time.monotonic() - started < 20
+
+
+def test_revisions_never_share_a_worker(executor: LocalExecutor, repo: Path) -> None:
+    sha = head(repo)
+    (repo / "tests" / "test_pass.py").write_text(PASS + "\ndef test_three():\n    pass\n")
+    os.system(f"git -C {repo} commit -qam three")
+    newer = head(repo)
+    base = executor.run(shard(sha, "tests/test_pass.py", revision="base"))
+    candidate = executor.run(shard(newer, "tests/test_pass.py"))
+    assert (base.worker, candidate.worker) == ("1.1", "2.1")
+    assert len(outcomes(candidate.report)) == 3 and len(outcomes(base.report)) == 2
