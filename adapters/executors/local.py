@@ -19,7 +19,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from release_ledger.adapters.executors import build_sandbox, checkout_guard, environment, sandbox
 from release_ledger.adapters.executors.env_variables import FILE_LIMITS_VARIABLE
@@ -37,6 +37,7 @@ from release_ledger.adapters.executors.port import (
     Executor,
     ExecutorOptions,
     ExecutorSpec,
+    option,
 )
 from release_ledger.adapters.executors.programs import program
 from release_ledger.adapters.executors.resident import (
@@ -743,11 +744,23 @@ def setup_failed(report: EnvironmentReport) -> Observation:
 
 
 class LocalOptions(ExecutorOptions):
-    """The local executor takes no options of its own."""
+    """The local executor's one option: how its shard processes live (recorded in
+    `RunStarted`, so a postmortem knows whether shards shared a process)."""
+
+    shard_processes: Literal["resident", "fresh"] | None = option(
+        "How the gate's pytest shards run here: resident (the default) on a worker per "
+        "revision and core that takes shard after shard, sharing installed modules' state "
+        "as one pytest run does; fresh, a process of its own per shard.",
+        metavar="resident|fresh",
+    )
 
 
 def _build(repo: Path, options: Any, request: EnvironmentRequest) -> Executor:
-    return LocalExecutor(repo, python=request.python or sys.executable, environment_request=request)
+    resident = getattr(options, "shard_processes", None) != "fresh"
+    return LocalExecutor(
+        repo, python=request.python or sys.executable, environment_request=request,
+        resident=resident,
+    )  # fmt: skip
 
 
 SPEC = ExecutorSpec(
