@@ -10,7 +10,8 @@ For a real release pair (two consecutive releases from their public sdists, see
   seconds divided by the cores give the **physical limit** of any parallel runner;
 - `python -m pytest -n N` (pytest-xdist) at head then base, for each N;
 - a first gate (`--env none --no-release-builds --questions 0 --jobs N --shards S`, fresh
-  ledger and checkouts), for each N.
+  ledger and checkouts), for each N: on resident workers (the default), then with a process
+  per shard (`--shard-processes fresh`, unless `--no-fresh`), the reference of the workers.
 
 CPU is counted machine-wide from `/proc/stat` (busy jiffies of every process, sandboxed shards
 and their supervisors included), so run it on a quiet machine. For each row it prints wall
@@ -76,7 +77,7 @@ def measured(label: str, jobs: int, commands: list[tuple[list[str], Path]]) -> F
     return Figure(label, jobs, time.perf_counter() - wall0, busy_seconds() - cpu0)
 
 
-def run(name: str, jobs_list: list[int], shards: int) -> None:
+def run(name: str, jobs_list: list[int], shards: int, fresh: bool) -> None:
     base, head, tests = PROJECTS[name]
     with tempfile.TemporaryDirectory(prefix="cores-") as scratch:
         work = Path(scratch)
@@ -92,20 +93,23 @@ def run(name: str, jobs_list: list[int], shards: int) -> None:
         for jobs in jobs_list:
             xdist = [*pytest, "-n", str(jobs)]
             rows.append(measured(f"pytest -n {jobs}", jobs, [(xdist, c) for c in checkouts]))
-            ledger = f"sqlite:///{work / f'ledger-{jobs}.db'}"
             gate = [sys.executable, "-m", "release_ledger", "gate", "--repo", str(repo),
                     "--base", f"v{base}", "--env", "none", "--no-release-builds",
-                    "--questions", "0", "--json", "--jobs", str(jobs), "--shards", str(shards),
-                    "--ledger", ledger]  # fmt: skip
-            os.environ["LEDGER_WORKTREES_DIR"] = str(work / f"worktrees-{jobs}")
-            rows.append(measured(f"gate --jobs {jobs} --shards {shards}", jobs, [(gate, ROOT)]))
+                    "--questions", "0", "--json", "--jobs", str(jobs),
+                    "--shards", str(shards)]  # fmt: skip
+            for processes in ("resident", "fresh") if fresh else ("resident",):
+                ledger = f"sqlite:///{work / f'ledger-{jobs}-{processes}.db'}"
+                os.environ["LEDGER_WORKTREES_DIR"] = str(work / f"worktrees-{jobs}-{processes}")
+                argv = [*gate, "--ledger", ledger, "--shard-processes", processes]
+                label = f"gate --jobs {jobs} --shards {shards} {processes}"
+                rows.append(measured(label, jobs, [(argv, ROOT)]))
         print(f"{name} {base} -> {head} on {os.cpu_count()} cores")
         heads = f"{'wall s':>8} {'CPU s':>8} {'CPU x':>6} {'limit x':>8} {'idle core-s':>12}"
-        print(f"  {'':34} {heads}")
+        print(f"  {'':40} {heads}")
         for row in rows:
             limit = plain.cpu / row.jobs
             print(
-                f"  {row.label:34} {row.wall:8.1f} {row.cpu:8.1f} {row.cpu / plain.cpu:6.2f} "
+                f"  {row.label:40} {row.wall:8.1f} {row.cpu:8.1f} {row.cpu / plain.cpu:6.2f} "
                 f"{row.wall / limit:8.2f} {max(0.0, row.jobs * row.wall - row.cpu):12.1f}"
             )
         print(json.dumps({"project": name, "rows": [vars(r) for r in rows]}))
@@ -116,6 +120,9 @@ def main() -> None:
     parser.add_argument("--project", action="append", choices=sorted(PROJECTS))
     parser.add_argument("--jobs", default=None, help="comma-separated N (default 1,2,4.. cores)")
     parser.add_argument("--shards", type=int, default=32)
+    parser.add_argument("--no-fresh", action="store_true",
+                        help="leave out the gate with a process per shard (the reference of "
+                             "resident workers)")  # fmt: skip
     args = parser.parse_args()
     cores = os.cpu_count() or 2
     jobs = [int(j) for j in args.jobs.split(",")] if args.jobs else []
@@ -126,7 +133,7 @@ def main() -> None:
             n *= 2
         jobs.append(cores)
     for name in args.project or ["parso"]:
-        run(name, jobs, args.shards)
+        run(name, jobs, args.shards, not args.no_fresh)
 
 
 if __name__ == "__main__":

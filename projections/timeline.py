@@ -175,6 +175,8 @@ def _attempt(e: ev.ShardAttemptRecorded, artifacts: Mapping[str, bytes]) -> str:
         f"{_exit(e.exit_code, e.signal, e.timed_out, e.oom, (e.killed_test, e.time_limit_s))}, "
         f"{e.seconds:.1f} s, {e.rss_mb:.0f} MB"
     )
+    if e.worker:  # a resident worker's: shards of one worker shared its process
+        text += f", worker {e.worker}"
     if e.infrastructure_failure:
         kind = failure_kind(e.failure_kind, e.infrastructure_failure)
         text += f", {kind or 'infrastructure'} failure {e.infrastructure_failure}"

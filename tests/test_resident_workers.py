@@ -11,10 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from release_ledger.adapters.executors.local import LocalExecutor, resident_command
+from release_ledger.adapters.executors.local import SPEC, LocalExecutor, resident_command
 from release_ledger.adapters.executors.supervisor import tagged
 from release_ledger.adapters.git import Worktrees
-from release_ledger.domain.execution import DEFAULT_PYTEST_COMMAND, PLAIN_PYTEST_COMMAND, ShardRun
+from release_ledger.domain.errors import BadInput
+from release_ledger.domain.execution import (
+    DEFAULT_PYTEST_COMMAND,
+    PLAIN_PYTEST_COMMAND,
+    EnvironmentRequest,
+    ShardRun,
+)
 from release_ledger.domain.junit import Report, read_report, test_id
 from tests.gitrepo import head, make_repo
 
@@ -44,6 +50,13 @@ REWRITES = (
     "def test_rewrites():\n"
     "    pathlib.Path(__file__).with_name('test_pass.py').write_text('def test_x(): pass\\n')\n"
 )
+# Reads what it inherited as stdin: /dev/null in a shard process, never the worker's requests.
+READS_STDIN = (
+    "import subprocess, sys\n\n"
+    "def test_reads_stdin():\n"
+    "    assert subprocess.run([sys.executable, '-c', 'import sys; print(sys.stdin.read())'],\n"
+    "                          capture_output=True, timeout=20).stdout.strip() == b''\n"
+)
 LEAVES_TMP = (
     "import os, tempfile\n\n"
     "def test_leaves():\n"
@@ -66,6 +79,7 @@ def repo(tmp_path: Path) -> Path:
             "tests/test_spawns.py": SPAWNS_SLEEPER,
             "tests/test_rewrites.py": REWRITES,
             "tests/test_leaves.py": LEAVES_TMP,
+            "tests/test_stdin.py": READS_STDIN,
         },
     )
 
@@ -238,3 +252,47 @@ def test_revisions_never_share_a_worker(executor: LocalExecutor, repo: Path) -> 
     candidate = executor.run(shard(newer, "tests/test_pass.py"))
     assert (base.worker, candidate.worker) == ("1.1", "2.1")
     assert len(outcomes(candidate.report)) == 3 and len(outcomes(base.report)) == 2
+
+
+def test_a_test_reading_stdin_reads_nothing_and_the_next_shard_still_runs(
+    executor: LocalExecutor, repo: Path
+) -> None:
+    sha = head(repo)
+    verbose = (*DEFAULT_PYTEST_COMMAND[:-1], "-s", "{files}")
+    read = executor.run(shard(sha, "tests/test_stdin.py", command=verbose))
+    after = executor.run(shard(sha, "tests/test_pass.py", command=verbose))
+    assert (read.exit_code, after.exit_code) == (0, 0)
+    assert (read.worker, after.worker) == ("1.1", "1.2")
+
+
+def test_shard_processes_fresh_runs_each_shard_in_a_process_of_its_own(repo: Path) -> None:
+    options = SPEC.validate({"shard_processes": "fresh"})
+    assert SPEC.recorded(options) == {"shard_processes": "fresh"}
+    fresh = SPEC.build(repo, options, EnvironmentRequest())
+    try:
+        sha = head(repo)
+        runs = [fresh.run(shard(sha, "tests/test_pass.py", attempt=n)) for n in (1, 2)]
+    finally:
+        fresh.close()
+    assert [(r.worker, r.exit_code) for r in runs] == [("", 0), ("", 0)]
+
+
+def test_an_unknown_shard_processes_value_is_one_line_naming_the_flag() -> None:
+    with pytest.raises(BadInput, match=r"^--shard-processes: .*'resident' or 'fresh'"):
+        SPEC.validate({"shard_processes": "forked"})
+
+
+def test_idle_workers_beyond_one_per_core_are_retired(
+    executor: LocalExecutor, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    shas = [head(repo)]
+    for n in (2, 3):
+        (repo / "tests" / "test_pass.py").write_text(PASS + f"\ndef test_more_{n}():\n    pass\n")
+        os.system(f"git -C {repo} commit -qam more{n}")
+        shas.append(head(repo))
+    for sha in shas:
+        executor.run(shard(sha, "tests/test_pass.py"))
+    idle = [lane for lanes in executor._idle.values() for lane in lanes]
+    assert len(idle) == 2 and len(executor._lanes) == 2
+    assert {lane.worker.alive for lane in idle} == {True}

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -440,10 +441,30 @@ class LocalExecutor:
         finally:
             if keep and not self._cancelled:
                 with self._lock:
+                    lane.idle_since = time.monotonic()
                     self._idle.setdefault(key, []).append(lane)
+                self._trim_idle()
             else:
                 self._retire(lane)
         return observation
+
+    def _trim_idle(self) -> None:
+        """Retire the longest idle workers beyond one per core: a revision, interpreter or
+        command whose shards are done keeps no memory the running shards' budget needs."""
+        cap = max(2, os.cpu_count() or 2)
+        surplus: list[_Lane] = []
+        with self._lock:
+            idle = sorted(
+                (lane for lanes in self._idle.values() for lane in lanes),
+                key=lambda lane: lane.idle_since,
+            )
+            for lane in idle[: max(0, len(idle) - cap)]:
+                for lanes in self._idle.values():
+                    if lane in lanes:
+                        lanes.remove(lane)
+                surplus.append(lane)
+        for lane in surplus:
+            self._retire(lane)
 
     def _take(
         self, key: tuple[object, ...], shard: ShardRun, report: EnvironmentReport,
@@ -681,6 +702,7 @@ class _Lane:
     confined: str
     tmpfs_mb: float | None
     scratch: tuple[str, str]
+    idle_since: float = 0.0
 
 
 def collected_items(output: str, checkout: str) -> list[str]:

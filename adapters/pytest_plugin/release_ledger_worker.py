@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import stat
 import sys
+import warnings
 from typing import Any
 
 LIMITS_VARIABLE = "RELEASE_LEDGER_FILE_LIMITS"  # as in release_ledger_pytest
@@ -132,6 +134,9 @@ def run_one(request: dict[str, Any], fds: list[int], idle_log: str, root: str) -
     saved_env = dict(os.environ)
     saved_path = list(sys.path)
     saved_cwd = os.getcwd()
+    saved_filters = list(warnings.filters)
+    root_logger = logging.getLogger()
+    saved_handlers, saved_level = list(root_logger.handlers), root_logger.level
     before = set(sys.modules)
     for name, value in dict(request.get("env") or {}).items():
         if value is None:
@@ -153,6 +158,12 @@ def run_one(request: dict[str, Any], fds: list[int], idle_log: str, root: str) -
         sys.path[:] = saved_path
         with contextlib.suppress(OSError):
             os.chdir(saved_cwd)
+        # what a conftest set process-wide (warning filters, the root logger's handlers,
+        # whose streams were this shard's captures) is set again by the next shard's own
+        warnings.filters[:] = saved_filters  # type: ignore[index]  # a list at run time
+        getattr(warnings, "_filters_mutated", lambda: None)()  # its cache of the filters
+        root_logger.handlers[:] = saved_handlers
+        root_logger.setLevel(saved_level)
         _forget_modules(before, root)
         # its own folder (checkout, logs, home) is bound into a sandbox's /tmp: never emptied
         # as part of /tmp (the home is emptied as a folder of its own)
@@ -164,7 +175,13 @@ def run_one(request: dict[str, Any], fds: list[int], idle_log: str, root: str) -
 
 
 def main() -> int:
-    replies = os.fdopen(os.dup(1), "w", encoding="utf-8")  # the channel back to the gate
+    # The gate's channels, kept off fds 0 and 1: a test (or what it starts) reads stdin as in
+    # a shard process, from /dev/null, never the next shard's request.
+    requests = os.fdopen(os.dup(0), "r", encoding="utf-8")
+    replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    nothing = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(nothing, 0)
+    os.close(nothing)
     idle_log = os.environ.get("RELEASE_LEDGER_WORKER_LOG", os.devnull)
     root = os.path.realpath(os.environ.get("RELEASE_LEDGER_WORKER_ROOT") or os.getcwd())
     # The plugin keeps its own copies of fds 1 and 2 when time limits may be set (its
@@ -181,7 +198,7 @@ def main() -> int:
         os.environ[LIMITS_VARIABLE] = had
     fds = sorted({1, 2, plugin._STDOUT, plugin._STDERR})
     _point(fds, idle_log)
-    for line in sys.stdin:
+    for line in requests:
         if not line.strip():
             continue
         request = json.loads(line)
