@@ -97,6 +97,10 @@ def test_a_factor_env_with_a_conditional_extra_is_named_and_its_command_run(
     ]  # fmt: skip
     assert discovered["missing_at_base"] == []
     assert discovered["collected_by"].startswith(f"collected by tox:py{VERSION}-tests")
+    # every attempt ran on a resident worker, and each revision's collection was the first
+    # request of the worker that went on to its shards (no worker's first request a shard)
+    workers = [e.get("worker", "") for e in recorded if e["kind"] == "ShardAttemptRecorded"]
+    assert workers and all(workers) and not {"1.1", "2.1"} & set(workers), workers
     shown = run_ledger(tmp_path, "show", run_id, "--all").stdout
     assert f"discovered 3 test files at head (collected by tox:py{VERSION}-tests" in shown
     assert (

@@ -284,15 +284,16 @@ class LocalExecutor:
         targets, why = collect_targets(report.invocation.model_dump(mode="json"))
         if targets is None:
             return None, why
+        run = ShardRun(
+            run_id="", shard_id="collect", attempt=1, revision="head", commit=commit,
+            files=tuple(targets), timeout_s=timeout_s, memory_limit_mb=memory_limit_mb,
+            command=("{python}", "-c", COLLECT_PROGRAM, "{files}"),
+        )  # fmt: skip
+        if self.resident:  # on the worker that then runs the revision's first shard
+            return self._collect_resident(run, report, runtime)
         run_dir = Path(tempfile.mkdtemp(prefix="collect-", dir=self.work_dir))
         try:
             cwd = isolated_copy(self.repo, commit, run_dir / "w")
-            run = ShardRun(
-                run_id="", shard_id="collect", attempt=1, revision="head", commit=commit,
-                files=tuple(targets), timeout_s=timeout_s,
-                memory_limit_mb=memory_limit_mb,
-                command=("{python}", "-c", COLLECT_PROGRAM, "{files}"),
-            )  # fmt: skip
             seen = self._run_in(run, cwd, run_dir, report, runtime)
             output = (run_dir / "output.log").read_text("utf-8", "replace")
             items = collected_items(output, str(cwd))
@@ -302,6 +303,20 @@ class LocalExecutor:
             shutil.rmtree(run_dir, ignore_errors=True)
         failure = collection_failure(seen.exit_code, seen.signal, seen.timed_out, seen.oom, output)
         return (None, failure) if failure else (items, "")
+
+    def _collect_resident(
+        self, run: ShardRun, report: EnvironmentReport, runtime: dict[str, list[str]]
+    ) -> tuple[list[str] | None, str]:
+        """`collect` on a resident worker of the revision: its start paid once for the
+        collection and the shards after it."""
+        output: list[str] = []
+        try:
+            seen = self._run_resident(run, report, runtime, output)
+        except OSError as error:
+            return None, f"collection could not run: {error}"
+        text = output[0] if output else ""
+        failure = collection_failure(seen.exit_code, seen.signal, seen.timed_out, seen.oom, text)
+        return (None, failure) if failure else (collected_items(text, output[1]), "")
 
     def invocation_for(self, commit: str) -> TestInvocation | None:
         """The commit's resolved test invocation (its environment prepared if not yet)."""
@@ -423,16 +438,18 @@ class LocalExecutor:
     # -- resident workers ------------------------------------------------------------------
 
     def _run_resident(
-        self, shard: ShardRun, report: EnvironmentReport, runtime: dict[str, list[str]]
-    ) -> Observation:
-        """Run the shard on an idle resident worker of its revision, environment and command
-        (a new one when none is idle or fits): its own report, log and seconds; a worker the
-        shard killed, grew, or whose checkout it changed is retired, the others kept."""
-        key = (shard.commit, shard.skip_sources, shard.command)
+        self, shard: ShardRun, report: EnvironmentReport, runtime: dict[str, list[str]],
+        output: list[str] | None = None,
+    ) -> Observation:  # fmt: skip
+        """Run the shard on an idle resident worker of its revision and environment (a new
+        one when none is idle or fits): its own report, log and seconds; a worker the shard
+        killed, grew, or whose checkout it changed is retired, the others kept. With
+        `output`, the shard's whole log and its checkout are appended to it."""
+        key = (shard.commit, shard.skip_sources)
         lane = self._take(key, shard, report, runtime)
         keep = False
         try:
-            observation = self._shard_on(lane, shard, report)
+            observation = self._shard_on(lane, shard, report, output)
             keep = (
                 lane.worker.alive and not observation.modified_files
                 and observation.failure_kind is None
@@ -542,8 +559,13 @@ class LocalExecutor:
                 worker.kill()
         return lane
 
-    def _shard_on(self, lane: _Lane, shard: ShardRun, report: EnvironmentReport) -> Observation:
-        """One shard on `lane`'s worker, observed as `_run_in` observes a shard process."""
+    def _shard_on(
+        self, lane: _Lane, shard: ShardRun, report: EnvironmentReport,
+        output: list[str] | None = None,
+    ) -> Observation:  # fmt: skip
+        """One shard on `lane`'s worker, observed as `_run_in` observes a shard process: the
+        gate's pytest command (`-m pytest ARGS`), or a program of the gate's (`-c PROGRAM
+        ARGS`: collection)."""
         worker = lane.worker
         folder = lane.run_dir / "attempts" / f"{shard.shard_id}-{shard.revision}-{shard.attempt}"
         folder.mkdir(parents=True, exist_ok=True)
@@ -555,7 +577,7 @@ class LocalExecutor:
         limits = json.dumps(dict(shard.file_limits), sort_keys=True) if shard.file_limits else None
         request = {
             "args": argv[3:], "log": str(log_path), "env": {FILE_LIMITS_VARIABLE: limits},
-            "scratch": list(lane.scratch),
+            "scratch": list(lane.scratch), "program": argv[2] if argv[1] == "-c" else None,
         }  # fmt: skip
         try:
             seen = worker.run(
@@ -578,6 +600,8 @@ class LocalExecutor:
                 sandbox=lane.confined,
                 worker=f"{lane.number}.{worker.shards}",
             )
+            if output is not None:
+                output += [log_path.read_text("utf-8", "replace"), str(lane.checkout)]
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         if seen.killed:

@@ -7,8 +7,9 @@ checkout of its own, and supervises it as it supervises a shard process (time an
 limits per shard, the whole session killed on overrun; `adapters/executors/resident.py`).
 
 Each line on stdin is one shard, as JSON: `args` (pytest's arguments: the gate's plugin, the
-declared options, `--junitxml`, the files), `log` (the shard's log: fds 1 and 2 are pointed
-there for the shard), `env` (variables set for the shard only; `null` unsets one) and
+declared options, `--junitxml`, the files; with `program`, a program of the gate's run as
+`python -c PROGRAM ARGS` would run it: the collection), `log` (the shard's log: fds 1 and 2
+are pointed there for the shard), `env` (variables set for the shard only; `null` unsets one) and
 `scratch` (folders emptied after the shard: its home and temporary folder). The answer is
 one line on the worker's original stdout: `{"exit_code": N, "peak_kb": K, "reset": B}`.
 
@@ -143,8 +144,18 @@ def run_one(request: dict[str, Any], fds: list[int], idle_log: str, root: str) -
             os.environ.pop(name, None)
         else:
             os.environ[name] = str(value)
+    args = [str(a) for a in request["args"]]
+    program = request.get("program")
     try:
-        code = int(pytest.main([str(a) for a in request["args"]]))
+        if program:  # `python -c PROGRAM ARGS`, in this process (the gate's collection)
+            saved_argv, sys.argv = sys.argv, ["-c", *args]
+            try:
+                exec(compile(program, "<release-ledger>", "exec"), {"__name__": "__main__"})
+                code = 0
+            finally:
+                sys.argv = saved_argv
+        else:
+            code = int(pytest.main(args))
     except SystemExit as stop:
         code = stop.code if isinstance(stop.code, int) else 1
     except Exception as error:  # pytest's own crash: the shard's, not the worker's
