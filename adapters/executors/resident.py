@@ -48,7 +48,7 @@ from release_ledger.adapters.executors.supervisor import (
 )
 
 WORKER_MODULE = "release_ledger_worker"
-IDLE_LOG_VARIABLE = "RELEASE_LEDGER_WORKER_LOG"
+FOLDER_VARIABLE = "RELEASE_LEDGER_WORKER_DIR"  # its folder: never emptied as part of /tmp
 ROOT_VARIABLE = "RELEASE_LEDGER_WORKER_ROOT"  # its checkout: what it forgets between shards
 # A worker whose session holds more than this between shards is retired (what its shards
 # imported and kept), as is one holding more than half of the next shard's memory limit.
@@ -73,7 +73,7 @@ class ResidentWorker:
     ) -> None:
         self.argv = argv
         self.cwd = cwd
-        self.env = {**env, TAG_VARIABLE: tag, IDLE_LOG_VARIABLE: log_path}
+        self.env = {**env, TAG_VARIABLE: tag, FOLDER_VARIABLE: os.path.dirname(log_path)}
         self.log_path = log_path
         self.tag = tag
         self.harness_levels = harness_levels

@@ -114,16 +114,21 @@ def _remove(path: str, device: int) -> None:
 
 
 def _point(fds: list[int], path: str) -> None:
-    """Point every fd in `fds` at `path` (a shard's log, or the worker's own)."""
+    """Point every fd in `fds` at `path` (a shard's log)."""
     target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
-        for fd in fds:
-            os.dup2(target, fd)
+        _point_fd(fds, target)
     finally:
         os.close(target)
 
 
-def run_one(request: dict[str, Any], fds: list[int], idle_log: str, root: str) -> int:
+def _point_fd(fds: list[int], target: int) -> None:
+    for fd in fds:
+        if fd != target:
+            os.dup2(target, fd)
+
+
+def run_one(request: dict[str, Any], fds: list[int], idle: int, folder: str, root: str) -> int:
     """Run one shard in this process; its exit code as pytest's `main` gives it."""
     import pytest
 
@@ -178,10 +183,10 @@ def run_one(request: dict[str, Any], fds: list[int], idle_log: str, root: str) -
         _forget_modules(before, root)
         # its own folder (checkout, logs, home) is bound into a sandbox's /tmp: never emptied
         # as part of /tmp (the home is emptied as a folder of its own)
-        keep = [os.path.realpath(os.path.dirname(idle_log)), root]
+        keep = [folder, root]
         for folder in request.get("scratch") or ():
             _empty(str(folder), keep)
-        _point(fds, idle_log)
+        _point_fd(fds, idle)
     return code
 
 
@@ -193,7 +198,10 @@ def main() -> int:
     nothing = os.open(os.devnull, os.O_RDONLY)
     os.dup2(nothing, 0)
     os.close(nothing)
-    idle_log = os.environ.get("RELEASE_LEDGER_WORKER_LOG", os.devnull)
+    # Between shards its output goes where the gate pointed its stderr (the worker's own log,
+    # opened by the gate: under `sandbox: uid` the worker could not open it itself).
+    idle = os.dup(2)
+    folder = os.path.realpath(os.environ.get("RELEASE_LEDGER_WORKER_DIR") or os.getcwd())
     root = os.path.realpath(os.environ.get("RELEASE_LEDGER_WORKER_ROOT") or os.getcwd())
     # The plugin keeps its own copies of fds 1 and 2 when time limits may be set (its
     # time-limit line must pass pytest's capture): imported with the variable set, its copies
@@ -208,13 +216,13 @@ def main() -> int:
     else:
         os.environ[LIMITS_VARIABLE] = had
     fds = sorted({1, 2, plugin._STDOUT, plugin._STDERR})
-    _point(fds, idle_log)
+    _point_fd(fds, idle)
     for line in requests:
         if not line.strip():
             continue
         request = json.loads(line)
         reset = _peak_reset()
-        code = run_one(request, fds, idle_log, root)
+        code = run_one(request, fds, idle, folder, root)
         replies.write(json.dumps({"exit_code": code, "peak_kb": _peak_kb(), "reset": reset}))
         replies.write("\n")
         replies.flush()
