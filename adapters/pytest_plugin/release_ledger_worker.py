@@ -184,8 +184,8 @@ def run_one(request: dict[str, Any], fds: list[int], idle: int, folder: str, roo
         # its own folder (checkout, logs, home) is bound into a sandbox's /tmp: never emptied
         # as part of /tmp (the home is emptied as a folder of its own)
         keep = [folder, root]
-        for folder in request.get("scratch") or ():
-            _empty(str(folder), keep)
+        for scratch in request.get("scratch") or ():
+            _empty(str(scratch), keep)
         _point_fd(fds, idle)
     return code
 
