@@ -24,6 +24,7 @@ executor observes the death as it would a shard process's, and starts another.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import logging
 import os
@@ -70,6 +71,15 @@ def _forget_modules(before: set[str], root: str) -> None:
         module = sys.modules.get(name)
         if module is None or _inside(getattr(module, "__file__", None), root):
             sys.modules.pop(name, None)
+
+
+def _freeze() -> None:
+    """Collect what the shard left as garbage, then freeze what survives: pytest collects
+    several times at each session's end, and a frozen object is never scanned again, so the
+    worker's interpreter, pytest, its plugins and the installed modules cost those collections
+    nothing (a third of a small shard's CPU, measured)."""
+    gc.collect()
+    gc.freeze()
 
 
 def _empty(folder: str, keep: list[str]) -> None:
@@ -181,6 +191,7 @@ def run_one(request: dict[str, Any], fds: list[int], idle: int, folder: str, roo
         root_logger.handlers[:] = saved_handlers
         root_logger.setLevel(saved_level)
         _forget_modules(before, root)
+        _freeze()
         # its own folder (checkout, logs, home) is bound into a sandbox's /tmp: never emptied
         # as part of /tmp (the home is emptied as a folder of its own)
         keep = [folder, root]
@@ -217,6 +228,7 @@ def main() -> int:
         os.environ[LIMITS_VARIABLE] = had
     fds = sorted({1, 2, plugin._STDOUT, plugin._STDERR})
     _point_fd(fds, idle)
+    _freeze()
     for line in requests:
         if not line.strip():
             continue
