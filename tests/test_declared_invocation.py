@@ -66,7 +66,7 @@ def test_a_factor_env_with_a_conditional_extra_is_named_and_its_command_run(
     tag(repo, "v1")
     commit(repo, project(2), "value 2")
 
-    result = gatekit.gate(tmp_path, repo, "--no-release-builds")
+    result = gatekit.gate(tmp_path, repo, "--no-release-builds", "--shard-processes", "resident")
 
     assert result.code == 1, (result.stdout, result.stderr)
     assert result.document["status"] == "failed"

@@ -86,7 +86,9 @@ def repo(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def executor(repo: Path, tmp_path: Path) -> Iterator[LocalExecutor]:
-    local = LocalExecutor(repo, Worktrees(repo, tmp_path / "cache"), work_dir=tmp_path / "work")
+    local = LocalExecutor(
+        repo, Worktrees(repo, tmp_path / "cache"), work_dir=tmp_path / "work", resident=True
+    )
     yield local
     local.cancel_all()
     local.close()

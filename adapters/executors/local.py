@@ -103,7 +103,7 @@ class LocalExecutor:
         work_dir: Path | None = None,
         environment_request: EnvironmentRequest | None = None,
         envs_dir: Path | None = None,
-        resident: bool = True,
+        resident: bool = False,
     ) -> None:
         try:  # a sandbox insisted on that cannot apply here stops the gate before it starts
             sandbox.check_setting()
@@ -794,15 +794,15 @@ class LocalOptions(ExecutorOptions):
     `RunStarted`, so a postmortem knows whether shards shared a process)."""
 
     shard_processes: Literal["resident", "fresh"] | None = option(
-        "How the gate's pytest shards run here: resident (the default) on a worker per "
-        "revision and core that takes shard after shard, sharing installed modules' state "
-        "as one pytest run does; fresh, a process of its own per shard.",
+        "How the gate's pytest shards run here: fresh (the default), a process of its own "
+        "per shard; resident, on a worker per revision and core that takes shard after "
+        "shard, sharing installed modules' state as one pytest run does.",
         metavar="resident|fresh",
     )
 
 
 def _build(repo: Path, options: Any, request: EnvironmentRequest) -> Executor:
-    resident = getattr(options, "shard_processes", None) != "fresh"
+    resident = getattr(options, "shard_processes", None) == "resident"
     return LocalExecutor(
         repo, python=request.python or sys.executable, environment_request=request,
         resident=resident,
