@@ -11,7 +11,8 @@ For a real release pair (two consecutive releases from their public sdists, see
 - `python -m pytest -n N` (pytest-xdist) at head then base, for each N;
 - a first gate (`--env none --no-release-builds --questions 0 --jobs N --shards S`, fresh
   ledger and checkouts), for each N: on resident workers (`--shard-processes resident`),
-  then with a process per shard (`--shard-processes fresh`, unless `--no-fresh`), the reference of the workers.
+  then with a process per shard (`--shard-processes fresh`, unless `--no-fresh`), the
+  reference of the workers.
 
 CPU is counted machine-wide from `/proc/stat` (busy jiffies of every process, sandboxed shards
 and their supervisors included), so run it on a quiet machine. For each row it prints wall
