@@ -23,21 +23,10 @@ from release_ledger.domain.execution import (
 )
 from release_ledger.domain.junit import Report, read_report, test_id
 from tests.gitrepo import head, make_repo
+from tests.test_local_executor import FAIL, GREEDY, HANGS, KILLS_ITSELF, PASS
 
-PASS = "def test_one():\n    assert 1 + 1 == 2\n\ndef test_two():\n    pass\n"
-FAIL = "def test_bad():\n    assert 1 == 2\n"
 # Module state: passes only when its module is imported afresh for the shard.
 ONCE = "SEEN = []\n\ndef test_once():\n    SEEN.append(1)\n    assert SEEN == [1]\n"
-KILLS_ITSELF = "import os, signal\n\ndef test_dies():\n    os.kill(os.getpid(), signal.SIGKILL)\n"
-HANGS = "import time\n\ndef test_hangs():\n    time.sleep(60)\n"
-GREEDY = (
-    "import time\n\n"
-    "def test_greedy():\n"
-    "    chunks = []\n"
-    "    for _ in range(100):\n"
-    "        chunks.append(b'x' * (10 * 1024 * 1024))\n"
-    "        time.sleep(0.02)\n"
-)
 SPAWNS_SLEEPER = (
     "import subprocess, sys\n\n"
     "def test_spawns():\n"
