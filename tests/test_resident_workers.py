@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from release_ledger.adapters.executors.local import SPEC, LocalExecutor, resident_command
-from release_ledger.adapters.executors.supervisor import tagged
+from release_ledger.adapters.executors.supervisor import tagged, tmpfs_mounts, tmpfs_used_kb
 from release_ledger.adapters.git import Worktrees
 from release_ledger.domain.errors import BadInput
 from release_ledger.domain.execution import (
@@ -172,6 +172,28 @@ def test_a_shard_over_its_memory_limit_is_killed_as_oom(
     assert greedy.oom and greedy.rss_mb > 300
     assert small.rss_mb < 300  # the worker's peak is reset for each shard
     assert executor.run(shard(sha, "tests/test_pass.py", memory_limit_mb=400)).exit_code == 0
+
+
+def test_workers_watched_from_their_first_instant_are_never_measured_by_the_hosts_disk(
+    executor: LocalExecutor, repo: Path
+) -> None:
+    """Each shard after a killed worker starts a new one, sampled while its sandbox is still
+    being set up (a stop's CI once saw 27 GB and a pass killed as out of memory)."""
+    sha = head(repo)
+    for _ in range(4):
+        executor.run(shard(sha, "tests/test_kill.py", memory_limit_mb=400))
+        fresh = executor.run(shard(sha, "tests/test_pass.py", memory_limit_mb=400))
+        assert fresh.exit_code == 0 and not fresh.oom and fresh.rss_mb < 300
+
+
+def test_a_tmpfs_is_measured_only_where_its_mount_is(tmp_path: Path) -> None:
+    mounts = tmpfs_mounts(Path("/proc/self/mountinfo").read_text())
+    device, point = next(
+        (device, point) for device, point in reversed(mounts) if os.path.isdir(point)
+    )
+    assert tmpfs_used_kb(point, device) is not None
+    assert tmpfs_used_kb(str(tmp_path), device) is None  # a path elsewhere: not that tmpfs
+    assert tmpfs_used_kb(str(tmp_path / "absent"), device) is None
 
 
 def test_processes_a_shard_leaves_are_killed_and_the_worker_kept(

@@ -106,7 +106,7 @@ class SessionScanner:
         return found
 
 
-def _tmpfs_mounts(mountinfo: str) -> list[tuple[str, str]]:
+def tmpfs_mounts(mountinfo: str) -> list[tuple[str, str]]:
     """(device, mount point) of every tmpfs in a /proc/<pid>/mountinfo (the mount point as
     the process sees it, octal escapes undone)."""
     found = []
@@ -149,9 +149,9 @@ class TmpfsCounter:
     def __init__(self, owner: int | None = None, uncounted: Iterable[str] = ()) -> None:
         self.own_namespace = self._namespace("self")
         own = _read_text("/proc/self/mountinfo") or ""
-        self.host_devices = {device for device, _ in _tmpfs_mounts(own)}
+        self.host_devices = {device for device, _ in tmpfs_mounts(own)}
         self.owner = owner
-        self.host_points = [point for _, point in _tmpfs_mounts(own)] if owner else []
+        self.host_points = [point for _, point in tmpfs_mounts(own)] if owner else []
         self.uncounted = [os.path.realpath(u) for u in uncounted]
         self._owned_kb = 0
         self._owned_next = 0.0
@@ -220,15 +220,34 @@ class TmpfsCounter:
             if namespace is None or namespace == self.own_namespace or namespace in namespaces:
                 continue
             namespaces.add(namespace)
-            for device, point in _tmpfs_mounts(_read_text(f"/proc/{pid}/mountinfo") or ""):
+            for device, point in tmpfs_mounts(_read_text(f"/proc/{pid}/mountinfo") or ""):
                 if device in self.host_devices or device in used:
                     continue
-                try:
-                    seen = os.statvfs(f"/proc/{pid}/root{point}")
-                except OSError:
-                    continue
-                used[device] = (seen.f_blocks - seen.f_bfree) * seen.f_frsize // 1024
+                kb = tmpfs_used_kb(f"/proc/{pid}/root{point}", device)
+                if kb is not None:
+                    used[device] = kb
         return sum(used.values())
+
+
+def tmpfs_used_kb(path: str, device: str) -> int | None:
+    """The used size of the file system at `path` if it is the mount `device` ("major:minor")
+    names, else None. While a sandbox is being set up, a point its mountinfo lists can still
+    resolve through its root to the host's disk: read without this check, a new shard once
+    measured 27 GB and was killed as out of memory before its first test."""
+    try:
+        handle = os.open(path, os.O_PATH | os.O_DIRECTORY)
+    except OSError:
+        return None
+    try:
+        found = os.fstat(handle)
+        if f"{os.major(found.st_dev)}:{os.minor(found.st_dev)}" != device:
+            return None
+        seen = os.fstatvfs(handle)
+    except OSError:
+        return None
+    finally:
+        os.close(handle)
+    return (seen.f_blocks - seen.f_bfree) * seen.f_frsize // 1024
 
 
 def kill_session(sid: int, sig: int, *, nested: bool = False) -> None:
