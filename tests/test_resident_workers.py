@@ -309,4 +309,3 @@ def test_idle_workers_beyond_one_per_core_are_retired(
     idle = [lane for lanes in executor._idle.values() for lane in lanes]
     assert len(idle) == 2 and len(executor._lanes) == 2
     assert {lane.worker.alive for lane in idle} == {True}
-
