@@ -53,6 +53,19 @@ LEAVES_TMP = (
     "    open(os.path.join(tempfile.gettempdir(), 'left-behind'), 'w').write('x')\n"
 )
 
+# Reads the shard's command line as a test of a shard process can.
+READS_ARGV = (
+    "import sys\n\n"
+    "def test_argv():\n"
+    "    assert sys.argv[0].endswith('__main__.py')\n"
+    "    assert [a for a in sys.argv if a.startswith('tests/')] == ['tests/test_argv.py']\n"
+)
+# A package of the checkout that keeps 60 MB once imported, and a test that imports it.
+KEEPS_60 = (
+    "KEPT = bytearray(60 * 1024 * 1024)\nfor i in range(0, len(KEPT), 4096):\n    KEPT[i] = 1\n"
+)
+IMPORTS_PKG = "import pkg\n\ndef test_uses():\n    assert pkg.KEPT\n"
+
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
@@ -69,6 +82,9 @@ def repo(tmp_path: Path) -> Path:
             "tests/test_rewrites.py": REWRITES,
             "tests/test_leaves.py": LEAVES_TMP,
             "tests/test_stdin.py": READS_STDIN,
+            "tests/test_argv.py": READS_ARGV,
+            "tests/test_uses.py": IMPORTS_PKG,
+            "pkg/__init__.py": KEEPS_60,
         },
     )
 
@@ -142,6 +158,33 @@ def test_a_test_module_is_imported_afresh_by_each_shard(
     runs = [executor.run(shard(sha, "tests/test_once.py", attempt=n)) for n in (1, 2, 3)]
     assert [r.worker for r in runs] == ["1.1", "1.2", "1.3"]
     assert all(outcomes(r.report) == {"tests/test_once.py::test_once": "passed"} for r in runs)
+
+
+def test_a_test_sees_its_shards_command_line_in_sys_argv(
+    executor: LocalExecutor, repo: Path
+) -> None:
+    sha = head(repo)
+    first = executor.run(shard(sha, "tests/test_pass.py"))
+    argv = executor.run(shard(sha, "tests/test_argv.py"))
+    assert (first.worker, argv.worker) == ("1.1", "1.2")
+    assert outcomes(argv.report) == {"tests/test_argv.py::test_argv": "passed"}
+
+
+def test_what_a_shards_session_kept_is_freed_and_each_shard_measured_its_own_peak(
+    executor: LocalExecutor, repo: Path
+) -> None:
+    """Each shard imports the checkout's package afresh (60 MB). pytest's rewriter of the
+    plugins' asserts once held every ended session: the worker grew 30-60 MB a shard, and
+    a 50 ms shard fell between the memory samples."""
+    sha = head(repo)
+    runs = [executor.run(shard(sha, "tests/test_uses.py", attempt=n)) for n in range(1, 6)]
+    assert [r.worker for r in runs] == [f"1.{n}" for n in range(1, 6)]
+    assert all(r.exit_code == 0 for r in runs)
+    first = runs[0].rss_mb
+    assert first >= 60
+    assert all(first - 15 <= r.rss_mb <= first + 15 for r in runs[1:]), [r.rss_mb for r in runs]
+    [idle] = [lane for lanes in executor._idle.values() for lane in lanes]
+    assert idle.worker.session_kb() / 1024 < first - 40  # the package's 60 MB went with it
 
 
 def test_a_shard_that_kills_its_worker_is_observed_dead_and_the_next_gets_a_new_one(

@@ -9,8 +9,8 @@ process is, that runs shard after shard. Each shard keeps a shard's guarantees:
 
 - its time and memory limits are watched over the worker's session while it runs, and
   overrun kills the whole session (`timed_out`, `oom`), as a shard process is killed;
-- its peak memory is the session's sampled peak during the shard (the worker's own exact
-  peak, reset at the shard's start, floors it when no sandbox heads the tree);
+- its peak memory is the session's sampled peak during the shard, floored by the worker's
+  own exact peak (VmHWM, reset at the shard's start): a shard of 50 ms falls between samples;
 - its evidence is its own: a JUnit report and a log of its own, its own seconds;
 - a shard that kills the worker (a crash, `os._exit`, a file past its time limit) is observed
   as that death, and the next shard starts another worker; so does one that changed tracked
@@ -148,8 +148,8 @@ class ResidentWorker:
             return result
         result.exit_code = int(reply.get("exit_code", 1))
         result.peak_kb = max(result.peak_kb, self.session_kb())  # as the shard left it
-        if self.harness_levels == 0 and reply.get("reset"):
-            result.peak_kb = max(result.peak_kb, int(reply.get("peak_kb") or 0))
+        if reply.get("reset"):  # the worker's own exact peak in the shard: a floor, sandboxed
+            result.peak_kb = max(result.peak_kb, int(reply.get("peak_kb") or 0))  # or not
         self._clean_after_shard()
         return result
 

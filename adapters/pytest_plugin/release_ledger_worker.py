@@ -73,6 +73,26 @@ def _forget_modules(before: set[str], root: str) -> None:
             sys.modules.pop(name, None)
 
 
+def _release_rewriters() -> None:
+    """Let go of the config of each ended session's assertion rewriter. pytest rewrites the
+    asserts of installed plugins, and a plugin module imported during a shard keeps its
+    rewriter as its loader; the rewriter holds the shard's config, and through it the whole
+    session: every test module and what it kept (60 MB a shard, measured, for the worker's
+    life). The module keeps its loader (pytest asks for one of that type, or warns that the
+    module cannot be rewritten) and the loader what reading the module's files needs."""
+    from _pytest.assertion.rewrite import AssertionRewritingHook
+
+    active = {id(finder) for finder in sys.meta_path}
+    for module in list(sys.modules.values()):
+        for loader in (
+            getattr(module, "__loader__", None),
+            getattr(getattr(module, "__spec__", None), "loader", None),
+        ):
+            if isinstance(loader, AssertionRewritingHook) and id(loader) not in active:
+                loader.config = None  # type: ignore[assignment]  # its session has ended
+                loader.session = None
+
+
 def _freeze() -> None:
     """Collect what the shard left as garbage, then freeze what survives: pytest collects
     several times at each session's end, and a frozen object is never scanned again, so the
@@ -123,6 +143,13 @@ def _remove(path: str, device: int) -> None:
         os.unlink(path)
 
 
+def _pytest_main_path() -> str:
+    """What `sys.argv[0]` is in `python -m pytest`: the path of pytest's `__main__`."""
+    import pytest
+
+    return os.path.join(os.path.dirname(os.path.abspath(pytest.__file__)), "__main__.py")
+
+
 def _point(fds: list[int], path: str) -> None:
     """Point every fd in `fds` at `path` (a shard's log)."""
     target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -169,8 +196,12 @@ def run_one(request: dict[str, Any], fds: list[int], idle: int, folder: str, roo
                 code = 0
             finally:
                 sys.argv = saved_argv
-        else:
-            code = int(pytest.main(args))
+        else:  # sys.argv as `python -m pytest ARGS` sets it: tests and plugins read it
+            saved_argv, sys.argv = sys.argv, [_pytest_main_path(), *args]
+            try:
+                code = int(pytest.main(args))
+            finally:
+                sys.argv = saved_argv
     except SystemExit as stop:
         code = stop.code if isinstance(stop.code, int) else 1
     except Exception as error:  # pytest's own crash: the shard's, not the worker's
@@ -191,6 +222,7 @@ def run_one(request: dict[str, Any], fds: list[int], idle: int, folder: str, roo
         root_logger.handlers[:] = saved_handlers
         root_logger.setLevel(saved_level)
         _forget_modules(before, root)
+        _release_rewriters()
         _freeze()
         # its own folder (checkout, logs, home) is bound into a sandbox's /tmp: never emptied
         # as part of /tmp (the home is emptied as a folder of its own)
