@@ -35,8 +35,6 @@ from collections.abc import Iterable
 from typing import IO, Any
 
 from release_ledger.adapters.executors.supervisor import (
-    MEASURE_POLL_S,
-    MEMORY_POLL_S,
     TAG_VARIABLE,
     TERM_GRACE_S,
     SessionScanner,
@@ -45,6 +43,7 @@ from release_ledger.adapters.executors.supervisor import (
     kill_session,
     suite_kb,
     tagged,
+    watch_session,
 )
 
 WORKER_MODULE = "release_ledger_worker"
@@ -156,34 +155,19 @@ class ResidentWorker:
     def _watch(
         self, result: Supervised, done: threading.Event, deadline: float, limit_kb: int | None
     ) -> None:
-        """The supervisor's watch over one shard of the worker (`ShardProcess._watch`)."""
-        assert self._proc is not None
-        sid = self._proc.pid
-        interval = MEMORY_POLL_S if limit_kb is not None else MEASURE_POLL_S
-        scanner = SessionScanner(sid, nested=self.nested)
-        files = TmpfsCounter(self.user[0] if self.user else None, self.uncounted)
-        while True:  # sampled at once: a shard of a resident worker can take 50 ms in all
-            if self._proc.poll() is not None:  # the worker died: what it left holds no reply
-                kill_session(sid, signal.SIGKILL, nested=self.nested)
-                for pid in tagged(self.tag):
-                    _kill(pid)
-                return
-            members = scanner.members()
-            total_kb = suite_kb(members, sid, self.harness_levels)
-            total_kb += files.kb(pid for pid, _, _ in members) + files.owned_kb()
-            result.peak_kb = max(result.peak_kb, total_kb)
-            if limit_kb is not None and total_kb > limit_kb:
-                result.oom = True
-                kill_session(sid, signal.SIGKILL, nested=self.nested)
-                return
-            if time.monotonic() >= deadline:
-                result.timed_out = True
-                kill_session(sid, signal.SIGTERM, nested=self.nested)
-                if not done.wait(TERM_GRACE_S):
-                    kill_session(sid, signal.SIGKILL, nested=self.nested)
-                return
-            if done.wait(min(interval, max(0.0, deadline - time.monotonic()))):
-                return
+        """The supervisor's watch over one shard of the worker, sampled from its start; a
+        worker that died leaves no reply, and what it left is killed."""
+        proc = self._proc
+        assert proc is not None
+        died = watch_session(
+            proc.pid, result, done, deadline=deadline, limit_kb=limit_kb,
+            harness_levels=self.harness_levels,
+            files=TmpfsCounter(self.user[0] if self.user else None, self.uncounted),
+            at_once=True, ended=lambda: proc.poll() is not None,
+        )  # fmt: skip
+        if died:
+            for pid in tagged(self.tag):
+                _kill(pid)
 
     def _clean_after_shard(self) -> None:
         """Kill what the shard left running (in the session or escaped from it, by the tag),

@@ -429,30 +429,54 @@ class ShardProcess:
     def _watch(self) -> None:
         """Sample the session's RSS; kill it on overrun, or at the deadline (TERM, then KILL)."""
         assert self._proc is not None
-        sid = self._proc.pid
-        interval = MEMORY_POLL_S if self.limit_kb is not None else MEASURE_POLL_S
-        deadline = self._started + self.timeout_s
-        nested = self.nested
-        scanner = SessionScanner(sid, nested=nested)
-        files = TmpfsCounter(self.user[0] if self.user else None, self.uncounted)
-        result = self.result
-        while True:
-            if self._done.wait(min(interval, max(0.0, deadline - time.monotonic()))):
-                return
-            members = scanner.members()
-            total_kb = suite_kb(members, sid, self.harness_levels)
-            total_kb += files.kb(pid for pid, _, _ in members) + files.owned_kb()
-            result.peak_kb = max(result.peak_kb, total_kb)
-            if self.limit_kb is not None and total_kb > self.limit_kb:
-                result.oom = True
+        watch_session(
+            self._proc.pid, self.result, self._done, deadline=self._started + self.timeout_s,
+            limit_kb=self.limit_kb, harness_levels=self.harness_levels,
+            files=TmpfsCounter(self.user[0] if self.user else None, self.uncounted),
+        )  # fmt: skip
+
+
+def watch_session(
+    sid: int,
+    result: Supervised,
+    done: threading.Event,
+    *,
+    deadline: float,
+    limit_kb: int | None,
+    harness_levels: int,
+    files: TmpfsCounter,
+    at_once: bool = False,
+    ended: Callable[[], bool] = lambda: False,
+) -> bool:
+    """The watch over one shard, until `done` is set: sample the session's memory into
+    `result.peak_kb`, kill the session over `limit_kb` (`oom`) or at `deadline` (`timed_out`:
+    TERM, then KILL after a grace). A shard process is first sampled after one interval; a
+    shard of a resident worker (`at_once`: it may take 50 ms in all) at once, and its worker
+    `ended` before it answered returns True, the session killed, for the caller to clean up."""
+    nested = harness_levels > 0
+    interval = MEMORY_POLL_S if limit_kb is not None else MEASURE_POLL_S
+    scanner = SessionScanner(sid, nested=nested)
+    while True:
+        if not at_once and done.wait(min(interval, max(0.0, deadline - time.monotonic()))):
+            return False
+        at_once = False
+        if ended():
+            kill_session(sid, signal.SIGKILL, nested=nested)
+            return True
+        members = scanner.members()
+        total_kb = suite_kb(members, sid, harness_levels)
+        total_kb += files.kb(pid for pid, _, _ in members) + files.owned_kb()
+        result.peak_kb = max(result.peak_kb, total_kb)
+        if limit_kb is not None and total_kb > limit_kb:
+            result.oom = True
+            kill_session(sid, signal.SIGKILL, nested=nested)
+            return False
+        if time.monotonic() >= deadline:
+            result.timed_out = True
+            kill_session(sid, signal.SIGTERM, nested=nested)
+            if not done.wait(TERM_GRACE_S):
                 kill_session(sid, signal.SIGKILL, nested=nested)
-                return
-            if time.monotonic() >= deadline:
-                result.timed_out = True
-                kill_session(sid, signal.SIGTERM, nested=nested)
-                if not self._done.wait(TERM_GRACE_S):
-                    kill_session(sid, signal.SIGKILL, nested=nested)
-                return
+            return False
 
 
 def suite_kb(members: list[tuple[int, int, int]], sid: int, harness_levels: int) -> int:
