@@ -338,10 +338,10 @@ def test_an_unknown_shard_processes_value_is_one_line_naming_the_flag() -> None:
         SPEC.validate({"shard_processes": "forked"})
 
 
-def test_idle_workers_beyond_one_per_core_are_retired(
+def test_idle_workers_beyond_two_per_core_are_retired(
     executor: LocalExecutor, repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
     shas = [head(repo)]
     for n in (2, 3):
         (repo / "tests" / "test_pass.py").write_text(PASS + f"\ndef test_more_{n}():\n    pass\n")
