@@ -1,25 +1,24 @@
 """Resident workers: a process's start paid once per core, not once per shard.
 
 A shard process spends about a second of CPU before its first test (the interpreter, pytest,
-the environment's plugins, the installed project): with many small shards that is most of a
-gate's CPU (docs/benchmarks.md, "Every core busy"). A resident worker
-(`adapters/pytest_plugin/release_ledger_worker.py`) is one pytest process per (revision,
+the environment's plugins): with many small shards that is most of a gate's CPU
+(docs/benchmarks.md, "Every core busy"). A resident worker
+(`adapters/pytest_plugin/release_ledger_worker.py`) is one process per (revision,
 environment, command) and running shard, started in its own checkout and sandbox as a shard
-process is, that runs shard after shard. Each shard keeps a shard's guarantees:
+process is, that has loaded pytest and its plugins and forks a child for each shard. Each
+shard keeps a shard's guarantees:
 
 - its time and memory limits are watched over the worker's session while it runs, and
   overrun kills the whole session (`timed_out`, `oom`), as a shard process is killed;
-- its peak memory is the session's sampled peak during the shard, floored by the worker's
-  own exact peak (VmHWM, reset at the shard's start): a shard of 50 ms falls between samples;
-- its evidence is its own: a JUnit report and a log of its own, its own seconds;
-- a shard that kills the worker (a crash, `os._exit`, a file past its time limit) is observed
-  as that death, and the next shard starts another worker; so does one that changed tracked
-  files of the checkout (`checkout_guard`), and a worker grown too large for the next limit;
+- its peak memory is the session's sampled peak during the shard without the waiting worker
+  (its pages are the child's too, and counted there), floored by the child's own exact peak;
+- its evidence is its own: a JUnit report and a log of its own, its own seconds, its exit
+  status or signal (a crash, `os._exit`, a file past its time limit end only the child);
+- nothing passes from one shard to the next: each child starts from the worker's state, in
+  which no session of the project has run; a worker that died, or whose checkout a shard
+  changed (`checkout_guard`), is replaced;
 - processes a shard left behind are killed when it ends; its home and temporary files are
   removed.
-
-What differs from a process per shard is what plain pytest shares too: module state of
-installed code lives from one shard to the next in one worker.
 """
 
 from __future__ import annotations
@@ -145,10 +144,12 @@ class ResidentWorker:
             else:
                 result.exit_code = status
             return result
-        result.exit_code = int(reply.get("exit_code", 1))
-        result.peak_kb = max(result.peak_kb, self.session_kb())  # as the shard left it
-        if reply.get("reset"):  # the worker's own exact peak in the shard: a floor, sandboxed
-            result.peak_kb = max(result.peak_kb, int(reply.get("peak_kb") or 0))  # or not
+        if reply.get("signal"):  # the shard's child was killed, or killed itself
+            result.signal = int(reply["signal"])
+        else:
+            result.exit_code = int(reply.get("exit_code", 1))
+        if reply.get("reset"):  # the child's own exact peak: a floor under the samples
+            result.peak_kb = max(result.peak_kb, int(reply.get("peak_kb") or 0))
         self._clean_after_shard()
         return result
 
@@ -164,10 +165,25 @@ class ResidentWorker:
             harness_levels=self.harness_levels,
             files=TmpfsCounter(self.user[0] if self.user else None, self.uncounted),
             at_once=True, ended=lambda: proc.poll() is not None,
+            spared=self._worker_itself,
         )  # fmt: skip
         if died:
             for pid in tagged(self.tag):
                 _kill(pid)
+
+    def _worker_itself(self, members: list[tuple[int, int, int]]) -> set[int]:
+        """The waiting worker, left out of a shard's memory: its pages are the forked child's
+        too, and counted there, as a fresh shard process counts its own imports."""
+        if self.harness_levels == 0:
+            return {self._proc.pid} if self._proc is not None else set()
+        return self._harness_and_worker(members) - self._harness(members)
+
+    def _harness(self, members: list[tuple[int, int, int]]) -> set[int]:
+        """The sandbox's own processes at the top of the session."""
+        harness = {self._proc.pid if self._proc is not None else -1}
+        for _ in range(self.harness_levels - 1):
+            harness |= {pid for pid, _, parent in members if parent in harness}
+        return harness
 
     def _clean_after_shard(self) -> None:
         """Kill what the shard left running (in the session or escaped from it, by the tag),
@@ -187,12 +203,9 @@ class ResidentWorker:
         """The sandbox's processes at the top of the session and the worker below them. Under
         a sandbox, orphans of a shard are re-parented to its init beside the worker: the
         worker is the init's oldest child."""
-        sid = self._proc.pid if self._proc is not None else -1
-        keep = {sid}
         if self.harness_levels == 0:
-            return keep  # the worker leads its session itself
-        for _ in range(self.harness_levels - 1):
-            keep |= {pid for pid, _, parent in members if parent in keep}
+            return {self._proc.pid} if self._proc is not None else set()
+        keep = self._harness(members)
         below = [pid for pid, _, parent in members if parent in keep and pid not in keep]
         if below:
             keep.add(min(below, key=_started))

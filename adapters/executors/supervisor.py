@@ -447,12 +447,15 @@ def watch_session(
     files: TmpfsCounter,
     at_once: bool = False,
     ended: Callable[[], bool] = lambda: False,
+    spared: Callable[[list[tuple[int, int, int]]], set[int]] | None = None,
 ) -> bool:
     """The watch over one shard, until `done` is set: sample the session's memory into
     `result.peak_kb`, kill the session over `limit_kb` (`oom`) or at `deadline` (`timed_out`:
     TERM, then KILL after a grace). A shard process is first sampled after one interval; a
     shard of a resident worker (`at_once`: it may take 50 ms in all) at once, and its worker
-    `ended` before it answered returns True, the session killed, for the caller to clean up."""
+    `ended` before it answered returns True, the session killed, for the caller to clean up.
+    `spared` names members whose memory is not the shard's (a resident worker waiting for
+    its forked child)."""
     nested = harness_levels > 0
     interval = MEMORY_POLL_S if limit_kb is not None else MEASURE_POLL_S
     scanner = SessionScanner(sid, nested=nested)
@@ -464,7 +467,7 @@ def watch_session(
             kill_session(sid, signal.SIGKILL, nested=nested)
             return True
         members = scanner.members()
-        total_kb = suite_kb(members, sid, harness_levels)
+        total_kb = suite_kb(members, sid, harness_levels, spared(members) if spared else set())
         total_kb += files.kb(pid for pid, _, _ in members) + files.owned_kb()
         result.peak_kb = max(result.peak_kb, total_kb)
         if limit_kb is not None and total_kb > limit_kb:
@@ -479,19 +482,24 @@ def watch_session(
             return False
 
 
-def suite_kb(members: list[tuple[int, int, int]], sid: int, harness_levels: int) -> int:
+def suite_kb(
+    members: list[tuple[int, int, int]], sid: int, harness_levels: int,
+    spared: set[int] | frozenset[int] = frozenset(),
+) -> int:  # fmt: skip
     """Resident memory of the suite's processes in the session. A sandbox's own processes at
     the top of the tree (`harness_levels` of them: bwrap and its namespace's init, about 3 MB)
     are the gate's harness like the supervisor, not the suite, so they are left out: a shard
     measures and is limited the same with or without a sandbox. A suite's process can never
     take their place (an orphan is re-parented to the init, below it). Without a harness the
-    sum is floored by the shard process's own exact peak (VmHWM)."""
+    sum is floored by the shard process's own exact peak (VmHWM). `spared` members are left
+    out too (a resident worker waiting for the shard's child: no floor by its peak then)."""
     if harness_levels <= 0:
-        return max(sum(rss for _, rss, _ in members), high_water_kb(sid))
+        total = sum(rss for pid, rss, _ in members if pid not in spared)
+        return total if sid in spared else max(total, high_water_kb(sid))
     harness = {sid}
     for _ in range(harness_levels - 1):
         harness |= {pid for pid, _, parent in members if parent in harness}
-    return sum(rss for pid, rss, _ in members if pid not in harness)
+    return sum(rss for pid, rss, _ in members if pid not in harness and pid not in spared)
 
 
 def run_shard(

@@ -1,5 +1,5 @@
-"""A resident pytest worker: one process that runs shard after shard, so a shard pays no
-interpreter, pytest or plugin start, and no import of what its revision installed.
+"""A resident pytest worker: one process that has imported the interpreter, pytest and the
+environment's plugins once, and forks a child for each shard, so a shard pays none of that.
 
 Self-contained like the plugin beside it (the standard library and pytest only): the local
 executor starts it as `PYTHON -m release_ledger_worker` inside the revision's sandbox, in a
@@ -11,14 +11,17 @@ declared options, `--junitxml`, the files; with `program`, a program of the gate
 `python -c PROGRAM ARGS` would run it: the collection), `log` (the shard's log: fds 1 and 2
 are pointed there for the shard), `env` (variables set for the shard only; `null` unsets one) and
 `scratch` (folders emptied after the shard: its home and temporary folder). The answer is
-one line on the worker's original stdout: `{"exit_code": N, "peak_kb": K, "reset": B}`.
+one line on the worker's original stdout: `{"exit_code": N, "signal": S, "peak_kb": K,
+"reset": B, "child": PID}`.
 
-Between shards the worker keeps what it imported from outside `root` (pytest, plugins, the
-installed project and its dependencies) and forgets what it imported from inside it (test
-modules, conftests, a project run from its checkout): a shard sees its own files fresh, and
-module state of installed code is shared across shards as in one plain pytest run. A shard
-that ends the process (`os._exit`, a crash, a file past its time limit) ends the worker: the
-executor observes the death as it would a shard process's, and starts another.
+Why a child per shard: a shard must see what a fresh process would. Installed modules keep
+objects of the pytest session that imported them (structlog binds `sys.stderr`, which under
+pytest is that session's capture stream): kept from one shard's session to the next, they
+made a real suite fail where its own CI passes. A child forked from a worker that has run no
+session of the project's starts from the same state every time, and whatever a shard imports,
+changes or leaks (modules, environment, cwd, warning filters, threads, memory) ends with it.
+A shard that ends its process (`os._exit`, a crash, a file past its time limit) ends only the
+child: the reply carries its exit status or signal, as a shard process's would.
 """
 
 from __future__ import annotations
@@ -26,11 +29,9 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
-import logging
 import os
 import stat
 import sys
-import warnings
 from typing import Any
 
 LIMITS_VARIABLE = "RELEASE_LEDGER_FILE_LIMITS"  # as in release_ledger_pytest
@@ -57,22 +58,6 @@ def _peak_kb() -> int:
     return 0
 
 
-def _inside(path: object, root: str) -> bool:
-    if not isinstance(path, str):
-        return False
-    real = os.path.realpath(path)
-    return real == root or real.startswith(root + os.sep)
-
-
-def _forget_modules(before: set[str], root: str) -> None:
-    """Drop the modules a shard imported from inside `root` (its tests, conftests, a project
-    run from the checkout): the next shard imports its own files afresh."""
-    for name in [n for n in list(sys.modules) if n not in before]:
-        module = sys.modules.get(name)
-        if module is None or _inside(getattr(module, "__file__", None), root):
-            sys.modules.pop(name, None)
-
-
 def _release_rewriters() -> None:
     """Let go of the config of each ended session's assertion rewriter. pytest rewrites the
     asserts of installed plugins, and a plugin module imported during a shard keeps its
@@ -94,10 +79,10 @@ def _release_rewriters() -> None:
 
 
 def _freeze() -> None:
-    """Collect what the shard left as garbage, then freeze what survives: pytest collects
-    several times at each session's end, and a frozen object is never scanned again, so the
-    worker's interpreter, pytest, its plugins and the installed modules cost those collections
-    nothing (a third of a small shard's CPU, measured)."""
+    """Collect the warm-up's garbage, then freeze what survives before any child is forked:
+    pytest collects several times at each session's end, and a frozen object is never scanned
+    (nor its page copied on write in a child), so the worker's interpreter, pytest and its
+    plugins cost those collections nothing (a third of a small shard's CPU, measured)."""
     gc.collect()
     gc.freeze()
 
@@ -165,22 +150,13 @@ def _point_fd(fds: list[int], target: int) -> None:
             os.dup2(target, fd)
 
 
-def run_one(request: dict[str, Any], fds: list[int], idle: int, folder: str, root: str) -> int:
-    """Run one shard in this process; its exit code as pytest's `main` gives it."""
+def run_one(request: dict[str, Any], fds: list[int]) -> int:
+    """Run one shard in this (child) process; its exit code as pytest's `main` gives it."""
     import pytest
 
-    sys.stdout.flush()
-    sys.stderr.flush()
     with open(request["log"], "wb"):
         pass  # the shard's log starts empty, as a shard process's does
     _point(fds, request["log"])
-    saved_env = dict(os.environ)
-    saved_path = list(sys.path)
-    saved_cwd = os.getcwd()
-    saved_filters = list(warnings.filters)
-    root_logger = logging.getLogger()
-    saved_handlers, saved_level = list(root_logger.handlers), root_logger.level
-    before = set(sys.modules)
     for name, value in dict(request.get("env") or {}).items():
         if value is None:
             os.environ.pop(name, None)
@@ -190,47 +166,67 @@ def run_one(request: dict[str, Any], fds: list[int], idle: int, folder: str, roo
     program = request.get("program")
     try:
         if program:  # `python -c PROGRAM ARGS`, in this process (the gate's collection)
-            saved_argv, sys.argv = sys.argv, ["-c", *args]
-            try:
-                exec(compile(program, "<release-ledger>", "exec"), {"__name__": "__main__"})
-                code = 0
-            finally:
-                sys.argv = saved_argv
-        else:  # sys.argv as `python -m pytest ARGS` sets it: tests and plugins read it
-            saved_argv, sys.argv = sys.argv, [_pytest_main_path(), *args]
-            try:
-                code = int(pytest.main(args))
-            finally:
-                sys.argv = saved_argv
+            sys.argv = ["-c", *args]
+            exec(compile(program, "<release-ledger>", "exec"), {"__name__": "__main__"})
+            return 0
+        sys.argv = [_pytest_main_path(), *args]  # as `python -m pytest ARGS` sets it
+        return int(pytest.main(args))
     except SystemExit as stop:
-        code = stop.code if isinstance(stop.code, int) else 1
+        return stop.code if isinstance(stop.code, int) else 1
     except Exception as error:  # pytest's own crash: the shard's, not the worker's
         print(f"release-ledger worker: pytest raised {error!r}", file=sys.stderr)
-        code = 3
+        return 3
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
-        os.environ.clear()
-        os.environ.update(saved_env)
-        sys.path[:] = saved_path
-        with contextlib.suppress(OSError):
-            os.chdir(saved_cwd)
-        # what a conftest set process-wide (warning filters, the root logger's handlers,
-        # whose streams were this shard's captures) is set again by the next shard's own
-        warnings.filters[:] = saved_filters  # type: ignore[index]  # a list at run time
-        getattr(warnings, "_filters_mutated", lambda: None)()  # its cache of the filters
-        root_logger.handlers[:] = saved_handlers
-        root_logger.setLevel(saved_level)
-        _forget_modules(before, root)
+
+
+def _child(request: dict[str, Any], fds: list[int], private: list[int], result: int) -> None:
+    """The forked child: run the shard, send its exit code and peak on `result`, end."""
+    code = 1
+    try:
+        for fd in private:  # the worker's channels are not the shard's
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        reset = _peak_reset()
+        code = run_one(request, fds)
+        os.write(result, json.dumps({"peak_kb": _peak_kb(), "reset": reset}).encode())
+    finally:
+        os._exit(code if 0 <= code <= 255 else 1)
+
+
+def _warm_up(folder: str) -> None:
+    """Load the environment's pytest plugins the way a session does (entry points, their
+    asserts rewritten), with no project, conftest or capture: each child then starts with
+    them loaded, as a fresh process has them before its session starts."""
+    import pytest
+
+    empty = os.path.join(folder, "warm-up")
+    os.makedirs(empty, exist_ok=True)
+    with open(os.path.join(empty, "pytest.ini"), "w") as ini:
+        ini.write("[pytest]\n")
+    saved = os.getcwd()
+    try:
+        os.chdir(empty)
+        with contextlib.suppress(Exception, SystemExit):
+            pytest.main(
+                [
+                    "--collect-only",
+                    "-q",
+                    "-s",
+                    "-p",
+                    "no:cacheprovider",
+                    "--noconftest",
+                    "--rootdir",
+                    empty,
+                    "-c",
+                    os.path.join(empty, "pytest.ini"),
+                    empty,
+                ]
+            )
+    finally:
+        os.chdir(saved)
         _release_rewriters()
-        _freeze()
-        # its own folder (checkout, logs, home) is bound into a sandbox's /tmp: never emptied
-        # as part of /tmp (the home is emptied as a folder of its own)
-        keep = [folder, root]
-        for scratch in request.get("scratch") or ():
-            _empty(str(scratch), keep)
-        _point_fd(fds, idle)
-    return code
 
 
 def main() -> int:
@@ -260,17 +256,47 @@ def main() -> int:
         os.environ[LIMITS_VARIABLE] = had
     fds = sorted({1, 2, plugin._STDOUT, plugin._STDERR})
     _point_fd(fds, idle)
+    _warm_up(folder)
     _freeze()
+    private = [requests.fileno(), replies.fileno(), idle]
     for line in requests:
         if not line.strip():
             continue
         request = json.loads(line)
-        reset = _peak_reset()
-        code = run_one(request, fds, idle, folder, root)
-        replies.write(json.dumps({"exit_code": code, "peak_kb": _peak_kb(), "reset": reset}))
-        replies.write("\n")
+        reader, writer = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        child = os.fork()
+        if child == 0:
+            os.close(reader)
+            _child(request, fds, private, writer)
+        os.close(writer)
+        figures = _read_all(reader)
+        _, status = os.waitpid(child, 0)
+        # its own folder (checkout, logs, home) is bound into a sandbox's /tmp: never emptied
+        # as part of /tmp (the home is emptied as a folder of its own)
+        for scratch in request.get("scratch") or ():
+            _empty(str(scratch), [folder, root])
+        answer: dict[str, Any] = {"child": child, "reset": False, "peak_kb": 0}
+        with contextlib.suppress(ValueError):
+            answer.update(json.loads(figures or b"{}"))
+        if os.WIFSIGNALED(status):
+            answer["signal"] = os.WTERMSIG(status)
+        else:
+            answer["exit_code"] = os.WEXITSTATUS(status)
+        replies.write(json.dumps(answer) + "\n")
         replies.flush()
     return 0
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    try:
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
 
 
 if __name__ == "__main__":
