@@ -32,6 +32,7 @@ import json
 import os
 import stat
 import sys
+import threading
 from typing import Any
 
 LIMITS_VARIABLE = "RELEASE_LEDGER_FILE_LIMITS"  # as in release_ledger_pytest
@@ -195,38 +196,40 @@ def _child(request: dict[str, Any], fds: list[int], private: list[int], result: 
         os._exit(code if 0 <= code <= 255 else 1)
 
 
-def _warm_up(folder: str) -> None:
+def _warm_up() -> None:
     """Load the environment's pytest plugins the way a session does (entry points, their
     asserts rewritten), with no project, conftest or capture: each child then starts with
-    them loaded, as a fresh process has them before its session starts."""
+    them loaded, as a fresh process has them before its session starts. A warm-up that
+    cannot run leaves each child to load them itself."""
+    import shutil
+    import tempfile
+
     import pytest
 
-    empty = os.path.join(folder, "warm-up")
-    os.makedirs(empty, exist_ok=True)
-    with open(os.path.join(empty, "pytest.ini"), "w") as ini:
-        ini.write("[pytest]\n")
+    try:
+        empty = tempfile.mkdtemp(prefix="release-ledger-warm-up-")
+    except OSError:
+        return
     saved = os.getcwd()
     try:
+        ini = os.path.join(empty, "pytest.ini")
+        with open(ini, "w", encoding="utf-8") as handle:
+            handle.write("[pytest]\n")
         os.chdir(empty)
-        with contextlib.suppress(Exception, SystemExit):
-            pytest.main(
-                [
-                    "--collect-only",
-                    "-q",
-                    "-s",
-                    "-p",
-                    "no:cacheprovider",
-                    "--noconftest",
-                    "--rootdir",
-                    empty,
-                    "-c",
-                    os.path.join(empty, "pytest.ini"),
-                    empty,
-                ]
-            )
+        pytest.main(["--collect-only", "-q", "-s", "-p", "no:cacheprovider", "--noconftest",
+                     "--rootdir", empty, "-c", ini, empty])  # fmt: skip
+    except Exception as error:  # a plugin that fails here fails in the shard too, and says so
+        print(f"release-ledger worker: warm-up raised {error!r}", file=sys.stderr)
     finally:
-        os.chdir(saved)
+        with contextlib.suppress(OSError):
+            os.chdir(saved)
+        shutil.rmtree(empty, ignore_errors=True)
         _release_rewriters()
+    # threads a plugin started for the session (the gate's limit watch stops at unconfigure)
+    # must be gone before the first fork: a child gets no copy of them, only their locks
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread():
+            thread.join(timeout=1.0)
 
 
 def main() -> int:
@@ -256,7 +259,7 @@ def main() -> int:
         os.environ[LIMITS_VARIABLE] = had
     fds = sorted({1, 2, plugin._STDOUT, plugin._STDERR})
     _point_fd(fds, idle)
-    _warm_up(folder)
+    _warm_up()
     _freeze()
     private = [requests.fileno(), replies.fileno(), idle]
     for line in requests:
