@@ -797,17 +797,16 @@ class LocalOptions(ExecutorOptions):
     `RunStarted`, so a postmortem knows whether shards shared a process)."""
 
     shard_processes: Literal["resident", "fresh"] | None = option(
-        "How the gate's pytest shards run here: fresh (the default), a process of its own "
-        "per shard; resident, on a worker per revision and core that takes shard after "
-        "shard, sharing installed modules' state across pytest sessions.",
+        "How the gate's pytest shards run here: resident (the default), each in a child "
+        "forked from a worker per revision and core that loaded pytest and its plugins "
+        "once; fresh, a process of its own started per shard.",
         metavar="resident|fresh",
     )
 
 
 def _build(repo: Path, options: Any, request: EnvironmentRequest) -> Executor:
-    # fresh unless asked: installed modules kept across sessions can see a dead session's
-    # objects (docs/executors.md#resident-workers-local)
-    resident = getattr(options, "shard_processes", None) == "resident"
+    # resident unless asked: a process's start paid once per worker, not once per shard
+    resident = getattr(options, "shard_processes", None) != "fresh"
     return LocalExecutor(
         repo, python=request.python or sys.executable, environment_request=request,
         resident=resident,
