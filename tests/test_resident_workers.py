@@ -67,6 +67,14 @@ MARKS_INSTALLED = (
     "    assert not hasattr(email, 'MARKED_BY_A_SHARD')\n"
     "    email.MARKED_BY_A_SHARD = sys.stderr\n"
 )
+# Forks a process that outlives the test (and holds every fd the test's process had).
+FORKS_SLEEPER = (
+    "import os, time\n\n"
+    "def test_forks():\n"
+    "    if os.fork() == 0:\n"
+    "        time.sleep(60)\n"
+    "        os._exit(0)\n"
+)
 # A package of the checkout that keeps 60 MB once imported, and a test that imports it.
 KEEPS_60 = (
     "KEPT = bytearray(60 * 1024 * 1024)\nfor i in range(0, len(KEPT), 4096):\n    KEPT[i] = 1\n"
@@ -91,6 +99,7 @@ def repo(tmp_path: Path) -> Path:
             "tests/test_stdin.py": READS_STDIN,
             "tests/test_argv.py": READS_ARGV,
             "tests/test_marks.py": MARKS_INSTALLED,
+            "tests/test_forks.py": FORKS_SLEEPER,
             "tests/test_uses.py": IMPORTS_PKG,
             "pkg/__init__.py": KEEPS_60,
         },
@@ -287,6 +296,16 @@ def test_a_shard_that_rewrites_its_checkout_is_unmeasured_and_the_next_sees_it_p
     assert set(outcomes(after.report)) == {
         "tests/test_pass.py::test_one", "tests/test_pass.py::test_two"
     }  # fmt: skip
+
+
+def test_a_shard_ends_when_its_process_does_though_a_process_it_forked_lives_on(
+    executor: LocalExecutor, repo: Path
+) -> None:
+    sha = head(repo)
+    forked = executor.run(shard(sha, "tests/test_forks.py"))
+    assert forked.exit_code == 0 and not forked.timed_out
+    assert forked.seconds < 30  # not the sleeper's 60 s
+    assert executor.run(shard(sha, "tests/test_pass.py")).worker == "1.2"
 
 
 def test_a_shards_temporary_files_are_gone_before_the_next(

@@ -61,11 +61,12 @@ def _peak_kb() -> int:
 
 def _release_rewriters() -> None:
     """Let go of the config of each ended session's assertion rewriter. pytest rewrites the
-    asserts of installed plugins, and a plugin module imported during a shard keeps its
-    rewriter as its loader; the rewriter holds the shard's config, and through it the whole
-    session: every test module and what it kept (60 MB a shard, measured, for the worker's
-    life). The module keeps its loader (pytest asks for one of that type, or warns that the
-    module cannot be rewritten) and the loader what reading the module's files needs."""
+    asserts of installed plugins, and a plugin module imported during a session (the
+    warm-up's) keeps its rewriter as its loader; the rewriter holds that session's config,
+    and through it the whole session (with shards run in-process, every test module and what
+    it kept: 60 MB a shard, measured). The module keeps its loader (pytest asks for one of
+    that type, or warns that the module cannot be rewritten) and the loader what reading the
+    module's files needs."""
     from _pytest.assertion.rewrite import AssertionRewritingHook
 
     active = {id(finder) for finder in sys.meta_path}
@@ -274,8 +275,8 @@ def main() -> int:
             os.close(reader)
             _child(request, fds, private, writer)
         os.close(writer)
-        figures = _read_all(reader)
         _, status = os.waitpid(child, 0)
+        figures = _read_written(reader)
         # its own folder (checkout, logs, home) is bound into a sandbox's /tmp: never emptied
         # as part of /tmp (the home is emptied as a folder of its own)
         for scratch in request.get("scratch") or ():
@@ -292,14 +293,17 @@ def main() -> int:
     return 0
 
 
-def _read_all(fd: int) -> bytes:
-    chunks = []
+def _read_written(fd: int) -> bytes:
+    """What the ended child wrote on the pipe (one small write, whole or nothing), without
+    waiting for its end of file: a process the shard forked holds the pipe open as long as
+    it lives, and must not hold the shard's end with it."""
+    os.set_blocking(fd, False)
     try:
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
+        return os.read(fd, 65536)
+    except BlockingIOError:
+        return b""
     finally:
         os.close(fd)
-    return b"".join(chunks)
 
 
 if __name__ == "__main__":
