@@ -47,9 +47,10 @@ from release_ledger.adapters.executors.supervisor import (
 
 WORKER_MODULE = "release_ledger_worker"
 FOLDER_VARIABLE = "RELEASE_LEDGER_WORKER_DIR"  # its folder: never emptied as part of /tmp
-ROOT_VARIABLE = "RELEASE_LEDGER_WORKER_ROOT"  # its checkout: what it forgets between shards
-# A worker whose session holds more than this between shards is retired (what its shards
-# imported and kept), as is one holding more than half of the next shard's memory limit.
+ROOT_VARIABLE = "RELEASE_LEDGER_WORKER_ROOT"  # its checkout: never emptied between shards
+# A worker whose session holds more than this between shards is retired (shards run in
+# children and add nothing to it: what its plugins hold, or something left behind), as is one
+# holding more than half of the next shard's memory limit.
 RETIRE_KB = 1024 * 1024
 
 
@@ -171,12 +172,18 @@ class ResidentWorker:
             for pid in tagged(self.tag):
                 _kill(pid)
 
-    def _worker_itself(self, members: list[tuple[int, int, int]]) -> set[int]:
-        """The waiting worker, left out of a shard's memory: its pages are the forked child's
-        too, and counted there, as a fresh shard process counts its own imports."""
+    def _worker_itself(
+        self, members: list[tuple[int, int, int]], harness: set[int] | None = None
+    ) -> set[int]:
+        """The worker, left out of a shard's memory while it waits: its pages are the forked
+        child's too, and counted there, as a fresh shard process counts its own imports. It
+        leads its session, or under a sandbox it is the init's oldest child (orphans of a
+        shard are re-parented to the init beside it)."""
         if self.harness_levels == 0:
             return {self._proc.pid} if self._proc is not None else set()
-        return self._harness_and_worker(members) - self._harness(members)
+        harness = self._harness(members) if harness is None else harness
+        below = [pid for pid, _, parent in members if parent in harness and pid not in harness]
+        return {min(below, key=_started)} if below else set()
 
     def _harness(self, members: list[tuple[int, int, int]]) -> set[int]:
         """The sandbox's own processes at the top of the session."""
@@ -200,16 +207,11 @@ class ResidentWorker:
             TmpfsCounter(self.user[0], self.uncounted).remove_owned()
 
     def _harness_and_worker(self, members: list[tuple[int, int, int]]) -> set[int]:
-        """The sandbox's processes at the top of the session and the worker below them. Under
-        a sandbox, orphans of a shard are re-parented to its init beside the worker: the
-        worker is the init's oldest child."""
+        """The sandbox's processes at the top of the session and the worker below them."""
         if self.harness_levels == 0:
-            return {self._proc.pid} if self._proc is not None else set()
-        keep = self._harness(members)
-        below = [pid for pid, _, parent in members if parent in keep and pid not in keep]
-        if below:
-            keep.add(min(below, key=_started))
-        return keep
+            return self._worker_itself(members)
+        harness = self._harness(members)
+        return harness | self._worker_itself(members, harness)
 
     def kill(self) -> None:
         """Kill the worker's whole session now (cancel): the shard running ends `killed`."""
