@@ -91,6 +91,39 @@ def test_a_src_layout_project_is_tested_from_its_own_code_not_an_installed_copy(
     ]
 
 
+def compiled_check(value: int, version: str) -> dict[str, str | bytes | None]:
+    return {
+        "pyproject.toml": project("shiny", version, [], ["pytest"]),
+        "src/shiny/__init__.py": f"VALUE = {value}\n",
+        "src/shiny/deep.py": "DEEP = 1\n",
+        "tests/test_compiled.py": (
+            "import importlib.util, os, shiny\n\n"
+            "def test_the_installed_project_is_compiled_before_any_shard():\n"
+            "    deep = os.path.join(os.path.dirname(shiny.__file__), 'deep.py')\n"
+            "    assert os.path.exists(importlib.util.cache_from_source(deep))\n"
+        ),
+    }
+
+
+def test_the_installed_projects_modules_have_bytecode_from_the_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Shards cannot write bytecode into the environment: without it built in, every shard
+    process compiles the project again (networkx: 0.5 s of CPU each)."""
+    monkeypatch.setenv("LEDGER_ENVS_DIR", str(tmp_path / "envs"))  # built here, not reused
+    repo = make_repo(tmp_path, compiled_check(1, "1.0"))
+    tag(repo, "v1")
+    commit(repo, compiled_check(2, "2.0"), "value 2")
+
+    result = gate(tmp_path, repo)
+
+    assert result.code == 0, (result.stdout, result.stderr)
+    assert result.document["status"] == "passed"
+    assert result.document["preexisting"] == []  # passed at base too, not failed at both
+    prepared = env_events(tmp_path, result.document["run_id"])
+    assert [e["how"] for e in prepared] == ["uv", "uv"]
+
+
 def dependency_repo(tmp_path: Path, base_pin: str, head_pin: str) -> Path:
     def files(pin: str, version: str) -> dict[str, str | bytes | None]:
         expected = pin.split("==")[1]

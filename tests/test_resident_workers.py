@@ -80,6 +80,15 @@ KEEPS_60 = (
     "KEPT = bytearray(60 * 1024 * 1024)\nfor i in range(0, len(KEPT), 4096):\n    KEPT[i] = 1\n"
 )
 IMPORTS_PKG = "import pkg\n\ndef test_uses():\n    assert pkg.KEPT\n"
+# A module of the checkout, imported by one shard; the next finds its bytecode already there.
+HELPER = "VALUE = 1\n"
+IMPORTS_HELPER = "import helper\n\ndef test_imports():\n    assert helper.VALUE == 1\n"
+FINDS_HELPER_COMPILED = (
+    "import importlib.util, os\n\n"
+    "def test_compiled():\n"
+    "    source = os.path.join(os.getcwd(), 'helper.py')\n"
+    "    assert os.path.exists(importlib.util.cache_from_source(source))\n"
+)
 
 
 @pytest.fixture
@@ -102,6 +111,9 @@ def repo(tmp_path: Path) -> Path:
             "tests/test_forks.py": FORKS_SLEEPER,
             "tests/test_uses.py": IMPORTS_PKG,
             "pkg/__init__.py": KEEPS_60,
+            "helper.py": HELPER,
+            "tests/test_imports_helper.py": IMPORTS_HELPER,
+            "tests/test_compiled.py": FINDS_HELPER_COMPILED,
         },
     )
 
@@ -336,6 +348,20 @@ def test_cancel_kills_a_running_worker_shard(executor: LocalExecutor, repo: Path
     started = time.monotonic()
     cancelled = executor.run(shard(sha, "tests/test_hang.py"))
     assert cancelled.failure_kind == "cancelled" and time.monotonic() - started < 20
+
+
+def test_a_workers_shards_compile_its_checkouts_modules_once(
+    executor: LocalExecutor, repo: Path
+) -> None:
+    """Bytecode is written next to the sources in the worker's own checkout, as the project's
+    CI writes it, so its next shards do not compile the project again (networkx: 0.6 s of CPU
+    per shard); nothing is written in the user's repository."""
+    sha = head(repo)
+    imports = executor.run(shard(sha, "tests/test_imports_helper.py"))
+    compiled = executor.run(shard(sha, "tests/test_compiled.py", shard_id="s2"))
+    assert (imports.worker, compiled.worker) == ("1.1", "1.2")
+    assert outcomes(compiled.report) == {"tests/test_compiled.py::test_compiled": "passed"}
+    assert not list(repo.rglob("*.pyc"))
 
 
 def test_revisions_never_share_a_worker(executor: LocalExecutor, repo: Path) -> None:

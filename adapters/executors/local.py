@@ -527,6 +527,11 @@ class LocalExecutor:
                 )
             )  # fmt: skip
             env[ROOT_VARIABLE] = str(cwd)
+            # Bytecode compiled once per worker, not once per shard (networkx: 0.6 s of CPU a
+            # shard): its children write it next to the sources in the worker's own checkout,
+            # as the project's CI does. A shard process's checkout is its own and removed
+            # with it, so it writes none (`shard_env`).
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
             if start != cwd:
                 env[FILES_ROOT_VARIABLE] = str(cwd)
             if shutil.which(python, path=env.get("PATH")) is None:

@@ -16,7 +16,9 @@ shard keeps a shard's guarantees:
   status or signal (a crash, `os._exit`, a file past its time limit end only the child);
 - nothing passes from one shard to the next: each child starts from the worker's state, in
   which no session of the project has run; a worker that died, or whose checkout a shard
-  changed (`checkout_guard`), is replaced;
+  changed (`checkout_guard`), is replaced. The one thing kept is the bytecode of the
+  checkout's modules, written next to them as the project's CI writes it and checked
+  against each source as Python checks it, so the project is compiled once per worker;
 - processes a shard left behind are killed when it ends; its home and temporary files are
   removed.
 """
