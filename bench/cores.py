@@ -1,7 +1,8 @@
 """How the gate scales with cores (issue 41): plain pytest, `pytest -n N` and the gate at N jobs,
 side by side in one run.
 
-Run: `python bench/cores.py [--project parso] [--jobs 1,2] [--shards 32]`.
+Run: `python bench/cores.py [--project parso] [--jobs 1,2] [--shards 32]`; two revisions of the
+tool side by side: `--code before=../old --code after=. --rounds 2 --no-fresh`.
 
 For a real release pair (two consecutive releases from their public sdists, see
 `tests/realworld/sdists.py`) it runs, one after another on the same machine:
@@ -78,7 +79,10 @@ def measured(label: str, jobs: int, commands: list[tuple[list[str], Path]]) -> F
     return Figure(label, jobs, time.perf_counter() - wall0, busy_seconds() - cpu0)
 
 
-def run(name: str, jobs_list: list[int], shards: int, fresh: bool) -> None:
+def run(
+    name: str, jobs_list: list[int], shards: int, fresh: bool,
+    codes: list[tuple[str, Path]], rounds: int,
+) -> None:  # fmt: skip
     base, head, tests = PROJECTS[name]
     with tempfile.TemporaryDirectory(prefix="cores-") as scratch:
         work = Path(scratch)
@@ -98,12 +102,16 @@ def run(name: str, jobs_list: list[int], shards: int, fresh: bool) -> None:
                     "--base", f"v{base}", "--env", "none", "--no-release-builds",
                     "--questions", "0", "--json", "--jobs", str(jobs),
                     "--shards", str(shards)]  # fmt: skip
-            for processes in ("resident", "fresh") if fresh else ("resident",):
-                ledger = f"sqlite:///{work / f'ledger-{jobs}-{processes}.db'}"
-                os.environ["LEDGER_WORKTREES_DIR"] = str(work / f"worktrees-{jobs}-{processes}")
-                argv = [*gate, "--ledger", ledger, "--shard-processes", processes]
-                label = f"gate --jobs {jobs} --shards {shards} {processes}"
-                rows.append(measured(label, jobs, [(argv, ROOT)]))
+            for turn in range(rounds):
+                for tag, code in codes:  # alternating, so each tool revision sees the same load
+                    for processes in ("resident", "fresh") if fresh else ("resident",):
+                        key = f"{jobs}-{processes}-{tag}-{turn}"
+                        ledger = f"sqlite:///{work / f'ledger-{key}.db'}"
+                        os.environ["LEDGER_WORKTREES_DIR"] = str(work / f"worktrees-{key}")
+                        argv = [*gate, "--ledger", ledger, "--shard-processes", processes]
+                        label = f"gate --jobs {jobs} --shards {shards} {processes}"
+                        label += f" {tag}" if len(codes) > 1 else ""
+                        rows.append(measured(label, jobs, [(argv, code)]))
         print(f"{name} {base} -> {head} on {os.cpu_count()} cores")
         heads = f"{'wall s':>8} {'CPU s':>8} {'CPU x':>6} {'limit x':>8} {'idle core-s':>12}"
         print(f"  {'':40} {heads}")
@@ -124,7 +132,17 @@ def main() -> None:
     parser.add_argument("--no-fresh", action="store_true",
                         help="leave out the gate with a process per shard (the reference of "
                              "resident workers)")  # fmt: skip
+    parser.add_argument(
+        "--code", action="append", default=[], metavar="LABEL=CHECKOUT",
+        help="gate with this checkout's release_ledger (repeat to compare revisions of the "
+        "tool side by side; default: this one)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--rounds", type=int, default=1,
+        help="gate rows this many times, alternating the --code checkouts",
+    )  # fmt: skip
     args = parser.parse_args()
+    codes = [(c.partition("=")[0], Path(c.partition("=")[2]).resolve()) for c in args.code]
     cores = os.cpu_count() or 2
     jobs = [int(j) for j in args.jobs.split(",")] if args.jobs else []
     if not jobs:
@@ -134,7 +152,7 @@ def main() -> None:
             n *= 2
         jobs.append(cores)
     for name in args.project or ["parso"]:
-        run(name, jobs, args.shards, not args.no_fresh)
+        run(name, jobs, args.shards, not args.no_fresh, codes or [("", ROOT)], args.rounds)
 
 
 if __name__ == "__main__":
