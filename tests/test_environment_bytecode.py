@@ -1,6 +1,7 @@
-"""The bytecode step of an environment build (`environment.COMPILE_PROJECT`), run on an
-installed distribution made by hand: what it compiles, what it imports, and that an import
-that hangs cannot hold the build."""
+"""Bytecode written once into the environments the gate builds (`adapters/executors/
+bytecode.py`): the build's step run on an installed distribution made by hand (what it
+compiles, what it imports, that an import that hangs cannot hold the build), and what a
+collection imported, compiled only where the environment is."""
 
 from __future__ import annotations
 
@@ -12,7 +13,14 @@ import sys
 import time
 from pathlib import Path
 
-from release_ledger.adapters.executors.environment import COMPILE_PROJECT, project_name
+from release_ledger.adapters.executors.bytecode import (
+    COMPILE_PROJECT,
+    UNCOMPILED_MARK,
+    compile_collected,
+    project_name,
+    uncompiled,
+)
+from release_ledger.adapters.executors.invocation_run import COLLECT_PROGRAM
 
 
 def installed(site: Path, name: str, files: dict[str, str]) -> None:
@@ -78,3 +86,42 @@ def test_a_distribution_that_is_not_installed_compiles_nothing(tmp_path: Path) -
 
 def test_the_project_is_named_by_its_wheel() -> None:
     assert project_name("/cache/wheel/my_project-1.0-py3-none-any.whl") == "my_project"
+
+
+def test_what_a_collection_imported_is_compiled_only_inside_the_environment(
+    tmp_path: Path,
+) -> None:
+    venv, elsewhere = tmp_path / "envs" / "venv", tmp_path / "checkout"
+    for folder in (venv / "site", elsewhere):
+        folder.mkdir(parents=True)
+    inside, outside = venv / "site" / "dep.py", elsewhere / "mine.py"
+    for source in (inside, outside):
+        source.write_text("X = 1\n")
+    (venv / "link.py").symlink_to(outside)  # a link out of the environment stays out
+    output = "".join(
+        f"{UNCOMPILED_MARK}\t{path}\n"
+        for path in (inside, outside, venv / "link.py", venv / "site" / "gone.py")
+    )
+    output += f"release-ledger-item\t{outside}\ttest_x\n"
+
+    assert uncompiled(output) == [str(inside), str(outside), str(venv / "link.py"),
+                                  str(venv / "site" / "gone.py")]  # fmt: skip
+    assert compile_collected(sys.executable, str(venv), output) == 1
+    assert compiled(inside)
+    assert not compiled(outside)
+
+
+def test_the_collect_program_names_what_it_imported_without_bytecode(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "helper_dep.py").write_text("VALUE = 1\n")
+    (tmp_path / "test_uses.py").write_text("import helper_dep\n\ndef test_x():\n    pass\n")
+    env = {**os.environ, "PYTHONPATH": str(site), "PYTHONDONTWRITEBYTECODE": "1"}
+
+    done = subprocess.run(
+        [sys.executable, "-c", COLLECT_PROGRAM, "test_uses.py"], cwd=tmp_path, env=env,
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert str(site / "helper_dep.py") in uncompiled(done.stdout)

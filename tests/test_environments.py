@@ -93,25 +93,27 @@ def test_a_src_layout_project_is_tested_from_its_own_code_not_an_installed_copy(
 
 def compiled_check(value: int, version: str) -> dict[str, str | bytes | None]:
     return {
-        "pyproject.toml": project("shiny", version, ["six==1.16.0"], ["pytest"]),
+        "pyproject.toml": project("shiny", version, ["six==1.16.0"], ["pytest", "tomli==2.0.1"]),
         "src/shiny/__init__.py": f"import six\n\nVALUE = {value}\n",
         "src/shiny/deep.py": "DEEP = 1\n",  # imported by nothing: compiled all the same
         "tests/test_compiled.py": (
-            "import importlib.util, os, shiny, six\n\n"
-            "def test_the_project_and_what_it_imports_are_compiled_before_any_shard():\n"
-            "    deep = os.path.join(os.path.dirname(shiny.__file__), 'deep.py')\n"
-            "    assert os.path.exists(importlib.util.cache_from_source(deep))\n"
-            "    assert os.path.exists(importlib.util.cache_from_source(six.__file__))\n"
+            "import importlib.util, os, shiny, six, tomli\n\n"
+            "def compiled(path):\n"
+            "    return os.path.exists(importlib.util.cache_from_source(path))\n\n"
+            "def test_the_project_and_what_it_and_its_tests_import_are_compiled():\n"
+            "    assert compiled(os.path.join(os.path.dirname(shiny.__file__), 'deep.py'))\n"
+            "    assert compiled(six.__file__)  # the project imports it: at the build\n"
+            "    assert compiled(tomli.__file__)  # only the tests do: after the collection\n"
         ),
     }
 
 
-def test_the_installed_projects_modules_have_bytecode_from_the_build(
+def test_what_the_project_and_its_tests_import_has_bytecode_written_by_the_gate(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Shards cannot write bytecode into the environment: without it built in, every shard
-    process compiles the project, and what it imports, again (networkx: 0.4 s of CPU each;
-    numpy and scipy another 0.4 s)."""
+    """Shards cannot write bytecode into the environment: without it written by the gate,
+    every shard process compiles the project and what it and its tests import, again
+    (networkx: 0.4 s of CPU each; numpy and scipy another 0.4 s)."""
     monkeypatch.setenv("LEDGER_ENVS_DIR", str(tmp_path / "envs"))  # built here, not reused
     repo = make_repo(tmp_path, compiled_check(1, "1.0"))
     tag(repo, "v1")

@@ -72,6 +72,12 @@ if TYPE_CHECKING:  # the module also runs on build hosts' older interpreters: no
 # On the gate's machine; on hosts and in pods the program's earlier part defines them.
 with contextlib.suppress(ImportError):
     from release_ledger.adapters.executors.env_lock import LOCK_FILE, lock_use
+with contextlib.suppress(ImportError):
+    from release_ledger.adapters.executors.bytecode import (
+        COMPILE_PROJECT,
+        IMPORT_LIMIT_S,
+        project_name,
+    )
 
 # The parts (`env_*.py`, sent before this one): on the gate's machine imported here.
 with contextlib.suppress(ImportError):
@@ -499,48 +505,6 @@ def _reusable(
     return None
 
 
-# Bytecode written once, into the cached environment: uv installs without it, and a shard
-# cannot write it there (read-only in its sandbox), so every shard process compiled what it
-# imports again (networkx: 0.5 s of CPU a process, 0.13 s with bytecode; numpy and scipy:
-# 0.74 s, 0.31 s). The project's own modules are compiled, then its top-level packages
-# imported, which writes the bytecode of the dependencies it imports and of nothing else:
-# compiling every installed package costs more than a small suite's shards save (numpy and
-# scipy: 5.9 s). Never fails the build (what does not compile or import stays source), and
-# an import that hangs is ended after `IMPORT_LIMIT_S`.
-IMPORT_LIMIT_S = 60
-COMPILE_PROJECT = r"""
-import compileall, importlib, importlib.metadata, os, signal, sys
-sys.dont_write_bytecode = False
-try:
-    files = importlib.metadata.distribution(sys.argv[1]).files or []
-except importlib.metadata.PackageNotFoundError:
-    files = []
-tops = set()
-for path in files:
-    if path.suffix == ".py":
-        compileall.compile_file(str(path.locate()), quiet=2)
-    top = path.parts[0]
-    if len(path.parts) == 1 and path.suffix == ".py" and path.stem not in ("setup", "conftest"):
-        tops.add(path.stem)
-    elif len(path.parts) > 1 and path.parts[1] == "__init__.py" and top.isidentifier():
-        tops.add(top)
-null = os.open(os.devnull, os.O_RDWR)
-for fd in (0, 1, 2):  # what an import starts must not hold the step's output open
-    os.dup2(null, fd)
-signal.alarm(int(sys.argv[2]))
-for name in sorted(tops):
-    try:
-        importlib.import_module(name)
-    except BaseException:
-        pass
-"""
-
-
-def project_name(wheel: str) -> str:
-    """The distribution name a wheel's file name gives (`name-version-...whl`)."""
-    return os.path.basename(wheel).split("-", 1)[0]
-
-
 def _build_env(
     checkout: str, wheel: str, entry: str, installer: Installer, source: dict[str, object],
     lock_digest: str, failed_before: list[dict[str, object]],
@@ -586,7 +550,7 @@ def _build_env(
             # `-I`: the installed project, never a copy in the folder the step runs in
             program = [python, "-I", "-c", COMPILE_PROJECT, project_name(wheel),
                        str(IMPORT_LIMIT_S)]  # fmt: skip
-            installer.step(program)
+            installer.step(program)  # bytecode of the project and what it imports
         packages = installer.freeze(python)
         _publish(staging, entry, {"packages": packages, "how": installer.how,
                                   "failed_before": failed_before})  # fmt: skip

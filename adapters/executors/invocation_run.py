@@ -23,7 +23,9 @@ FILES_ROOT_VARIABLE = "RELEASE_LEDGER_FILES_ROOT"
 
 # `pytest --collect-only` with the invocation's options (PYTEST_ADDOPTS) and targets, naming
 # each item's file by its path (node ids alone cannot say where a file outside the rootdir,
-# an installed module, is), and each module that skipped itself whole at import.
+# an installed module, is), and each module that skipped itself whole at import; then each
+# module it imported that has no bytecode (`bytecode.UNCOMPILED_MARK`: the gate compiles
+# those of the environment it built, where a shard cannot write).
 COLLECT_PROGRAM = """
 import os, sys, pytest
 class Items:
@@ -38,8 +40,19 @@ class Items:
         for item in session.items:
             print("release-ledger-item\\t%s\\t%s" % (getattr(item, "path", ""), item.nodeid),
                   flush=True)
-sys.exit(pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", *sys.argv[1:]],
-                     plugins=[Items()]))
+code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", *sys.argv[1:]],
+                   plugins=[Items()])
+import importlib.util
+for module in list(sys.modules.values()):
+    origin = getattr(getattr(module, "__spec__", None), "origin", None)
+    try:
+        fresh = isinstance(origin, str) and origin.endswith(".py") and not os.path.exists(
+            importlib.util.cache_from_source(origin))
+    except (ValueError, NotImplementedError):
+        fresh = False
+    if fresh:
+        print("release-ledger-uncompiled\\t%s" % origin, flush=True)
+sys.exit(code)
 """
 ITEM_MARK = "release-ledger-item"
 

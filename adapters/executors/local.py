@@ -22,7 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from release_ledger.adapters.executors import build_sandbox, checkout_guard, environment, sandbox
+from release_ledger.adapters.executors import (
+    build_sandbox,
+    bytecode,
+    checkout_guard,
+    environment,
+    sandbox,
+)
 from release_ledger.adapters.executors.env_variables import FILE_LIMITS_VARIABLE
 from release_ledger.adapters.executors.invocation_run import (
     COLLECT_PROGRAM,
@@ -302,7 +308,17 @@ class LocalExecutor:
         finally:
             shutil.rmtree(run_dir, ignore_errors=True)
         failure = collection_failure(seen.exit_code, seen.signal, seen.timed_out, seen.oom, output)
+        self._compile_collected(report, output)
         return (None, failure) if failure else (items, "")
+
+    def _compile_collected(self, report: EnvironmentReport, output: str) -> None:
+        """What the collection imported from the revision's environment without bytecode,
+        compiled there once for all its shards, where the environment is one this gate's
+        cache holds (never the gate's own interpreter, nor one it did not build)."""
+        venv = os.path.dirname(os.path.dirname(report.python)) if report.python else ""
+        cache = os.path.realpath(self.envs_dir) + os.sep
+        if venv and os.path.realpath(venv).startswith(cache):
+            bytecode.compile_collected(report.python, venv, output)
 
     def _collect_resident(
         self, run: ShardRun, report: EnvironmentReport, runtime: dict[str, list[str]]
@@ -316,6 +332,7 @@ class LocalExecutor:
             return None, f"collection could not run: {error}"
         text = output[0] if output else ""
         failure = collection_failure(seen.exit_code, seen.signal, seen.timed_out, seen.oom, text)
+        self._compile_collected(report, text)
         return (None, failure) if failure else (collected_items(text, output[1]), "")
 
     def invocation_for(self, commit: str) -> TestInvocation | None:

@@ -34,9 +34,9 @@ def program(*relative_paths: str) -> str:
 # at run time only names of the ones before it (and its own).
 REMOTE_PARTS = (
     "supervisor.py", "env_lock.py", "invocation_source.py", "env_installer.py",
-    "env_variables.py", "env_cache.py", "env_sources.py", "environment.py", "runners.py",
-    "nox_reader.py", "hatch_reader.py", "sandbox.py", "host_build.py", "checkout_guard.py",
-    "invocation_run.py",
+    "env_variables.py", "env_cache.py", "env_sources.py", "bytecode.py", "environment.py",
+    "runners.py", "nox_reader.py", "hatch_reader.py", "sandbox.py", "host_build.py",
+    "checkout_guard.py", "invocation_run.py",
 )  # fmt: skip
 
 
