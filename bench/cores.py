@@ -7,7 +7,8 @@ tool side by side: `--code before=../old --code after=. --rounds 2 --no-fresh`.
 For a real release pair (two consecutive releases from their public sdists, see
 `tests/realworld/sdists.py`) it runs, one after another on the same machine:
 
-- plain `python -m pytest` at head then at base (one process each): the reference, whose CPU
+- plain `python -m pytest` at head then at base (one process each; once untimed first, as the
+  first run reads a cold disk): the reference, whose CPU
   seconds divided by the cores give the **physical limit** of any parallel runner;
 - `python -m pytest -n N` (pytest-xdist) at head then base, for each N;
 - a first gate (`--env none --no-release-builds --questions 0 --jobs N --shards S`, fresh
@@ -93,16 +94,22 @@ def run(
             git(repo, "worktree", "add", "--detach", "--quiet", str(checkout), f"v{version}")
             checkouts.append(checkout)
         pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", tests]
-        plain = measured("plain pytest head+base", 1, [(pytest, c) for c in checkouts])
-        rows = [plain]
+        plain_runs = [(pytest, c) for c in checkouts]
+        measured("warm-up", 1, plain_runs)  # untimed: the first run reads a cold disk
+        plain = measured("plain pytest head+base", 1, plain_runs)
+        rows = [(plain, plain)]  # each row with the plain row it is a ratio of
         for jobs in jobs_list:
             xdist = [*pytest, "-n", str(jobs)]
-            rows.append(measured(f"pytest -n {jobs}", jobs, [(xdist, c) for c in checkouts]))
+            row = measured(f"pytest -n {jobs}", jobs, [(xdist, c) for c in checkouts])
+            rows.append((row, plain))
             gate = [sys.executable, "-m", "release_ledger", "gate", "--repo", str(repo),
                     "--base", f"v{base}", "--env", "none", "--no-release-builds",
                     "--questions", "0", "--json", "--jobs", str(jobs),
                     "--shards", str(shards)]  # fmt: skip
             for turn in range(rounds):
+                if turn:  # the machine's speed drifts: each round has its own reference
+                    plain = measured(f"plain pytest head+base, round {turn + 1}", 1, plain_runs)
+                    rows.append((plain, plain))
                 for tag, code in codes:  # alternating, so each tool revision sees the same load
                     for processes in ("resident", "fresh") if fresh else ("resident",):
                         key = f"{jobs}-{processes}-{tag}-{turn}"
@@ -111,17 +118,17 @@ def run(
                         argv = [*gate, "--ledger", ledger, "--shard-processes", processes]
                         label = f"gate --jobs {jobs} --shards {shards} {processes}"
                         label += f" {tag}" if len(codes) > 1 else ""
-                        rows.append(measured(label, jobs, [(argv, code)]))
+                        rows.append((measured(label, jobs, [(argv, code)]), plain))
         print(f"{name} {base} -> {head} on {os.cpu_count()} cores")
         heads = f"{'wall s':>8} {'CPU s':>8} {'CPU x':>6} {'limit x':>8} {'idle core-s':>12}"
         print(f"  {'':40} {heads}")
-        for row in rows:
-            limit = plain.cpu / row.jobs
+        for row, reference in rows:
+            limit = reference.cpu / row.jobs
             print(
-                f"  {row.label:40} {row.wall:8.1f} {row.cpu:8.1f} {row.cpu / plain.cpu:6.2f} "
+                f"  {row.label:40} {row.wall:8.1f} {row.cpu:8.1f} {row.cpu / reference.cpu:6.2f} "
                 f"{row.wall / limit:8.2f} {max(0.0, row.jobs * row.wall - row.cpu):12.1f}"
             )
-        print(json.dumps({"project": name, "rows": [vars(r) for r in rows]}))
+        print(json.dumps({"project": name, "rows": [vars(r) for r, _ in rows]}))
 
 
 def main() -> None:
@@ -139,7 +146,8 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument(
         "--rounds", type=int, default=1,
-        help="gate rows this many times, alternating the --code checkouts",
+        help="gate rows this many times, alternating the --code checkouts, each round after "
+        "a plain pytest row of its own (the ratios' reference)",
     )  # fmt: skip
     args = parser.parse_args()
     codes = [(c.partition("=")[0], Path(c.partition("=")[2]).resolve()) for c in args.code]
