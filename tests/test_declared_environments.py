@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -158,6 +159,26 @@ def test_a_pep735_group_with_include_group_is_installed(tmp_path: Path) -> None:
     assert (found["source"], found["group"]) == ("dependency-group", "test")
     assert {"pytest", "iniconfig"} <= packages(found)
     assert "six" not in packages(found)  # the group wins over the extra
+
+
+def test_pytest_is_compiled_into_the_environment_at_its_build(tmp_path: Path) -> None:
+    """Every collection, worker and shard imports pytest, and none can write its bytecode
+    into the environment: the build's check that pytest imports writes it, once."""
+    root = checkout(tmp_path, {"pyproject.toml": pyproject(extra='test = ["pytest"]')})
+
+    found = prepared(tmp_path, root)
+
+    assert found["status"] == "ready", found.get("log_tail")
+    python = str(found["python"])
+    probe = (
+        "import importlib.util, os, pytest, _pytest.main, pluggy\n"
+        "print(all(os.path.exists(importlib.util.cache_from_source(m.__file__))\n"
+        "          for m in (pytest, _pytest.main, pluggy)))\n"
+    )
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}  # this probe writes none itself
+    done = subprocess.run([python, "-c", probe], env=env, capture_output=True, text=True,
+                          check=True)  # fmt: skip
+    assert done.stdout.strip() == "True"
 
 
 def test_the_test_extra_is_installed_with_the_project_and_the_extras_setting_adds_its_own(

@@ -75,6 +75,15 @@ def test_reading_in_chunks_of_any_size_gives_the_same_report() -> None:
         assert read_report_chunks(pieces) == whole
 
 
+def test_a_report_read_again_is_the_same_reading_and_other_expected_files_read_anew() -> None:
+    """A gate reads each stored report in its fold, its timeline and its views: once."""
+    data = GOOD.encode()
+    first = valid(data, ["tests/test_api.py"])
+    assert read_report(bytes(data), ["tests/test_api.py"]) is first  # by content, not object
+    assert rejected(data, "missing-file", ["tests/test_api.py", "tests/test_other.py"])
+    assert valid(data) == first
+
+
 def test_a_bom_an_xml_declaration_and_a_testsuite_root_are_fine() -> None:
     text = '\ufeff<?xml version="1.0"?>' + f'<testsuite name="api" tests="1">{CASE_A}</testsuite>'
     assert valid(text).tests == 1

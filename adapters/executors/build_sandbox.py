@@ -46,6 +46,7 @@ import functools
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -64,9 +65,19 @@ UNCONFINED_WARNING = (
 )
 
 
-@functools.cache
+_ASKING = threading.Lock()
+
+
 def _tool_cache(tool: str) -> str | None:
-    """Where uv (`uv cache dir`) or pip (`pip cache dir`) keeps its cache, or None."""
+    """Where uv (`uv cache dir`) or pip (`pip cache dir`) keeps its cache, or None: asked
+    once per process, also when both revisions' builds start at once (pip takes a quarter
+    second of CPU to answer)."""
+    with _ASKING:
+        return _asked_tool_cache(tool)
+
+
+@functools.cache
+def _asked_tool_cache(tool: str) -> str | None:
     argv = [sys.executable, "-m", "pip", "cache", "dir"]
     if tool == "uv":
         uv = find_uv(None)

@@ -543,7 +543,10 @@ def _build_env(
                 args += ["-c", pinned]
         installer.install(python, args, f"installing {source['detail']}", pinned=lock_digest != "")
         try:
-            installer.run([python, "-c", "import pytest"], what="checking for pytest")
+            # `-I`: the installed pytest, imported with bytecode on, so its bytecode (and
+            # that of what it imports) is written here once, not compiled again by the
+            # collection and every worker that imports it
+            installer.run([python, "-I", "-c", "import pytest"], what="checking for pytest")
         except SetupFailed:
             installer.install(python, ["pytest"], "installing pytest")
         if source["install_project"]:

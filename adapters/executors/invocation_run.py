@@ -128,14 +128,18 @@ def item_paths(output: str, checkout: str) -> list[tuple[str, str]]:
     The gate names the files elsewhere (`local.named_items`)."""
     found: list[tuple[str, str]] = []
     root = os.path.realpath(checkout)
+    named: dict[str, str] = {}  # each file resolved once, not once per item (64,000 in one)
     for line in output.splitlines():
         mark, _, rest = line.partition("\t")
         path, _, node_id = rest.partition("\t")
         if mark != ITEM_MARK or not path:
             continue
-        real = os.path.realpath(path)
-        if real.startswith(root + os.sep):
-            real = os.path.relpath(real, root).replace(os.sep, "/")
+        real = named.get(path)
+        if real is None:
+            real = os.path.realpath(path)
+            if real.startswith(root + os.sep):
+                real = os.path.relpath(real, root).replace(os.sep, "/")
+            named[path] = real
         found.append((real, node_id.partition("::")[2]))
     return found
 

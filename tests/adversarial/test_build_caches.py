@@ -87,7 +87,7 @@ def shared_caches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[d
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
-    build_sandbox._tool_cache.cache_clear()  # read again: the caches above
+    build_sandbox._asked_tool_cache.cache_clear()  # read again: the caches above
     uv = find_uv(None)
     assert uv is not None
     warm = tmp_path / "warm"
@@ -95,7 +95,7 @@ def shared_caches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[d
     subprocess.run([uv, "pip", "install", "-q", "--python", str(warm / "bin" / "python"),
                     "pytest", "setuptools>=61"], check=True)  # fmt: skip
     yield caches
-    build_sandbox._tool_cache.cache_clear()
+    build_sandbox._asked_tool_cache.cache_clear()
 
 
 def marked(folder: Path) -> list[str]:
