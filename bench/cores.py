@@ -40,6 +40,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tool_code import tool_checkouts  # noqa: E402
+
 from tests.gitrepo import git  # noqa: E402
 from tests.realworld.sdists import release_pair  # noqa: E402
 
@@ -150,7 +152,7 @@ def main() -> None:
         "a plain pytest row of its own (the ratios' reference)",
     )  # fmt: skip
     args = parser.parse_args()
-    codes = [(c.partition("=")[0], Path(c.partition("=")[2]).resolve()) for c in args.code]
+    codes = tool_checkouts(parser, args.code)
     cores = os.cpu_count() or 2
     jobs = [int(j) for j in args.jobs.split(",")] if args.jobs else []
     if not jobs:

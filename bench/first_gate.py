@@ -49,6 +49,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tool_code import tool_checkouts  # noqa: E402
+
 from release_ledger.domain.memory import DEFAULT_BASELINE_MB  # noqa: E402
 from tests.gitrepo import git  # noqa: E402
 from tests.realworld.sdists import release_pair  # noqa: E402
@@ -217,6 +219,8 @@ def run_alternating(
     one session; medians and the load average beside every figure. Target (issue 41): a
     suite with one dominant file <= 0.6x."""
     base, head, tests = PROJECTS[name]
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
     scratch = tempfile.mkdtemp(prefix="first-gate-alt-", dir=keep)
     work = Path(scratch)
     repo = release_pair(work, name, base, head)
@@ -396,7 +400,7 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--keep", type=Path, help="with --alternate: keep the work under DIR")
     args = parser.parse_args()
-    codes = [(c.partition("=")[0], Path(c.partition("=")[2]).resolve()) for c in args.code]
+    codes = tool_checkouts(parser, args.code)
     if args.alternate:
         for name in args.project or ["packaging"]:
             run_alternating(name, args.jobs, args.alternate, args.keep, codes or [("this", ROOT)])
