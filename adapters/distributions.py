@@ -6,8 +6,8 @@ backend in an isolated build environment (`python -m build`, which does the same
 environment when there is no uv). Each file's metadata is read (name, version, README), its
 sha256 taken, and `twine check` — the README rendering PyPI does, through `readme-renderer` —
 is run over both, from a tools environment made once per machine beside the per-revision
-environments. Builds are cached per commit and interpreter, so base's files (head's in the
-previous release's run) are built once.
+environments. Builds are cached per commit and interpreter. Base's build for the upgrade is
+its wheel alone, the one base's environment installs (`wheel_only`): built once for both.
 
 `upgrade(...)`: a fresh virtual environment (`uv venv`, or `python -m venv` + pip), base's wheel
 installed, then head's over it, `pip check`, and each of head's top-level packages imported
@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from release_ledger.adapters import git
-from release_ledger.adapters.executors import build_sandbox
+from release_ledger.adapters.executors import build_sandbox, environment
 from release_ledger.adapters.executors.env_cache import _key, _locked, _publish, _ready
 from release_ledger.adapters.executors.env_installer import (
     LOG_TAIL_BYTES,
@@ -287,9 +287,14 @@ def build(
     installer_name: str = "auto",
     hidden: Sequence[str] = (),
     tag: str = "",
+    wheel_only: bool = False,
 ) -> Built:
     """The commit's sdist and wheel (built or from the cache), described; never raises for a
-    project that does not build."""
+    project that does not build.
+
+    `wheel_only` (base's build, which only the upgrade reads: its sdist is not the release's)
+    describes the wheel the revision's environment installs, built from its tree, once for
+    both (`_tree_wheel`); its README is not checked."""
     started = time.monotonic()
     fields: dict[str, Any] = {"revision": revision, "commit": commit, "status": "built"}
     result = Built(fields)
@@ -325,6 +330,13 @@ def build(
                 **({"own_caches": True} if own else {}),  # never reused as base's, nor the reverse
             }
         )[:12]
+        if wheel_only:
+            wheel, how, tops, fields["reused"] = _tree_wheel(repo, commit, work, cache, installer,
+                                                            interp, own)  # fmt: skip
+            fields.update(how=how, top_level=tops, files=[describe_file(wheel)])
+            result.wheel = wheel
+            fields["seconds"] = round(time.monotonic() - started, 3)  # this time (cached or not)
+            return result
         entry = os.path.join(cache, "dists", f"{commit}-{built_for}")
         tools: str | None = None
         tools_error = ""
@@ -380,6 +392,27 @@ def build(
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return result
+
+
+def _tree_wheel(
+    repo: Path, commit: str, work: str, cache: str, installer: Installer,
+    interp: dict[str, str], own: str,
+) -> tuple[str, str, list[str], bool]:  # fmt: skip
+    """The commit's wheel from its tree, cached where its environment's build caches it
+    (`environment.project_tag`, the same installers' caches): whichever of the two asks
+    first builds it, the other waits on its lock and reuses it. (path, how, top-level
+    packages, whether reused.)"""
+    project = environment.project_tag(interp, {"own_caches": True} if own else None)
+    how = "uv build --wheel" if installer.uv else "pip wheel"
+    how += ", from the tree: the wheel its environment installs"
+    entry = environment.project_entry(cache, commit, project)
+    # The clone only where the wheel is not built yet (a build under way is waited for).
+    checkout = work
+    if _ready(entry) is None:
+        checkout = str(git.isolated_copy(repo, commit, Path(work) / "source"))
+    wheel, meta, reused = environment._build_project(checkout, commit, cache, installer, project)
+    tops = meta.get("top_level", [])
+    return wheel, how, [str(t) for t in tops] if isinstance(tops, list) else [], reused
 
 
 def _readme(

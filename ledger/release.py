@@ -78,10 +78,11 @@ def _distributions(started: ev.RunStarted, python: str, hidden: Sequence[str], t
 def _base_build(
     started: ev.RunStarted, python: str, hidden: Sequence[str], tag: str
 ) -> distributions.Built:
-    """Base's sdist and wheel, as the upgrade builds them (no README check: head's counts)."""
+    """Base's wheel for the upgrade: the one base's environment installs, built once for both
+    (no sdist, no README check: head's are the release's)."""
     return distributions.build(
         Path(started.repo), started.base, "base", str(environments_dir()), python=python,
-        check_readme=False, hidden=hidden, tag=tag,
+        check_readme=False, hidden=hidden, tag=tag, wheel_only=True,
     )  # fmt: skip
 
 

@@ -362,7 +362,9 @@ def _distributions(e: ev.DistributionsBuilt, _: Mapping[str, bytes]) -> str:
     if e.status == "failed":
         log = f"; log tail {e.log_tail_hash[:12]}" if e.log_tail_hash else ""
         return f"{at}: build failed with {e.how or 'the PEP 517 backend'}: {e.error}{log}"
-    made = "reused from the build cache" if e.reused else f"built with {e.how} in {e.seconds:.1f}s"
+    made = f"built with {e.how} in {e.seconds:.1f}s"
+    if e.reused:
+        made = f"reused from the build cache ({e.how})" if e.how else "reused from the build cache"
     files = ", ".join(
         f"{f.filename} ({f.sha256[:12]}" + (f", README {f.readme}" if f.readme else "") + ")"
         for f in e.files

@@ -5,12 +5,14 @@ events after the tests, once, without changing its verdict."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from release_ledger.adapters import distributions
+from release_ledger.adapters import distributions, git
+from release_ledger.adapters.executors import environment
 from release_ledger.adapters.executors.local import LocalExecutor, environments_dir
 from release_ledger.adapters.release_info import inspect_release
 from release_ledger.domain import events as ev
@@ -29,6 +31,7 @@ from release_ledger.projections.checks import (
     packages_of,
 )
 from release_ledger.projections.next_step import release_step
+from release_ledger.projections.timeline import describe
 from tests.gatekit import events, gate, run_ledger
 from tests.gitrepo import commit, make_repo, tag
 from tests.runbuilder import RunBuilder
@@ -384,6 +387,39 @@ def test_an_upgrade_whose_package_no_longer_imports_fails(tmp_path: Path) -> Non
     run.add(ev.UpgradeChecked, **fields)
     m = metric(run, "upgrade")
     assert m.verdict == "fail" and "import failed: demo: ModuleNotFoundError" in m.value
+
+
+@pytest.mark.slow
+def test_base_s_wheel_for_the_upgrade_is_the_one_its_environment_installs_built_once(
+    tmp_path: Path,
+) -> None:
+    """Base's release build is its wheel alone, from the environments' cache entry: after
+    base's environment it is reused, not built again; before it, the environment reuses it."""
+    repo = make_repo(tmp_path, project_files("1.0.0"))
+    first = tag(repo, "v1.0.0")
+    second = commit(repo, project_files("1.0.1"), "release 1.0.1")
+    envs = str(tmp_path / "envs")
+
+    def environment_of(at: str) -> dict[str, object]:
+        checkout = git.isolated_copy(repo, at, tmp_path / f"checkout-{at[:8]}")
+        return environment.prepare(
+            str(checkout), mode="auto", python=sys.executable, cache=envs, commit=at
+        )
+
+    assert environment_of(first)["project_reused"] is False
+    after = distributions.build(repo, first, "base", envs, check_readme=False, wheel_only=True)
+    before = distributions.build(repo, second, "base", envs, check_readme=False, wheel_only=True)
+    assert environment_of(second)["project_reused"] is True
+
+    for built, version in ((after, "1.0.0"), (before, "1.0.1")):
+        assert built.fields["status"] == "built", built.fields
+        assert [(f["type"], f["version"]) for f in built.fields["files"]] == [("wheel", version)]
+        assert built.wheel and Path(built.wheel).is_relative_to(Path(envs) / "projects")
+        assert built.fields["how"].startswith("uv build --wheel, from the tree")
+        assert built.fields["top_level"] == ["demo"]
+    assert (after.fields["reused"], before.fields["reused"]) == (True, False)
+    line = describe(RunBuilder().add(ev.DistributionsBuilt, **after.fields), {})
+    assert "reused from the build cache (uv build --wheel, from the tree" in line
 
 
 # --- the gate records them ------------------------------------------------------------------------

@@ -144,11 +144,25 @@ def _clean_checkout(checkout: str, installer: Installer) -> None:
         with contextlib.suppress(SetupFailed):
             installer.run(["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
                            "-C", checkout, "clean", "-ffdxq"], what="git clean")  # fmt: skip
+def interpreter_tag(interp: dict[str, str]) -> str:
+    """What a built wheel and an environment are cached for: the interpreter's kind."""
+    return _key({"i": interp["implementation"], "v": interp["version"],
+                 "p": interp["platform"], "m": interp["machine"]})[:12]  # fmt: skip
+def project_tag(interp: dict[str, str], apart: dict[str, object] | None) -> str:
+    """The name a revision's built wheel is cached under beside its commit: the interpreter,
+    and apart where the build has installers' caches of its own. Read by the environment
+    build and by base's release build (`distributions.build(wheel_only=True)`), so a
+    revision's wheel from its tree is built once, by whichever asks first."""
+    tag = interpreter_tag(interp)
+    return _key({"tag": tag, **apart})[:12] if apart else tag
+def project_entry(cache: str, commit: str, tag: str) -> str:
+    """Where the commit's wheel built for `tag` (`project_tag`) is cached."""
+    return os.path.join(cache, "projects", f"{commit}-{tag}")
 def _build_project(
     checkout: str, commit: str, cache: str, installer: Installer, tag: str
 ) -> tuple[str, dict[str, object], bool]:
     """The revision's built wheel (cached per commit), its metadata, and whether reused."""
-    entry = os.path.join(cache, "projects", f"{commit or _key({'path': checkout})}-{tag}")
+    entry = project_entry(cache, commit or _key({"path": checkout}), tag)
     found = _ready(entry) if commit else None
     if found is not None:
         return os.path.join(entry, "wheel", str(found.get("wheel"))), found, True
@@ -270,11 +284,10 @@ def _auto(
     apart: dict[str, object] | None = None,
 ) -> None:  # fmt: skip
     interp = _interpreter(installer.python, installer)
-    tag = _key({"i": interp["implementation"], "v": interp["version"],
-                "p": interp["platform"], "m": interp["machine"]})[:12]  # fmt: skip
+    tag = interpreter_tag(interp)
     # The wheel and the venvs of a build with caches of its own are its alone; the dependency
     # layer (`deps_key`, recorded) is named alike for both.
-    built_as = _key({"tag": tag, **apart})[:12] if apart else tag
+    built_as = project_tag(interp, apart)
     result["python_version"] = interp["version"]
     wheel, meta, project_reused = _build_project(checkout, commit, cache, installer, built_as)
     provided = [str(e) for e in meta.get("extras", [])]  # type: ignore[attr-defined]
