@@ -196,7 +196,9 @@ class ReleaseWork:
                 return made
             # Base's files while head's are built: the upgrade needs both, and neither reads
             # the other (unused, unrecorded, where head's do not build).
-            base = Background(lambda: _base_build(started, python, hidden, self.tag), "base")
+            base = Background(
+                lambda: _base_build(started, python, hidden, self.tag), "base", OFF_THE_PATH
+            )
             for name in self._steps:
                 if self._cancelled.is_set():
                     break
@@ -208,7 +210,7 @@ class ReleaseWork:
                     made[name] = _upgrade(started, python, hidden, self.tag, base)
             return made
 
-        self._work = Background(work, "release-builds")
+        self._work = Background(work, "release-builds", OFF_THE_PATH)
 
     @staticmethod
     def _head_python(process: HookContext, state: RunState) -> Callable[[], str] | None:
@@ -270,4 +272,7 @@ def _same_binary(one: str, other: str) -> bool:
     return bool(one and other) and os.path.realpath(one) == os.path.realpath(other)
 
 
+# Nothing waits for the release work before the tests are done: it runs this much nicer than
+# the gate (`Background`), so the steps the verdict waits for take the cores first.
+OFF_THE_PATH = 10
 CANCEL_WAIT_S = 30.0  # then the daemon thread is left to end with the gate
