@@ -163,8 +163,10 @@ class ReleaseWork:
     `release_builds`) then waits for it and appends its events, where `release_builds` would
     append them, with the same content. Where the work was not started, or head's interpreter
     the ledger names at the end is not the binary it used, the hook does it then, as
-    `release_builds`. `cancel` (Ctrl-C, the run taken over) kills what it
-    runs (every step carries its tag) and drops it: nothing is recorded, resume redoes it."""
+    `release_builds`. Base's wheel is taken once discovery is done: its environment's.
+    `cancel` (Ctrl-C, the run taken over) kills what it runs (every step carries its tag)
+    and drops it: nothing is recorded, resume redoes it. All of it runs `OFF_THE_PATH`
+    nicer than the gate."""
 
     def __init__(self) -> None:
         self.tag = f"rl-release-{os.getpid()}-{secrets.token_hex(4)}"
@@ -172,11 +174,16 @@ class ReleaseWork:
         self._python = ""
         self._work: Background[dict[str, _Made]] | None = None
         self._cancelled = threading.Event()
+        # Set once discovery is done: every environment this gate builds here is built (or
+        # failed), so base's wheel is its environment's, never built beside it (`_base_files`).
+        self._discovered = threading.Event()
 
     def begin(self, process: HookContext, state: RunState) -> None:
         """Start the release work now, unless started, off (`--no-release-builds`), recorded
         (`release_step`), or head's interpreter cannot be known yet (asked again before the
         next step)."""
+        if state.discovered:
+            self._discovered.set()
         if self._work is not None:
             return
         step = release_step(state)
@@ -196,9 +203,8 @@ class ReleaseWork:
                 return made
             # Base's files while head's are built: the upgrade needs both, and neither reads
             # the other (unused, unrecorded, where head's do not build).
-            base = Background(
-                lambda: _base_build(started, python, hidden, self.tag), "base", OFF_THE_PATH
-            )
+            base = Background(lambda: self._base_files(started, python, hidden), "base",
+                              OFF_THE_PATH)  # fmt: skip
             for name in self._steps:
                 if self._cancelled.is_set():
                     break
@@ -211,6 +217,17 @@ class ReleaseWork:
             return made
 
         self._work = Background(work, "release-builds", OFF_THE_PATH)
+
+    def _base_files(
+        self, started: ev.RunStarted, python: str, hidden: Sequence[str]
+    ) -> distributions.Built:
+        """Base's wheel once discovery is done: the one base's environment built, reused, not
+        built beside it by a second backend run competing for its lock; built here only where
+        no environment of this gate made it (another executor's host, `--env none`)."""
+        self._discovered.wait()
+        if self._cancelled.is_set():
+            raise RuntimeError("the release work was cancelled")
+        return _base_build(started, python, hidden, self.tag)
 
     @staticmethod
     def _head_python(process: HookContext, state: RunState) -> Callable[[], str] | None:
@@ -249,6 +266,7 @@ class ReleaseWork:
     def _made(self, step: str, python: str) -> _Made | None:
         if self._work is None or step not in self._steps:
             return None
+        self._discovered.set()  # a completed run was discovered (a `begin` may not have said)
         try:
             made = self._work.result().get(step)
         except Exception:  # the glue's own fault, not the build's: done again at the end
@@ -262,6 +280,7 @@ class ReleaseWork:
             return
         self._work = None
         self._cancelled.set()
+        self._discovered.set()  # base's thread, if waiting, ends
         deadline = time.monotonic() + CANCEL_WAIT_S
         while not work.wait(0.1) and time.monotonic() < deadline:
             kill_tagged(self.tag)  # each step as it starts, until the thread has seen the flag

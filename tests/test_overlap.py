@@ -4,6 +4,7 @@ nothing left running when the gate stops."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import threading
@@ -171,14 +172,16 @@ class Watching:
 
 def gate_with(
     ledger: Ledger, repo: Path, tmp_path: Path, hooks: list[Any], early: list[Any],
-    observer: Any = None, **changes: Any,
+    observer: Any = None, trusted: tuple[str, ...] = (), **changes: Any,
 ) -> list[ev.Event]:  # fmt: skip
+    """A gate's run; `trusted`: the commits whose builds share the installers' caches (base's,
+    as the gate's wiring names them)."""
     options = GateOptions(
-        repo=repo, base="v1", jobs=2, environment="none", question_budget=0, **changes
+        repo=repo, base="v1", jobs=2, question_budget=0, **{"environment": "none", **changes}
     )
     run_id = start(ledger, options)
-    local = LocalExecutor(repo, environment_request=options.environment_request,
-                          envs_dir=tmp_path / "envs")  # fmt: skip
+    request = options.environment_request.model_copy(update={"trusted_commits": trusted})
+    local = LocalExecutor(repo, environment_request=request, envs_dir=tmp_path / "envs")
     try:
         GateProcess(ledger, run_id, local, observer, hooks=hooks, early=early).drive()
     finally:
@@ -215,6 +218,67 @@ def test_the_release_work_runs_while_the_shards_run_and_records_the_same_events(
     # recorded where the hook at the end records them: after every shard
     last_shard = max(i for i, k in enumerate(kinds) if k == "ShardAttemptRecorded")
     assert last_shard < kinds.index("DistributionsBuilt") < kinds.index("RunCompleted")
+
+
+@pytest.mark.slow
+def test_base_s_wheel_for_the_upgrade_is_its_environment_s_never_built_beside_it(
+    tmp_path: Path, sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The release work starts before the environments are built; base's wheel is taken
+    once discovery is done: the one base's environment built, not a second build racing it
+    for its lock (nor one the environment would then wait for)."""
+    envs = tmp_path / "envs"
+    monkeypatch.setenv("LEDGER_ENVS_DIR", str(envs))
+    setup = "from setuptools import setup\nsetup(name='demo', version='1.0', py_modules=[])\n"
+    repo, base, head = two_revisions(tmp_path, {"setup.py": setup})
+    ledger = open_ledger(sqlite_url)
+    work = ReleaseWork()
+    events = gate_with(
+        ledger, repo, tmp_path, [work], [work], trusted=(base,), environment="auto"
+    )
+    ledger.close()
+    prepared = {e.revision: e for e in events if isinstance(e, ev.EnvironmentPrepared)}
+    assert {r: e.status for r, e in prepared.items()} == {"head": "ready", "base": "ready"}
+    built = {e.revision: e for e in events if isinstance(e, ev.DistributionsBuilt)}
+    assert built["base"].status == "built" and built["base"].reused
+    assert [f.type for f in built["base"].files] == ["wheel"]
+    assert [f.type for f in built["head"].files] == ["sdist", "wheel"]
+    # one wheel from the tree per revision (the environments'), one release build (head's)
+    assert sorted(p.name.split("-")[0] for p in (envs / "projects").glob("*-*")) == sorted(
+        [base, head]
+    )
+    assert [p.name.split("-")[0] for p in (envs / "dists").glob("*-*")] == [head]
+
+
+@pytest.mark.slow
+def test_base_s_wheel_is_not_built_before_discovery_is_done(
+    tmp_path: Path, sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Started before discovery, the release work builds head's files, and leaves base's
+    wheel to the environment discovery builds: it takes it (or builds it, where no
+    environment did, as here: `--env none`) only once discovery is done."""
+    envs = tmp_path / "envs"
+    monkeypatch.setenv("LEDGER_ENVS_DIR", str(envs))
+    setup = "from setuptools import setup\nsetup(name='demo', version='1.0', py_modules=[])\n"
+    repo, base, head = two_revisions(tmp_path, {"setup.py": setup})
+    ledger = open_ledger(sqlite_url)
+    run_id = start(ledger, GateOptions(repo=repo, base="v1", environment="none"))
+    local = LocalExecutor(repo)
+    context = GateProcess(ledger, run_id, local).context
+    undiscovered = project(ledger, run_id)
+    work = ReleaseWork()
+    work.begin(context, undiscovered)
+    deadline = time.monotonic() + 120
+    while not list((envs / "dists").glob(f"{head}-*/ready.json")):
+        assert time.monotonic() < deadline, "head's files were never built"
+        time.sleep(0.05)
+    assert not work.wait(1.0)  # waiting for discovery, base's wheel not built
+    assert not list((envs / "projects").glob(f"{base}-*"))
+    work.begin(context, dataclasses.replace(undiscovered, discovered=True))
+    assert work.wait(120)
+    assert list((envs / "projects").glob(f"{base}-*/ready.json"))
+    local.close()
+    ledger.close()
 
 
 def test_an_error_in_the_background_build_is_recorded_as_at_the_end(
