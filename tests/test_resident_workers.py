@@ -128,6 +128,9 @@ def executor(repo: Path, tmp_path: Path) -> Iterator[LocalExecutor]:
     local.close()
 
 
+PASS_FILE = "tests/test_pass.py"
+
+
 def shard(commit_sha: str, *files: str, **changes: object) -> ShardRun:
     fields: dict[str, object] = {
         "run_id": "run-1", "shard_id": "s1", "attempt": 1, "revision": "head",
@@ -178,6 +181,25 @@ def test_shards_share_one_worker_and_each_has_its_own_report(
     assert (first.exit_code, second.exit_code) == (0, 1)
     assert b"test_bad" in second.log_tail and b"test_one" not in second.log_tail
     assert second.seconds > 0 and second.rss_mb > 0
+
+
+def test_a_worker_outlives_the_thread_whose_shard_started_it(
+    executor: LocalExecutor, repo: Path
+) -> None:
+    """bubblewrap's `--die-with-parent` kills a process when the thread that started it
+    ends: a worker started for a step's thread (base's collection) must still serve the
+    next shard of its revision, from another thread."""
+    sha = head(repo)
+    seen = []
+    thread = threading.Thread(target=lambda: seen.append(executor.run(shard(sha, PASS_FILE))))
+    thread.start()
+    thread.join()
+    time.sleep(0.5)  # the parent-death signal, had it been sent, has killed it by now
+    second = executor.run(shard(sha, PASS_FILE, shard_id="s2"))
+    assert (seen[0].worker, second.worker) == ("1.1", "1.2")
+    assert outcomes(second.report) == {
+        "tests/test_pass.py::test_one": "passed", "tests/test_pass.py::test_two": "passed",
+    }  # fmt: skip
 
 
 def test_a_test_module_is_imported_afresh_by_each_shard(

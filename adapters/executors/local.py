@@ -52,6 +52,7 @@ from release_ledger.adapters.executors.resident import (
     ROOT_VARIABLE,
     WORKER_MODULE,
     ResidentWorker,
+    Spawner,
 )
 from release_ledger.adapters.executors.supervisor import ShardProcess, log_tail
 from release_ledger.adapters.git import Worktrees, isolated_copy
@@ -150,6 +151,7 @@ class LocalExecutor:
         self._idle: dict[tuple[object, ...], list[_Lane]] = {}
         self._lanes: set[_Lane] = set()
         self._workers_started = 0
+        self._spawner = Spawner()  # workers outlive the thread whose shard needed them
 
     # -- checkouts and environments --------------------------------------------------------
 
@@ -567,7 +569,7 @@ class LocalExecutor:
                 user=sandbox.credentials(confined, str(run_dir)), uncounted=[str(cwd)],
             )  # fmt: skip
             try:
-                worker.start()
+                self._spawner.run(worker.start)
             except (FileNotFoundError, PermissionError, NotADirectoryError) as error:
                 raise BadInput(f"cannot run the test command '{python}': {error}") from error
         except BaseException:
@@ -712,6 +714,7 @@ class LocalExecutor:
             self._idle.clear()
         for lane in lanes:
             self._retire(lane)
+        self._spawner.close()
         with self._lock:
             reaper, self._reaper = self._reaper, None
         if reaper is not None:

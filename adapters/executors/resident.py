@@ -32,8 +32,9 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterable
-from typing import IO, Any
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import IO, Any, TypeVar
 
 from release_ledger.adapters.executors.supervisor import (
     TAG_VARIABLE,
@@ -54,6 +55,29 @@ ROOT_VARIABLE = "RELEASE_LEDGER_WORKER_ROOT"  # its checkout: never emptied betw
 # children and add nothing to it: what its plugins hold, or something left behind), as is one
 # holding more than half of the next shard's memory limit.
 RETIRE_KB = 1024 * 1024
+
+
+T = TypeVar("T")
+
+
+class Spawner:
+    """Starts long-lived processes from one thread that lives as long as its owner.
+
+    A process started under bubblewrap's `--die-with-parent` (`PR_SET_PDEATHSIG`) is killed
+    when the *thread* that started it ends, not its process: a worker started from a step's
+    short-lived thread (base's collection, a round's shard threads) died with that thread,
+    idle in the pool, and the next shard of its revision paid a worker's start again."""
+
+    def __init__(self) -> None:
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spawner")
+
+    def run(self, start: Callable[[], T]) -> T:
+        """`start()` run on the spawner's thread: its result, or what it raised."""
+        return self._thread.submit(start).result()
+
+    def close(self) -> None:
+        """End the thread (what it started is ended by its owner first)."""
+        self._thread.shutdown(wait=False)
 
 
 class ResidentWorker:
