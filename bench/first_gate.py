@@ -49,6 +49,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from cores import busy_seconds  # noqa: E402
 from tool_code import tool_checkouts  # noqa: E402
 
 from release_ledger.domain.memory import DEFAULT_BASELINE_MB  # noqa: E402
@@ -269,14 +270,16 @@ def _uv() -> str:
     return uv
 
 
-def _plain_with_installs(work: Path, repo: Path, version: str, tests: str) -> float:
+def _plain_with_installs(
+    work: Path, repo: Path, version: str, tests: str, round_no: int = 0
+) -> float:
     """What running one revision's suite by hand costs from nothing: a fresh virtual
-    environment, the project and pytest installed (uv, its download cache as warm as the
-    gate's), then `python -m pytest`."""
+    environment and checkout (one per round), the project and pytest installed (uv, its
+    download cache as warm as the gate's), then `python -m pytest`."""
     uv = _uv()
-    checkout = work / f"plain-{version}"
+    checkout = work / f"plain-{version}-{round_no}"
     git(repo, "worktree", "add", "--detach", "--quiet", str(checkout), f"v{version}")
-    venv = work / f"venv-{version}"
+    venv = work / f"venv-{version}-{round_no}"
     started = time.perf_counter()
     subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(venv)], check=True)
     python = str(venv / "bin" / "python")
@@ -293,7 +296,8 @@ def _default_gate(
 ) -> float:
     """A first gate with the defaults (environments built, release builds on) from the tool's
     checkout `code`, on a cold environment cache, a fresh ledger and fresh checkouts; with
-    `repeat`, the repeat gate: the same ledger and environment cache, fresh checkouts."""
+    `repeat`, the repeat gate: the same ledger and environment cache, fresh checkouts. (`tag`
+    names them: a new tag, a cold cache.)"""
     env = dict(os.environ, LEDGER_WORKTREES_DIR=str(work / f"worktrees-{tag}-{repeat}"),
                LEDGER_ENVS_DIR=str(work / f"envs-{tag}"))  # fmt: skip
     env.pop("LEDGER_URL", None)
@@ -359,22 +363,43 @@ def parts(events: list[dict[str, Any]], wall: float) -> list[tuple[str, str]]:
     return rows
 
 
-def run_defaults(name: str, codes: list[tuple[str, Path]]) -> None:
+def run_defaults(name: str, codes: list[tuple[str, Path]], rounds: int = 1) -> None:
     """Issue 41: a first gate with defaults against plain pytest plus its installs, at head
     and base; each tool checkout in `codes` (label, path) gated in turn, same pair, same
-    session. Target: a suite of a few seconds at most 1.4x."""
+    session. Target: a suite of a few seconds at most 1.4x. With `rounds` above 1, each round
+    measures plain pytest again (the reference of that round's ratios) and gates the
+    checkouts in an order turned by one each round (what runs first on a machine runs on a
+    colder disk), then prints medians: a first gate's wall on this machine drifts by a third
+    from run to run (head's installer caches, cold by design, are filled from the network)."""
     base, head, tests = PROJECTS[name]
+    firsts: dict[str, list[tuple[float, float, float]]] = {label: [] for label, _ in codes}
+    repeats: dict[str, list[float]] = {label: [] for label, _ in codes}
     with tempfile.TemporaryDirectory(prefix="first-gate-defaults-") as scratch:
         work = Path(scratch)
         repo = release_pair(work, name, base, head)
         print(f"{name} {base} -> {head}, first gate with defaults (cold environment cache)")
-        plain = sum(_plain_with_installs(work, repo, v, tests) for v in (head, base))
-        print(f"  plain pytest plus its installs, head + base: {plain:5.1f} s")
-        for label, code in codes:
-            seconds = _default_gate(work, repo, base, label, code)
-            print(f"  {label:8} {seconds:5.1f} s  ratio {seconds / plain:.2f}")
-            again = _default_gate(work, repo, base, label, code, repeat=True)
-            print(f"  {label:8} repeat gate {again:5.1f} s")
+        for round_no in range(rounds):
+            plain = sum(_plain_with_installs(work, repo, v, tests, round_no) for v in (head, base))
+            print(f"  plain pytest plus its installs, head + base: {plain:5.1f} s")
+            turn = round_no % len(codes)
+            for label, code in codes[turn:] + codes[:turn]:
+                tag = label if rounds == 1 else f"{label}-{round_no + 1}"
+                busy = busy_seconds()
+                seconds = _default_gate(work, repo, base, tag, code)
+                cpu = busy_seconds() - busy
+                print(f"  {label:8} {seconds:5.1f} s  ratio {seconds / plain:.2f}  "
+                      f"machine CPU {cpu:5.1f} s")  # fmt: skip
+                firsts[label].append((seconds, seconds / plain, cpu))
+                again = _default_gate(work, repo, base, tag, code, repeat=True)
+                print(f"  {label:8} repeat gate {again:5.1f} s")
+                repeats[label].append(again)
+    if rounds > 1:
+        print(f"medians of {rounds} rounds:")
+        for label, _ in codes:
+            wall, ratio, cpu = (statistics.median(f[i] for f in firsts[label]) for i in range(3))
+            again = statistics.median(repeats[label])
+            print(f"  {label:8} first gate {wall:5.1f} s, ratio {ratio:.2f}, machine CPU "
+                  f"{cpu:5.1f} s; repeat gate {again:5.1f} s")  # fmt: skip
 
 
 def main() -> None:
@@ -399,6 +424,11 @@ def main() -> None:
         "medians (issue 41: the dominant-file suite, --project packaging)",
     )  # fmt: skip
     parser.add_argument("--keep", type=Path, help="with --alternate: keep the work under DIR")
+    parser.add_argument(
+        "--rounds", type=int, default=1,
+        help="with --defaults: this many rounds, each with its own plain row and the --code "
+        "checkouts in a turning order, then medians",
+    )  # fmt: skip
     args = parser.parse_args()
     codes = tool_checkouts(parser, args.code)
     if args.alternate:
@@ -407,7 +437,7 @@ def main() -> None:
         return
     if args.defaults:
         for name in args.project or ["toolz"]:
-            run_defaults(name, codes or [("this", ROOT)])
+            run_defaults(name, codes or [("this", ROOT)], max(1, args.rounds))
         return
     for name in args.project or list(PROJECTS):
         run_project(name, args.jobs, args.solo)
