@@ -30,6 +30,7 @@ venv, the project and pytest installed with uv, then pytest) at head and base. `
 LABEL=CHECKOUT` (repeatable) gates with another checkout's release_ledger, so two revisions
 of the tool are measured side by side in one session:
 `python bench/first_gate.py --defaults --project toolz --code before=../main --code after=.`
+(`--rounds 5`: five rounds, each with its own plain row, medians: one gate's wall drifts)
 Target: a suite of a few seconds gated in at most 1.4x plain pytest plus its installs.
 """
 
