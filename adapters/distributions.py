@@ -320,6 +320,15 @@ def build(
     try:
         interp = _interpreter(python, installer)
         fields["python_version"] = interp["version"]
+        # keyed apart with caches of its own: never reused as base's, nor the reverse
+        apart: dict[str, object] = {"own_caches": True} if own else {}
+        if wheel_only:
+            wheel, how, tops, fields["reused"] = _tree_wheel(repo, commit, work, cache, installer,
+                                                            interp, apart)  # fmt: skip
+            fields.update(how=how, top_level=tops, files=[describe_file(wheel)])
+            result.wheel = wheel
+            fields["seconds"] = round(time.monotonic() - started, 3)  # this time (cached or not)
+            return result
         built_for = _key(
             {
                 "i": interp["implementation"],
@@ -327,16 +336,9 @@ def build(
                 "p": interp["platform"],
                 "m": interp["machine"],
                 "how": installer.how,
-                **({"own_caches": True} if own else {}),  # never reused as base's, nor the reverse
+                **apart,
             }
         )[:12]
-        if wheel_only:
-            wheel, how, tops, fields["reused"] = _tree_wheel(repo, commit, work, cache, installer,
-                                                            interp, own)  # fmt: skip
-            fields.update(how=how, top_level=tops, files=[describe_file(wheel)])
-            result.wheel = wheel
-            fields["seconds"] = round(time.monotonic() - started, 3)  # this time (cached or not)
-            return result
         entry = os.path.join(cache, "dists", f"{commit}-{built_for}")
         tools: str | None = None
         tools_error = ""
@@ -396,13 +398,13 @@ def build(
 
 def _tree_wheel(
     repo: Path, commit: str, work: str, cache: str, installer: Installer,
-    interp: dict[str, str], own: str,
+    interp: dict[str, str], apart: dict[str, object],
 ) -> tuple[str, str, list[str], bool]:  # fmt: skip
     """The commit's wheel from its tree, cached where its environment's build caches it
     (`environment.project_tag`, the same installers' caches): whichever of the two asks
     first builds it, the other waits on its lock and reuses it. (path, how, top-level
     packages, whether reused.)"""
-    project = environment.project_tag(interp, {"own_caches": True} if own else None)
+    project = environment.project_tag(interp, apart)
     how = "uv build --wheel" if installer.uv else "pip wheel"
     how += ", from the tree: the wheel its environment installs"
     entry = environment.project_entry(cache, commit, project)
