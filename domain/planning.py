@@ -24,6 +24,12 @@ NOMINAL_SECONDS_PER_TEST = 0.02
 NOMINAL_SECONDS_PER_FILE = 0.05
 NOMINAL_RETAINED_MB = 2.0  # a test module and its fixtures, before any measurement
 NOMINAL_RETAINED_MB_PER_KB = 0.05  # per kB of source: bigger modules import more
+# A shard attempt costs about a quarter of a second beyond its tests (a resident worker's
+# fork and pytest session, the gate's bookkeeping), and each shard run at once needs a worker
+# of its own (half a second to start): docs/benchmarks.md, "Every core busy". A shard of the
+# default count carries at least ten times that, so a small suite is not cut into shards that
+# cost more than running them side by side saves.
+SHARD_FLOOR_S = 2.5
 
 
 def nominal_cost(size_bytes: int, tests: int) -> FileCost:
@@ -38,6 +44,13 @@ def nominal_cost(size_bytes: int, tests: int) -> FileCost:
         retained_mb=retained,
         transient_mb=0.0,
     )
+
+
+def fitted_shard_count(costs: Iterable[FileCost], most: int) -> int:
+    """The default shard count for files of these costs: `most` (twice the jobs), fewer when
+    that would plan less than `SHARD_FLOOR_S` a shard; never less than one."""
+    planned = sum(cost.seconds for cost in costs)
+    return max(1, min(most, int(planned // SHARD_FLOOR_S)))
 
 
 def plan_shards(

@@ -65,7 +65,8 @@ class GateOptions:
         name="python", flag="--python", table="python", table_type=str | list[str],
         metavar="3.X[,3.Y...]|auto", at_head=True, group="Environments")
     shards: int | None = setting(
-        None, "Shard count (default: twice --jobs).", kind="int", flag="--shards",
+        None, "Shard count (default: twice --jobs, fewer for a small suite: at least 2.5 "
+        "planned seconds a shard).", kind="int", flag="--shards",
         table="shards", low=1, high=100_000, low_open=False, group="Resources")
     budget_gib: float = setting(
         8.0, "Memory per shard [default: {default}].", kind="float", flag="--budget-gib",
@@ -289,6 +290,7 @@ class GateOptions:
         # budget, the executor's options as its model checked them, the thresholds together.
         recorded |= {
             "shards": self.shard_count,
+            "shards_fitted": self.shards is None,  # the default: fewer for a small suite
             "isolation_budget_gib": self.isolation_budget_mb / 1024,
             "executor_options": self.executor_options,
             "resources": self.resource_thresholds,
@@ -389,7 +391,7 @@ def options_from(started: ev.RunStarted) -> GateOptions:
         command=tuple(started.command),
         executor=started.executor,
         **{s.target: _read_back(s, recorded) for s in SETTINGS if s.recorded},
-        shards=int(recorded.get("shards", 2)),
+        shards=None if recorded.get("shards_fitted") else int(recorded.get("shards", 2)),
         isolation_budget_gib=_recorded_number(recorded.get("isolation_budget_gib")),
         executor_options=dict(recorded.get("executor_options", {})),
         interpreters=tuple(

@@ -146,7 +146,8 @@ def _planned(e: ev.ShardsPlanned, _: Mapping[str, bytes]) -> str:
     parts = [
         f"{s.id}[{len(s.files)} files, {s.rss_mb:.0f} MB, {s.seconds:.1f} s]" for s in e.shards
     ]
-    return f"planned {len(e.shards)} shards under {e.budget_mb:.0f} MB: " + " ".join(parts)
+    shards = "1 shard" if len(e.shards) == 1 else f"{len(e.shards)} shards"
+    return f"planned {shards} under {e.budget_mb:.0f} MB: " + " ".join(parts)
 
 
 def _pool(e: ev.PoolMeasured, _: Mapping[str, bytes]) -> str:

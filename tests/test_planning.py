@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 from release_ledger.domain.errors import BadInput
 from release_ledger.domain.memory import FileCost, planned_memory, shared_imports_mb
 from release_ledger.domain.planning import (
+    SHARD_FLOOR_S,
     child_shard_ids,
+    fitted_shard_count,
     makespan,
     makespan_lower_bound,
     nominal_cost,
@@ -314,9 +316,37 @@ def test_bisection_halves_keep_the_projects_collection_order() -> None:
     files = ["tests/test_a.py", "tests/test_m.py", "docs/index.rst", "tests/test_z.py"]
 
     assert split_in_halves(files, order) == (
-        ["tests/test_z.py", "docs/index.rst"], ["tests/test_a.py", "tests/test_m.py"]
+        ["tests/test_z.py", "docs/index.rst"],
+        ["tests/test_a.py", "tests/test_m.py"],
     )
     # files the recorded order does not name come after it, by name
     assert split_in_halves(["b.py", "a.py", "tests/test_m.py"], order) == (
-        ["tests/test_m.py", "a.py"], ["b.py"]
+        ["tests/test_m.py", "a.py"],
+        ["b.py"],
     )
+
+
+def _costs(*seconds: float) -> list[FileCost]:
+    return [FileCost(rss_mb=50.0, seconds=s, retained_mb=1.0, transient_mb=0.0) for s in seconds]
+
+
+def test_the_default_count_is_twice_the_jobs_for_a_suite_big_enough_to_fill_them() -> None:
+    assert fitted_shard_count(_costs(*[SHARD_FLOOR_S] * 40), most=8) == 8
+
+
+def test_a_small_suite_is_planned_in_fewer_shards_each_at_least_the_floor() -> None:
+    assert fitted_shard_count(_costs(1.0, 1.0, 3.1), most=8) == 2  # 5.1 s: two of 2.5 s
+    assert fitted_shard_count(_costs(0.3, 0.2), most=8) == 1
+
+
+def test_a_suite_planned_at_nothing_still_gets_one_shard() -> None:
+    assert fitted_shard_count([], most=4) == 1
+    assert fitted_shard_count(_costs(0.0), most=4) == 1
+
+
+@given(st.lists(st.floats(0, 100), max_size=30), st.integers(1, 64))
+def test_the_fitted_count_is_between_one_and_the_most(seconds: list[float], most: int) -> None:
+    count = fitted_shard_count(_costs(*seconds), most)
+    assert 1 <= count <= most
+    if count > 1:
+        assert sum(seconds) / count >= SHARD_FLOOR_S

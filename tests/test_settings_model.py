@@ -236,3 +236,15 @@ def test_a_table_key_on_a_field_of_no_toml_scalar_type_must_declare_its_table_ty
 
     with pytest.raises(TypeError, match="globs: declare its table_type"):
         declared_in(Options)
+
+
+def test_the_shard_count_is_read_back_as_given_or_as_the_default_fitted_to_the_suite() -> None:
+    from release_ledger.ledger.options import options_from
+
+    given = GateOptions(repo=Path("/r"), base="b", head="h", jobs=3, shards=4)
+    fitted = GateOptions(repo=Path("/r"), base="b", head="h", jobs=3)
+    assert options_from(_started(given.recorded())).shards == 4  # type: ignore[arg-type]
+    back = options_from(_started(fitted.recorded()))  # type: ignore[arg-type]
+    assert (back.shards, back.shard_count) == (None, 6)  # a resumed run fits it again
+    older = options_from(_started({"shards": 6}))  # type: ignore[arg-type]
+    assert older.shards == 6  # a run recorded before fitting: the count it ran with

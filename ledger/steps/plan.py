@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from release_ledger.domain import events as ev
 from release_ledger.domain.memory import DEFAULT_BASELINE_MB, FileCost
-from release_ledger.domain.planning import nominal_cost, plan_shards
+from release_ledger.domain.planning import fitted_shard_count, nominal_cost, plan_shards
 from release_ledger.domain.run_state import RunState
 from release_ledger.ledger.steps.context import StepContext
 from release_ledger.ledger.steps.reuse import reuse_measurements
@@ -45,15 +45,21 @@ def plan(ctx: StepContext, state: RunState, step: Step) -> None:
         costs[file] = known.get(file) or nominal_cost(
             state.discovered_sizes.get(file, 0), state.nominal_tests(file)
         )
+    # `--shards N` is taken as given; the default fits the suite (`fitted_shard_count`)
+    count = (
+        options.shard_count
+        if options.shards
+        else fitted_shard_count(costs.values(), options.shard_count)
+    )
     planned = ctx.ledger.make(
         ev.ShardsPlanned,
         ctx.run_id,
         budget_mb=options.budget_mb,
-        count=options.shard_count if costs else 0,
+        count=count if costs else 0,
         shards=plan_shards(
             costs,
             options.budget_mb,
-            options.shard_count,
+            count,
             baseline_mb=max(baselines, default=DEFAULT_BASELINE_MB),
             alone_budget_mb=options.isolation_budget_mb,
             collection=state.order,
