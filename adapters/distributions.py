@@ -407,12 +407,11 @@ def _tree_wheel(
     project = environment.project_tag(interp, apart)
     how = "uv build --wheel" if installer.uv else "pip wheel"
     how += ", from the tree: the wheel its environment installs"
-    entry = environment.project_entry(cache, commit, project)
-    # The clone only where the wheel is not built yet (a build under way is waited for).
-    checkout = work
-    if _ready(entry) is None:
-        checkout = str(git.isolated_copy(repo, commit, Path(work) / "source"))
-    wheel, meta, reused = environment._build_project(checkout, commit, cache, installer, project)
+
+    def clone() -> str:  # only where the wheel is built here (a build under way is waited for)
+        return str(git.isolated_copy(repo, commit, Path(work) / "source"))
+
+    wheel, meta, reused = environment._build_project(clone, commit, cache, installer, project)
     tops = meta.get("top_level", [])
     return wheel, how, [str(t) for t in tops] if isinstance(tops, list) else [], reused
 

@@ -422,6 +422,35 @@ def test_base_s_wheel_for_the_upgrade_is_the_one_its_environment_installs_built_
     assert "reused from the build cache (uv build --wheel, from the tree" in line
 
 
+@pytest.mark.slow
+def test_base_s_wheel_is_built_from_its_tree_when_its_entry_is_pruned_as_it_is_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tree is cloned where the wheel is built, under the entry's lock, never decided
+    before it: an entry another gate prunes just after this one saw it built is built again
+    from a real checkout, not from an empty folder."""
+    import shutil
+
+    repo = make_repo(tmp_path, project_files("1.0.0"))
+    at = tag(repo, "v1.0.0")
+    envs = str(tmp_path / "envs")
+    first = distributions.build(repo, at, "base", envs, check_readme=False, wheel_only=True)
+    assert (first.fields["status"], first.fields["reused"]) == ("built", False)
+    assert first.wheel and Path(first.wheel).is_file()
+    entry = Path(first.wheel).parent.parent
+    ready = environment._ready
+
+    def pruned_as_found(path: str) -> dict[str, object] | None:
+        if Path(path) == entry and entry.exists():
+            shutil.rmtree(entry)  # another gate's prune, between the look and the build
+        return ready(path)
+
+    monkeypatch.setattr(environment, "_ready", pruned_as_found)
+    again = distributions.build(repo, at, "base", envs, check_readme=False, wheel_only=True)
+    assert (again.fields["status"], again.fields["reused"]) == ("built", False), again.fields
+    assert again.wheel and Path(again.wheel).is_file()
+
+
 # --- the gate records them ------------------------------------------------------------------------
 
 

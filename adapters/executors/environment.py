@@ -159,10 +159,13 @@ def project_entry(cache: str, commit: str, tag: str) -> str:
     """Where the commit's wheel built for `tag` (`project_tag`) is cached."""
     return os.path.join(cache, "projects", f"{commit}-{tag}")
 def _build_project(
-    checkout: str, commit: str, cache: str, installer: Installer, tag: str
+    checkout: str | Callable[[], str], commit: str, cache: str, installer: Installer, tag: str
 ) -> tuple[str, dict[str, object], bool]:
-    """The revision's built wheel (cached per commit), its metadata, and whether reused."""
-    entry = project_entry(cache, commit or _key({"path": checkout}), tag)
+    """The revision's built wheel (cached per commit), its metadata, and whether reused.
+    `checkout` is the tree, or what makes it: called only where the wheel is built here,
+    under the entry's lock, so a caller that finds the wheel built makes no clone, and one
+    whose entry was pruned meanwhile still builds from a real tree."""
+    entry = project_entry(cache, commit or _key({"path": str(checkout)}), tag)
     found = _ready(entry) if commit else None
     if found is not None:
         return os.path.join(entry, "wheel", str(found.get("wheel"))), found, True
@@ -171,10 +174,11 @@ def _build_project(
         if found is not None:
             return os.path.join(entry, "wheel", str(found.get("wheel"))), found, True
         os.makedirs(os.path.dirname(entry), exist_ok=True)
+        tree = checkout if isinstance(checkout, str) else checkout()
         staging = installer.staging(entry)
         try:
-            wheel = installer.wheel(checkout, os.path.join(staging, "wheel"))
-            _clean_checkout(checkout, installer)
+            wheel = installer.wheel(tree, os.path.join(staging, "wheel"))
+            _clean_checkout(tree, installer)
             name, requires, extras, tops = _wheel_metadata(wheel)
             meta: dict[str, object] = {
                 "name": name,
@@ -187,7 +191,7 @@ def _build_project(
             _publish(staging, entry, meta)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
-            _clean_checkout(checkout, installer)
+            _clean_checkout(tree, installer)
             raise
     return os.path.join(entry, "wheel", str(meta["wheel"])), meta, False
 def _import_check(
