@@ -320,8 +320,7 @@ def build(
     try:
         interp = _interpreter(python, installer)
         fields["python_version"] = interp["version"]
-        # keyed apart with caches of its own: never reused as base's, nor the reverse
-        apart: dict[str, object] = {"own_caches": True} if own else {}
+        apart = environment.kept_apart(bool(own))  # never reused as base's, nor the reverse
         if wheel_only:
             wheel, how, tops, fields["reused"] = _tree_wheel(repo, commit, work, cache, installer,
                                                             interp, apart)  # fmt: skip

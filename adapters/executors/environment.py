@@ -148,6 +148,11 @@ def interpreter_tag(interp: dict[str, str]) -> str:
     """What a built wheel and an environment are cached for: the interpreter's kind."""
     return _key({"i": interp["implementation"], "v": interp["version"],
                  "p": interp["platform"], "m": interp["machine"]})[:12]  # fmt: skip
+def kept_apart(own_caches: bool) -> dict[str, object]:
+    """What keys a build with installers' caches of its own (the candidate's) apart from one
+    with the shared caches, in the environments' and the wheels' keys alike: neither ever
+    reuses what the other made."""
+    return {"own_caches": True} if own_caches else {}
 def project_tag(interp: dict[str, str], apart: dict[str, object] | None) -> str:
     """The name a revision's built wheel is cached under beside its commit: the interpreter,
     and apart where the build has installers' caches of its own. Read by the environment
@@ -664,7 +669,7 @@ def prepare(
         "warnings": [], "runtime": runtime(None, None), "python_version": platform.python_version(),
     }  # fmt: skip
     env = build_env(dict(base_env if base_env is not None else os.environ), pass_env)
-    apart: dict[str, object] = {"own_caches": True} if own_caches else {}
+    apart = kept_apart(own_caches)
     if confine is not None:
         env["TMPDIR"] = "/tmp"  # a confined step's own /tmp; the given one may be out of reach
     os.makedirs(cache, exist_ok=True)
