@@ -96,14 +96,53 @@ class GitError(RuntimeError):
         self.stderr = stderr
 
 
+# Answers the gate's steps ask again and again (a repeat gate of a small suite asked 72 times
+# before these were kept, 20 of them whether the repository is one), kept for the process:
+# where a folder's repository is (keyed by the folder, its inode and its change time: one
+# removed and made again, even on the same inode, is asked again), and what a commit's tree
+# holds (a commit never changes). Never a revision name (a branch moves) nor a "no" about a
+# folder (it may become a repository).
+_KEPT: dict[tuple[object, ...], object] = {}
+_KEPT_LOCK = threading.Lock()
+_KEPT_MOST = 4096
+_KEPT_FILE_BYTES = 256 * 1024
+
+
+def _folder(path: Path) -> tuple[str, int, int, int]:
+    try:
+        seen = os.stat(path)
+    except OSError:
+        return str(path), -1, -1, -1
+    return str(path), seen.st_dev, seen.st_ino, seen.st_ctime_ns
+
+
+def _kept(key: tuple[object, ...]) -> tuple[bool, object]:
+    with _KEPT_LOCK:
+        return (key in _KEPT), _KEPT.get(key)
+
+
+def _keep(key: tuple[object, ...], value: object) -> None:
+    with _KEPT_LOCK:
+        if len(_KEPT) >= _KEPT_MOST:
+            _KEPT.clear()
+        _KEPT[key] = value
+
+
 def _require_repo(repo: Path) -> None:
+    key = ("repo", *_folder(repo))
+    if _kept(key)[0]:
+        return
     if not repo.is_dir() or _git(repo, "rev-parse", "--git-dir", check=False).returncode != 0:
         raise BadInput(f"not a git repository: {repo}")
+    _keep(key, True)
 
 
 def resolve_commit(repo: Path, rev: str) -> str:
     """The full SHA of `rev^{commit}`; an unknown revision is the user's input to correct."""
     _require_repo(repo)
+    key = ("commit", *_folder(repo), rev)
+    if _SHA.match(rev) and _kept(key)[0]:
+        return rev  # a commit's full name, found a commit before: it still is one
     done = _git(
         repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}",
         check=False,
@@ -111,6 +150,8 @@ def resolve_commit(repo: Path, rev: str) -> str:
     sha = done.stdout.decode().strip()
     if done.returncode != 0 or not _SHA.match(sha) or rev.startswith("-"):
         raise BadInput(f"unknown revision '{rev}' in {repo}")
+    if sha == rev:
+        _keep(key, True)
     return sha
 
 
@@ -129,10 +170,16 @@ def committer_date(repo: Path, sha: str) -> str:
 def repo_root(path: Path) -> Path:
     """The top of the working tree that contains `path`."""
     _require_repo(path)
+    key = ("top", *_folder(path))
+    known, top = _kept(key)
+    if known and isinstance(top, Path):
+        return top
     done = _git(path, "rev-parse", "--show-toplevel", check=False)
     if done.returncode != 0 or not done.stdout.strip():
         raise BadInput(f"not a git repository: {path}")
-    return Path(done.stdout.decode().strip()).resolve()
+    found = Path(done.stdout.decode().strip()).resolve()
+    _keep(key, found)
+    return found
 
 
 def uncommitted_changes(repo: Path) -> int:
@@ -145,17 +192,30 @@ def uncommitted_changes(repo: Path) -> int:
 
 
 def _common_dir(repo: Path) -> Path:
+    key = ("common", *_folder(repo))
+    known, kept = _kept(key)
+    if known and isinstance(kept, Path):
+        return kept
     out = _git(repo, "rev-parse", "--git-common-dir").stdout.decode().strip()
     common = Path(out)
-    return (common if common.is_absolute() else repo / common).resolve()
+    found = (common if common.is_absolute() else repo / common).resolve()
+    _keep(key, found)
+    return found
 
 
 def files_at_commit(repo: Path, sha: str) -> set[str]:
     """Every file path in the commit's tree, as git spells it (POSIX, relative)."""
+    key = ("files", *_folder(repo), sha)
+    known, kept = _kept(key)
+    if known and isinstance(kept, frozenset):
+        return set(kept)
     done = _git(repo, "ls-tree", "-r", "-z", "--name-only", "--end-of-options", sha, check=False)
     if done.returncode != 0:
         raise BadInput(f"unknown revision '{sha}' in {repo}")
-    return {name.decode() for name in done.stdout.split(b"\0") if name}
+    found = {name.decode() for name in done.stdout.split(b"\0") if name}
+    if _SHA.match(sha):
+        _keep(key, frozenset(found))
+    return found
 
 
 def renames(repo: Path, base: str, head: str) -> dict[str, str]:
@@ -176,6 +236,10 @@ def renames(repo: Path, base: str, head: str) -> dict[str, str]:
 def blob_hashes(repo: Path, sha: str) -> dict[str, str]:
     """Every file of the commit's tree mapped to its git blob hash (one `ls-tree`): the
     content identity measurement and result reuse key on (`domain/content.py`)."""
+    key = ("blobs", *_folder(repo), sha)
+    known, kept = _kept(key)
+    if known and isinstance(kept, dict):
+        return dict(kept)
     done = _git(repo, "ls-tree", "-r", "-z", "--full-tree", "--end-of-options", sha, check=False)
     if done.returncode != 0:
         raise BadInput(f"unknown revision '{sha}' in {repo}")
@@ -187,6 +251,8 @@ def blob_hashes(repo: Path, sha: str) -> dict[str, str]:
         kind_and_hash = meta.split()
         if len(kind_and_hash) == 3 and kind_and_hash[1] == b"blob":
             found[path.decode()] = kind_and_hash[2].decode()
+    if _SHA.match(sha):
+        _keep(key, dict(found))
     return found
 
 
@@ -200,10 +266,18 @@ def origin_url(repo: Path) -> str | None:
 def read_file_at_commit(repo: Path, sha: str, path: str) -> bytes | None:
     """The file's bytes at the commit, or None when it does not exist there (or is no file)."""
     spec = f"{sha}:{path.removeprefix('./')}"
+    key = ("file", *_folder(repo), spec)
+    known, kept = _kept(key)
+    if known and (kept is None or isinstance(kept, bytes)):
+        return kept
     if _git(repo, "cat-file", "-e", spec, check=False).returncode != 0:
-        return None
-    done = _git(repo, "cat-file", "blob", spec, check=False)
-    return done.stdout if done.returncode == 0 else None
+        found = None
+    else:
+        done = _git(repo, "cat-file", "blob", spec, check=False)
+        found = done.stdout if done.returncode == 0 else None
+    if _SHA.match(sha) and (found is None or len(found) <= _KEPT_FILE_BYTES):
+        _keep(key, found)
+    return found
 
 
 def is_tag(repo: Path, name: str) -> bool:

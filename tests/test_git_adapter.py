@@ -337,3 +337,56 @@ def test_remove_without_waiting_refuses_a_checkout_in_use_by_another_process(
         proc.wait(timeout=30)
     Worktrees(repo, tmp_path / "cache").remove(sha, wait=False)
     assert not path.exists()
+
+
+# --- answers kept for the process -----------------------------------------------------------------
+
+
+def _counting_git(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
+    """Every git command the adapter runs from now on (it still runs them)."""
+    import release_ledger.adapters.git as adapter
+
+    asked: list[tuple[str, ...]] = []
+    real = adapter._git
+
+    def counted(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
+        asked.append(args)
+        return real(cwd, *args, check=check)
+
+    monkeypatch.setattr(adapter, "_git", counted)
+    return asked
+
+
+def test_what_a_commit_holds_and_where_a_repository_is_are_asked_once(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sha = resolve_commit(repo, "HEAD")
+    asked = _counting_git(monkeypatch)
+    for _ in range(3):
+        assert resolve_commit(repo, sha) == sha
+        assert repo_root(repo) == repo.resolve()
+        assert "README.md" in files_at_commit(repo, sha)
+        assert read_file_at_commit(repo, sha, "no-such-file") is None
+    kinds = [" ".join(args[:2]) for args in asked]
+    assert len(kinds) == len(set(kinds)), kinds  # each question once, none again
+
+
+def test_a_branch_is_resolved_again_each_time_it_is_asked(repo: Path) -> None:
+    before = resolve_commit(repo, "HEAD")
+    after = commit(repo, {"later.txt": "x\n"}, "later")
+    assert after != before and resolve_commit(repo, "HEAD") == after
+
+
+def test_a_kept_answer_is_the_callers_to_change_not_the_next_callers(repo: Path) -> None:
+    sha = resolve_commit(repo, "HEAD")
+    files_at_commit(repo, sha).clear()
+    assert files_at_commit(repo, sha)
+
+
+def test_a_repository_removed_is_no_repository_even_after_it_was_asked(tmp_path: Path) -> None:
+    made = make_repo(tmp_path, {"README.md": "x\n"}, name="gone")
+    assert repo_root(made) == made.resolve()
+    shutil.rmtree(made)
+    made.mkdir()
+    with pytest.raises(BadInput, match="not a git repository"):
+        repo_root(made)
