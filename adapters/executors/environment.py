@@ -169,8 +169,11 @@ def _build_project(
     """The revision's built wheel (cached per commit), its metadata, and whether reused.
     `checkout` is the tree, or what makes it: called only where the wheel is built here,
     under the entry's lock, so a caller that finds the wheel built makes no clone, and one
-    whose entry was pruned meanwhile still builds from a real tree."""
-    entry = project_entry(cache, commit or _key({"path": str(checkout)}), tag)
+    whose entry was pruned meanwhile still builds from a real tree (keyed by `commit`, which
+    a tree made on demand must have: a tree given without one is keyed by its path)."""
+    if not commit and not isinstance(checkout, str):
+        raise TypeError("a checkout made on demand needs the commit its wheel is cached for")
+    entry = project_entry(cache, commit or _key({"path": checkout}), tag)
     found = _ready(entry) if commit else None
     if found is not None:
         return os.path.join(entry, "wheel", str(found.get("wheel"))), found, True
