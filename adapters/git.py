@@ -15,10 +15,11 @@ import stat
 import subprocess
 import threading
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar, cast
 
 from release_ledger.domain.errors import BadInput
 
@@ -106,6 +107,12 @@ _KEPT: dict[tuple[object, ...], object] = {}
 _KEPT_LOCK = threading.Lock()
 _KEPT_MOST = 4096
 _KEPT_FILE_BYTES = 256 * 1024
+T = TypeVar("T")
+
+
+def _is_sha(rev: str) -> bool:
+    """A commit's full name: what it holds never changes (a branch or tag moves)."""
+    return _SHA.match(rev) is not None
 
 
 def _folder(path: Path) -> tuple[str, int, int, int]:
@@ -116,43 +123,49 @@ def _folder(path: Path) -> tuple[str, int, int, int]:
     return str(path), seen.st_dev, seen.st_ino, seen.st_ctime_ns
 
 
-def _kept(key: tuple[object, ...]) -> tuple[bool, object]:
+def _asked_once(
+    key: tuple[object, ...], ask: Callable[[], T], keep: Callable[[T], bool] = lambda _: True
+) -> T:
+    """What `ask` answered before under `key`, else its answer now, kept where `keep` says
+    (an ask that raised keeps nothing)."""
     with _KEPT_LOCK:
-        return (key in _KEPT), _KEPT.get(key)
-
-
-def _keep(key: tuple[object, ...], value: object) -> None:
-    with _KEPT_LOCK:
-        if len(_KEPT) >= _KEPT_MOST:
-            _KEPT.clear()
-        _KEPT[key] = value
+        if key in _KEPT:
+            return cast(T, _KEPT[key])
+    answer = ask()
+    if keep(answer):
+        with _KEPT_LOCK:
+            if len(_KEPT) >= _KEPT_MOST:
+                _KEPT.clear()
+            _KEPT[key] = answer
+    return answer
 
 
 def _require_repo(repo: Path) -> None:
-    key = ("repo", *_folder(repo))
-    if _kept(key)[0]:
-        return
-    if not repo.is_dir() or _git(repo, "rev-parse", "--git-dir", check=False).returncode != 0:
-        raise BadInput(f"not a git repository: {repo}")
-    _keep(key, True)
+    def ask() -> bool:
+        if not repo.is_dir() or _git(repo, "rev-parse", "--git-dir", check=False).returncode:
+            raise BadInput(f"not a git repository: {repo}")
+        return True
+
+    _asked_once(("repo", *_folder(repo)), ask)
 
 
 def resolve_commit(repo: Path, rev: str) -> str:
     """The full SHA of `rev^{commit}`; an unknown revision is the user's input to correct."""
     _require_repo(repo)
-    key = ("commit", *_folder(repo), rev)
-    if _SHA.match(rev) and _kept(key)[0]:
-        return rev  # a commit's full name, found a commit before: it still is one
-    done = _git(
-        repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}",
-        check=False,
-    )  # fmt: skip
-    sha = done.stdout.decode().strip()
-    if done.returncode != 0 or not _SHA.match(sha) or rev.startswith("-"):
-        raise BadInput(f"unknown revision '{rev}' in {repo}")
-    if sha == rev:
-        _keep(key, True)
-    return sha
+
+    def ask() -> str:
+        done = _git(
+            repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}",
+            check=False,
+        )  # fmt: skip
+        sha = done.stdout.decode().strip()
+        if done.returncode != 0 or not _SHA.match(sha) or rev.startswith("-"):
+            raise BadInput(f"unknown revision '{rev}' in {repo}")
+        return sha
+
+    if not _is_sha(rev):
+        return ask()  # a branch or tag moves: asked each time
+    return _asked_once(("commit", *_folder(repo), rev), ask)
 
 
 def committer_date(repo: Path, sha: str) -> str:
@@ -170,16 +183,14 @@ def committer_date(repo: Path, sha: str) -> str:
 def repo_root(path: Path) -> Path:
     """The top of the working tree that contains `path`."""
     _require_repo(path)
-    key = ("top", *_folder(path))
-    known, top = _kept(key)
-    if known and isinstance(top, Path):
-        return top
-    done = _git(path, "rev-parse", "--show-toplevel", check=False)
-    if done.returncode != 0 or not done.stdout.strip():
-        raise BadInput(f"not a git repository: {path}")
-    found = Path(done.stdout.decode().strip()).resolve()
-    _keep(key, found)
-    return found
+
+    def ask() -> Path:
+        done = _git(path, "rev-parse", "--show-toplevel", check=False)
+        if done.returncode != 0 or not done.stdout.strip():
+            raise BadInput(f"not a git repository: {path}")
+        return Path(done.stdout.decode().strip()).resolve()
+
+    return _asked_once(("top", *_folder(path)), ask)
 
 
 def uncommitted_changes(repo: Path) -> int:
@@ -192,30 +203,24 @@ def uncommitted_changes(repo: Path) -> int:
 
 
 def _common_dir(repo: Path) -> Path:
-    key = ("common", *_folder(repo))
-    known, kept = _kept(key)
-    if known and isinstance(kept, Path):
-        return kept
-    out = _git(repo, "rev-parse", "--git-common-dir").stdout.decode().strip()
-    common = Path(out)
-    found = (common if common.is_absolute() else repo / common).resolve()
-    _keep(key, found)
-    return found
+    def ask() -> Path:
+        common = Path(_git(repo, "rev-parse", "--git-common-dir").stdout.decode().strip())
+        return (common if common.is_absolute() else repo / common).resolve()
+
+    return _asked_once(("common", *_folder(repo)), ask)
 
 
 def files_at_commit(repo: Path, sha: str) -> set[str]:
     """Every file path in the commit's tree, as git spells it (POSIX, relative)."""
-    key = ("files", *_folder(repo), sha)
-    known, kept = _kept(key)
-    if known and isinstance(kept, frozenset):
-        return set(kept)
-    done = _git(repo, "ls-tree", "-r", "-z", "--name-only", "--end-of-options", sha, check=False)
-    if done.returncode != 0:
-        raise BadInput(f"unknown revision '{sha}' in {repo}")
-    found = {name.decode() for name in done.stdout.split(b"\0") if name}
-    if _SHA.match(sha):
-        _keep(key, frozenset(found))
-    return found
+
+    def ask() -> frozenset[str]:
+        done = _git(repo, "ls-tree", "-r", "-z", "--name-only", "--end-of-options", sha,
+                    check=False)  # fmt: skip
+        if done.returncode != 0:
+            raise BadInput(f"unknown revision '{sha}' in {repo}")
+        return frozenset(name.decode() for name in done.stdout.split(b"\0") if name)
+
+    return set(_asked_once(("files", *_folder(repo), sha), ask, lambda _: _is_sha(sha)))
 
 
 def renames(repo: Path, base: str, head: str) -> dict[str, str]:
@@ -236,24 +241,23 @@ def renames(repo: Path, base: str, head: str) -> dict[str, str]:
 def blob_hashes(repo: Path, sha: str) -> dict[str, str]:
     """Every file of the commit's tree mapped to its git blob hash (one `ls-tree`): the
     content identity measurement and result reuse key on (`domain/content.py`)."""
-    key = ("blobs", *_folder(repo), sha)
-    known, kept = _kept(key)
-    if known and isinstance(kept, dict):
-        return dict(kept)
-    done = _git(repo, "ls-tree", "-r", "-z", "--full-tree", "--end-of-options", sha, check=False)
-    if done.returncode != 0:
-        raise BadInput(f"unknown revision '{sha}' in {repo}")
-    found: dict[str, str] = {}
-    for entry in done.stdout.split(b"\0"):
-        if not entry:
-            continue
-        meta, _, path = entry.partition(b"\t")
-        kind_and_hash = meta.split()
-        if len(kind_and_hash) == 3 and kind_and_hash[1] == b"blob":
-            found[path.decode()] = kind_and_hash[2].decode()
-    if _SHA.match(sha):
-        _keep(key, dict(found))
-    return found
+
+    def ask() -> dict[str, str]:
+        done = _git(repo, "ls-tree", "-r", "-z", "--full-tree", "--end-of-options", sha,
+                    check=False)  # fmt: skip
+        if done.returncode != 0:
+            raise BadInput(f"unknown revision '{sha}' in {repo}")
+        found: dict[str, str] = {}
+        for entry in done.stdout.split(b"\0"):
+            if not entry:
+                continue
+            meta, _, path = entry.partition(b"\t")
+            kind_and_hash = meta.split()
+            if len(kind_and_hash) == 3 and kind_and_hash[1] == b"blob":
+                found[path.decode()] = kind_and_hash[2].decode()
+        return found
+
+    return dict(_asked_once(("blobs", *_folder(repo), sha), ask, lambda _: _is_sha(sha)))
 
 
 def origin_url(repo: Path) -> str | None:
@@ -266,18 +270,17 @@ def origin_url(repo: Path) -> str | None:
 def read_file_at_commit(repo: Path, sha: str, path: str) -> bytes | None:
     """The file's bytes at the commit, or None when it does not exist there (or is no file)."""
     spec = f"{sha}:{path.removeprefix('./')}"
-    key = ("file", *_folder(repo), spec)
-    known, kept = _kept(key)
-    if known and (kept is None or isinstance(kept, bytes)):
-        return kept
-    if _git(repo, "cat-file", "-e", spec, check=False).returncode != 0:
-        found = None
-    else:
+
+    def ask() -> bytes | None:
+        if _git(repo, "cat-file", "-e", spec, check=False).returncode != 0:
+            return None
         done = _git(repo, "cat-file", "blob", spec, check=False)
-        found = done.stdout if done.returncode == 0 else None
-    if _SHA.match(sha) and (found is None or len(found) <= _KEPT_FILE_BYTES):
-        _keep(key, found)
-    return found
+        return done.stdout if done.returncode == 0 else None
+
+    def keep(found: bytes | None) -> bool:
+        return _is_sha(sha) and (found is None or len(found) <= _KEPT_FILE_BYTES)
+
+    return _asked_once(("file", *_folder(repo), spec), ask, keep)
 
 
 def is_tag(repo: Path, name: str) -> bool:
