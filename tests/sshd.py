@@ -6,7 +6,9 @@
     server.stop()
 
 Throwaway host and user keys, config, pid file, authorized keys and known hosts all live in
-the given directory; nothing in ~/.ssh or /etc/ssh is read or written. Debian's package is
+the given directory; nothing in ~/.ssh or /etc/ssh is read or written. Each server's sessions
+have a `TMPDIR` of their own there (`server.tmp`), so what a test's shards leave on the "host"
+is told apart from what another test running at the same time leaves. Debian's package is
 `openssh-server`; as root sshd also needs its privilege-separation directory `/run/sshd`,
 created here when missing.
 """
@@ -57,6 +59,7 @@ class SshServer:
     wrong_identity: Path  # a valid key the server does not know
     config: Path
     log: Path
+    tmp: Path  # the sessions' TMPDIR: the shards' temporary folders are made here
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -150,7 +153,7 @@ def _host_settings(env: dict[str, str]) -> list[str]:
 
 def start_sshd(directory: Path, env: dict[str, str] | None = None) -> SshServer:
     """Generate keys and a config in `directory` and start sshd on a free port; `env`: set in
-    every session (values without spaces)."""
+    every session (values without spaces), beside a `TMPDIR` of the server's own."""
     if not SSHD.exists():
         pytest.skip("OpenSSH server not installed (/usr/sbin/sshd); apt-get install openssh-server")
     directory.mkdir(parents=True, exist_ok=True)
@@ -162,6 +165,8 @@ def start_sshd(directory: Path, env: dict[str, str] | None = None) -> SshServer:
     authorized = directory / "authorized_keys"
     authorized.write_text(identity.with_suffix(".pub").read_text())
     authorized.chmod(0o600)
+    tmp = directory / "host-tmp"
+    tmp.mkdir(exist_ok=True)
     port = free_port()
     user = getpass.getuser()
     host_pub = host_key.with_suffix(".pub").read_text().split()
@@ -187,7 +192,7 @@ def start_sshd(directory: Path, env: dict[str, str] | None = None) -> SshServer:
                 "MaxStartups 64",
                 "MaxSessions 64",
                 "LogLevel VERBOSE",
-                *_host_settings(env or {}),
+                *_host_settings({"TMPDIR": str(tmp), **(env or {})}),
                 "",
             ]
         )
@@ -200,6 +205,7 @@ def start_sshd(directory: Path, env: dict[str, str] | None = None) -> SshServer:
         wrong_identity=wrong,
         config=config,
         log=directory / "sshd.log",
+        tmp=tmp,
     )
     server.start()
     server.probe()

@@ -95,8 +95,9 @@ def outcomes(report: bytes | None) -> list[tuple[str, str, str]]:
     return sorted(cases)
 
 
-def host_temporaries() -> set[Path]:
-    return set(Path("/tmp").glob("release-ledger.*"))
+def host_temporaries(server: SshServer) -> set[Path]:
+    """The shards' temporary folders on the host (its sessions' own TMPDIR)."""
+    return set(server.tmp.glob("release-ledger.*"))
 
 
 def wait_for(condition: Callable[[], bool], seconds: float) -> bool:
@@ -349,7 +350,7 @@ def test_a_home_relative_mirror_is_created_under_the_users_home(
 def test_nothing_is_left_in_the_hosts_tmp_after_passing_failing_and_broken_shards(
     server: SshServer, repo: Path, executor_for: Factory
 ) -> None:
-    before = host_temporaries()
+    before = host_temporaries(server)
     head = git(repo, "rev-parse", "HEAD")
     executor = executor_for(server)
     seen = [
@@ -359,8 +360,9 @@ def test_nothing_is_left_in_the_hosts_tmp_after_passing_failing_and_broken_shard
         executor.run(shard(head, "tests/test_ok.py", command=("/nonexistent/python",))),
     ]
     assert [o.exit_code for o in seen] == [0, 1, 4, 127]
+    assert {Path(o.extra["remote_tmp"]).parent for o in seen} == {server.tmp}  # its TMPDIR
     assert all(not Path(o.extra["remote_tmp"]).exists() for o in seen)
-    assert host_temporaries() - before == set()
+    assert host_temporaries(server) - before == set()
 
 
 # --- faults ----------------------------------------------------------------------------------
@@ -405,7 +407,7 @@ def test_an_unknown_host_key_is_an_unmeasured_ssh_auth(
 def test_a_remote_timeout_kills_the_shard_and_is_unmeasured_timeout(
     server: SshServer, repo: Path, executor_for: Factory
 ) -> None:
-    before = host_temporaries()
+    before = host_temporaries(server)
     head = git(repo, "rev-parse", "HEAD")
     started = time.monotonic()
     observation = executor_for(server).run(shard(head, "tests/test_slow.py", timeout_s=2.0))
@@ -414,14 +416,14 @@ def test_a_remote_timeout_kills_the_shard_and_is_unmeasured_timeout(
     assert observation.failure_kind is None and observation.timed_out is True
     assert observation.exit_code is None and observation.signal is not None
     assert 2.0 <= observation.seconds < 30
-    assert host_temporaries() - before == set()
+    assert host_temporaries(server) - before == set()
 
 
 def run_slow_shard_in_background(
-    executor: SshExecutor, head: str
+    server: SshServer, executor: SshExecutor, head: str
 ) -> tuple[threading.Thread, list[Observation], Path]:
     """Start the slow shard; return once its pytest is running on the host."""
-    before = host_temporaries()
+    before = host_temporaries(server)
     result: list[Observation] = []
     thread = threading.Thread(
         target=lambda: result.append(executor.run(shard(head, "tests/test_slow.py"))), daemon=True
@@ -429,10 +431,12 @@ def run_slow_shard_in_background(
     thread.start()
 
     def started() -> bool:  # pytest's command line names its report in the new directory
-        return any(processes_mentioning(f"{d}/junit.xml") for d in host_temporaries() - before)
+        return any(
+            processes_mentioning(f"{d}/junit.xml") for d in host_temporaries(server) - before
+        )
 
     assert wait_for(started, 60), "the slow shard never started on the host"
-    (tmp,) = host_temporaries() - before
+    (tmp,) = host_temporaries(server) - before
     return thread, result, tmp
 
 
@@ -455,7 +459,9 @@ def test_the_server_stopped_mid_shard_is_ssh_dropped_and_the_host_cleans_up(
     own = start_sshd(tmp_path / "own-sshd")
     try:
         executor = executor_for(own)
-        thread, result, tmp = run_slow_shard_in_background(executor, git(repo, "rev-parse", "HEAD"))
+        thread, result, tmp = run_slow_shard_in_background(
+            own, executor, git(repo, "rev-parse", "HEAD")
+        )
         own.stop()  # the listener and every per-connection sshd: the connection is gone
         thread.join(timeout=60)
         assert result, "run() did not return after the connection dropped"
@@ -477,7 +483,9 @@ def test_a_host_that_went_down_with_its_sessions_is_cleaned_on_close(
     own = start_sshd(tmp_path / "own-sshd")
     try:
         executor = executor_for(own)
-        thread, result, tmp = run_slow_shard_in_background(executor, git(repo, "rev-parse", "HEAD"))
+        thread, result, tmp = run_slow_shard_in_background(
+            own, executor, git(repo, "rev-parse", "HEAD")
+        )
         own.kill(sessions=True)  # nothing on the host survives to clean up
         thread.join(timeout=60)
         assert [o.failure_reason for o in result] == ["ssh-dropped"]
@@ -493,7 +501,9 @@ def test_cancel_all_stops_running_shards_and_the_host_cleans_up(
     server: SshServer, repo: Path, executor_for: Factory
 ) -> None:
     executor = executor_for(server)
-    thread, result, tmp = run_slow_shard_in_background(executor, git(repo, "rev-parse", "HEAD"))
+    thread, result, tmp = run_slow_shard_in_background(
+        server, executor, git(repo, "rev-parse", "HEAD")
+    )
     executor.cancel_all()
     thread.join(timeout=60)
     assert [o.failure_reason for o in result] == ["cancelled"]

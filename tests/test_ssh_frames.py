@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from release_ledger.adapters.executors.ssh.faults import classify_ssh_failure
 from release_ledger.adapters.executors.ssh.remote import (
+    CLEANUP_SCRIPT,
     FrameError,
     parse_frame,
+    remote_command,
     session_started,
     temporary_dir,
 )
@@ -80,6 +86,59 @@ def test_the_temporary_directory_is_read_only_when_it_has_the_expected_shape() -
     assert temporary_dir(answer()) == "/tmp/release-ledger.AbC123"
     assert temporary_dir(b"release-ledger-tmp /etc\n") is None
     assert session_started(answer()) and not session_started(b"")
+
+
+@pytest.mark.parametrize(
+    ("line", "read"),
+    [
+        (b"/scratch/ci-1/release-ledger.AbC123", True),  # a host's own TMPDIR
+        (b"/release-ledger.AbC123", True),  # TMPDIR=/
+        (b"/scratch/../etc/release-ledger.AbC123", False),
+        (b"/scratch/./release-ledger.AbC123", False),
+        (b"scratch/release-ledger.AbC123", False),
+        (b"/scratch/release-ledger.AbC123/../../etc", False),
+        (b"/scratch/release-ledger.", False),
+    ],
+)
+def test_a_temporary_directory_anywhere_absolute_is_read_but_never_one_that_climbs(
+    line: bytes, read: bool
+) -> None:
+    assert (temporary_dir(b"release-ledger-tmp " + line + b"\n") is not None) is read
+
+
+def cleanup_on_host(tmpdir: str | None, *folders: Path) -> None:
+    """Run the cleanup script here as the host's login shell would, with this `TMPDIR`."""
+    env = {k: v for k, v in os.environ.items() if k != "TMPDIR"}
+    if tmpdir is not None:
+        env["TMPDIR"] = tmpdir
+    command = remote_command(CLEANUP_SCRIPT, os.environ["PATH"], "-", *map(str, folders))
+    subprocess.run(["/bin/sh", "-c", command], env=env, check=True, capture_output=True)
+
+
+def test_the_hosts_cleanup_removes_only_shard_folders_in_its_own_tmpdir(tmp_path: Path) -> None:
+    own, other = tmp_path / "own", tmp_path / "other"
+    folders = []
+    for parent in (own, other):
+        parent.mkdir()
+        folders.append(Path(tempfile.mkdtemp(prefix="release-ledger.", dir=parent)))
+    not_a_shard = own / "kept"
+    not_a_shard.mkdir()
+    cleanup_on_host(f"{own}/", *folders, not_a_shard)  # a trailing slash is the same folder
+    assert [f.exists() for f in folders] == [False, True]
+    assert not_a_shard.exists()
+
+
+@pytest.mark.parametrize("tmpdir", [None, "relative/tmp"])
+def test_without_an_absolute_tmpdir_the_hosts_cleanup_means_tmp(
+    tmpdir: str | None, tmp_path: Path
+) -> None:
+    in_tmp = Path(tempfile.mkdtemp(prefix="release-ledger.", dir="/tmp"))
+    elsewhere = Path(tempfile.mkdtemp(prefix="release-ledger.", dir=tmp_path))
+    try:
+        cleanup_on_host(tmpdir, in_tmp, elsewhere)
+        assert not in_tmp.exists() and elsewhere.exists()
+    finally:
+        subprocess.run(["rm", "-rf", str(in_tmp)], check=False)
 
 
 @pytest.mark.parametrize(

@@ -2,9 +2,10 @@
 
 `prepare` pushes the head and base commits to `refs/release-ledger/gate/<sha>` of a bare
 mirror on the host (only those not there yet). Each `run` is one ssh connection: a fresh
-`mktemp -d /tmp/release-ledger.XXXXXX`, a clone of the mirror detached at the exact SHA, the
-command run on the host under the shared shard supervisor (`wrapper.py`), and the report
-and log tail sent back over the same connection with their sha256. Before the command, the
+`release-ledger.XXXXXX` folder in the host's `$TMPDIR` (else `/tmp`), a clone of the mirror
+detached at the exact SHA, the command run on the host under the shared shard supervisor
+(`wrapper.py`), and the report and log tail sent back over the same connection with their
+sha256. Before the command, the
 revision's own environment is prepared on the host (`adapters/executors/environment.py`,
 cached beside the mirror). Connection faults are `infrastructure` failures in the closed
 vocabulary, with ssh's own word as the reason (`ssh-connect`, `ssh-auth`, `ssh-dropped`, ...),

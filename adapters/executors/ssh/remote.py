@@ -20,7 +20,9 @@ STARTED = b"release-ledger-started"
 TMP_PREFIX = b"release-ledger-tmp "
 FRAME_PREFIX = b"release-ledger-frame "
 TMP_MARK = "@RELEASE_LEDGER_TMP@"  # replaced on the host by the shard's temporary directory
-TMP_RE = re.compile(r"/tmp/release-ledger\.[A-Za-z0-9]{6,}")
+# A shard's folder on the host: `release-ledger.XXXXXX` in the host's `$TMPDIR` (else /tmp),
+# an absolute path without `.` or `..` parts (`temporary_dir` reads nothing else back).
+TMP_RE = re.compile(r"(?:/[A-Za-z0-9_+-][A-Za-z0-9._+-]*)*/release-ledger\.[A-Za-z0-9]{6,}")
 
 # Exit codes of the run script before the wrapper takes over.
 EXIT_MKTEMP = 90
@@ -32,6 +34,8 @@ _PRELUDE = r"""
 PATH=$1; export PATH
 m=$2
 case $m in "~/"*) m=$HOME/${m#"~/"};; esac
+t=${TMPDIR:-/tmp}
+case $t in /*) t=${t%/};; *) t=/tmp;; esac
 printf 'release-ledger-started\n'
 """
 
@@ -68,7 +72,7 @@ RUN_SCRIPT = (
 sha=$3; py=$4; spec=$5; wrapper=$6
 shift 6
 umask 077
-d=$(mktemp -d /tmp/release-ledger.XXXXXX) || exit 90
+d=$(mktemp -d "$t/release-ledger.XXXXXX") || exit 90
 trap 'rm -rf "$d"' EXIT
 trap 'exit 129' HUP INT TERM PIPE
 printf 'release-ledger-tmp %s\n' "$d"
@@ -87,7 +91,7 @@ CLEANUP_SCRIPT = (
     + r"""
 shift 2
 for d in "$@"; do
-  case $d in /tmp/release-ledger.*) rm -rf -- "$d";; esac
+  case $d in "$t"/release-ledger.*) rm -rf -- "$d";; esac
 done
 """
 )
