@@ -198,6 +198,26 @@ def test_the_longest_shard_runs_first_and_its_head_run_follows_its_base_run(
     assert starts == [("base", heavy), ("head", heavy), ("base", light), ("head", light)]
 
 
+def test_a_base_run_that_frees_a_head_run_goes_before_a_longer_ready_head_run(
+    ledger: Ledger,
+) -> None:
+    # test_d collects 60 items, alone in its shard; test_a..c 42 items together in the other.
+    # Once d's base run is recorded, d's head run (60 items) is ready, but the other base
+    # run (42 items) and the head run it frees (42 more) are the longer path: the round ends
+    # with that path, so it starts first. Longest-first ran d's head run before it.
+    repo = two_commit_workspace(FILES)
+    items = {FILES[0]: 1, FILES[1]: 1, FILES[2]: 40, FILES[3]: 60}
+    collector = GivenCollector(repo, {"HEAD": items, "v1": items})
+    executor = Timeline()
+    _gate(ledger, repo, executor, collector=collector, jobs=1)
+
+    starts = [(revision, files) for what, revision, files in executor.log if what == "start"]
+    alone = next(files for _, files in starts if FILES[3] in files)
+    others = next(files for _, files in starts if FILES[3] not in files)
+    assert alone == (FILES[3],) and len(others) == 3
+    assert starts == [("base", alone), ("base", others), ("head", alone), ("head", others)]
+
+
 def test_a_dominant_files_head_run_does_not_wait_for_its_base_run(ledger: Ledger) -> None:
     # test_d collects 5000 items (a nominal 100 s): most of its revision's work, so its head
     # run, started after its base run, would end the round alone (2 jobs). It

@@ -44,9 +44,7 @@ def run(ctx: StepContext, state: RunState, step: Step) -> None:
     ctx.observer.begin(label, len(runs))
     longest = {id(r): estimated_seconds(state, r.files, known) for r in runs}
     round_ = Round(ctx, runs, known, longest)
-    chosen = run_parallel(
-        ctx, ctx.executor, runs, label, first=lambda r: longest[id(r)], ready=round_.ready
-    )
+    chosen = run_parallel(ctx, ctx.executor, runs, label, first=round_.priority, ready=round_.ready)
     for shard_run, observation in chosen:
         record_attempt(ctx, shard_run, observation)
         round_.recorded(shard_run)
@@ -63,7 +61,9 @@ class Round:
     (none for a file never measured: `--timeout` bounds it, as it bounds base's run). Either
     way a head run's limits depend on what was known, never on when it happened to start. On
     a pool a head run also waits for its own shard's base run: placement reserved the shard
-    one slot, not two."""
+    one slot, not two. Runs start in order of `priority`: the longest path of work each
+    begins, so a base run that a long head run waits for is not left behind a shorter run
+    that waits for nothing."""
 
     def __init__(
         self,
@@ -95,6 +95,23 @@ class Round:
                 }  # fmt: skip
         self.done: set[tuple[str, int]] = set()
         self.known: dict[str, float] | None = None  # as of the last base result, once asked
+        self.estimated = estimated or {}
+        self.unlocks: dict[tuple[str, int], float] = {}  # a base run: the longest run it frees
+        for head in runs:
+            for key in self.waits_for.get(id(head), ()):
+                seconds = self.estimated.get(id(head), 0.0)
+                self.unlocks[key] = max(self.unlocks.get(key, 0.0), seconds)
+
+    def priority(self, run: ShardRun) -> float:
+        """The run's estimated seconds, and for a base run those of the longest head run
+        that waits for it: the work that cannot end before this run's path does (the
+        critical path, as list schedulers order by). Base's last small shards then go
+        before a ready head run that would otherwise leave their head runs to end the
+        round alone."""
+        own = self.estimated.get(id(run), 0.0)
+        if run.revision != BASE:
+            return own
+        return own + self.unlocks.get((run.shard_id, run.attempt), 0.0)
 
     def ready(self, run: ShardRun) -> ShardRun | None:
         if not self.waits_for.get(id(run), set()) <= self.done:
