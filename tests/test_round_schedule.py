@@ -181,20 +181,27 @@ def test_a_head_run_of_unknown_files_waits_for_its_base_run_and_gets_bases_figur
     assert all(c.timeout_s == 2 * 30.0 * len(c.files) + 60.0 for c in heads)
 
 
+def _one_job_starts(
+    ledger: Ledger, items: dict[str, int]
+) -> tuple[list[tuple[str, tuple[str, ...]]], tuple[str, ...], tuple[str, ...]]:
+    """A first gate of two shards on one job, its files collecting `items` at both
+    revisions: the runs' starts in order, test_d's shard's files, and the other shard's."""
+    repo = two_commit_workspace(FILES)
+    collector = GivenCollector(repo, {"HEAD": items, "v1": items})
+    executor = Timeline()
+    _gate(ledger, repo, executor, collector=collector, jobs=1)
+    starts = [(revision, files) for what, revision, files in executor.log if what == "start"]
+    with_d = next(files for _, files in starts if FILES[3] in files)
+    without_d = next(files for _, files in starts if FILES[3] not in files)
+    return starts, with_d, without_d
+
+
 def test_the_longest_shard_runs_first_and_its_head_run_follows_its_base_run(
     ledger: Ledger,
 ) -> None:
     # test_d collects 900 items (parametrized) in one `def test`: planned the heaviest, its
     # shard is run first, and its head run next, before the light shard's base run.
-    repo = two_commit_workspace(FILES)
-    items = dict.fromkeys(FILES, 1) | {FILES[3]: 900}
-    collector = GivenCollector(repo, {"HEAD": items, "v1": items})
-    executor = Timeline()
-    _gate(ledger, repo, executor, collector=collector, jobs=1)
-
-    starts = [(revision, files) for what, revision, files in executor.log if what == "start"]
-    heavy = next(files for _, files in starts if FILES[3] in files)
-    light = next(files for _, files in starts if FILES[3] not in files)
+    starts, heavy, light = _one_job_starts(ledger, dict.fromkeys(FILES, 1) | {FILES[3]: 900})
     assert starts == [("base", heavy), ("head", heavy), ("base", light), ("head", light)]
 
 
@@ -205,15 +212,8 @@ def test_a_base_run_that_frees_a_head_run_goes_before_a_longer_ready_head_run(
     # Once d's base run is recorded, d's head run (60 items) is ready, but the other base
     # run (42 items) and the head run it frees (42 more) are the longer path: the round ends
     # with that path, so it starts first. Longest-first ran d's head run before it.
-    repo = two_commit_workspace(FILES)
     items = {FILES[0]: 1, FILES[1]: 1, FILES[2]: 40, FILES[3]: 60}
-    collector = GivenCollector(repo, {"HEAD": items, "v1": items})
-    executor = Timeline()
-    _gate(ledger, repo, executor, collector=collector, jobs=1)
-
-    starts = [(revision, files) for what, revision, files in executor.log if what == "start"]
-    alone = next(files for _, files in starts if FILES[3] in files)
-    others = next(files for _, files in starts if FILES[3] not in files)
+    starts, alone, others = _one_job_starts(ledger, items)
     assert alone == (FILES[3],) and len(others) == 3
     assert starts == [("base", alone), ("base", others), ("head", alone), ("head", others)]
 
