@@ -92,9 +92,12 @@ def test_the_temporary_directory_is_read_only_when_it_has_the_expected_shape() -
     ("line", "read"),
     [
         (b"/scratch/ci-1/release-ledger.AbC123", True),  # a host's own TMPDIR
+        (b"/home/ci user/.tmp/release-ledger.AbC123", True),  # a space, a dot folder
         (b"/release-ledger.AbC123", True),  # TMPDIR=/
         (b"/scratch/../etc/release-ledger.AbC123", False),
         (b"/scratch/./release-ledger.AbC123", False),
+        (b"/scratch/..", False),
+        (b"//release-ledger.AbC123", False),
         (b"scratch/release-ledger.AbC123", False),
         (b"/scratch/release-ledger.AbC123/../../etc", False),
         (b"/scratch/release-ledger.", False),

@@ -5,11 +5,11 @@ mirror on the host (only those not there yet). Each `run` is one ssh connection:
 `release-ledger.XXXXXX` folder in the host's `$TMPDIR` (else `/tmp`), a clone of the mirror
 detached at the exact SHA, the command run on the host under the shared shard supervisor
 (`wrapper.py`), and the report and log tail sent back over the same connection with their
-sha256. Before the command, the
-revision's own environment is prepared on the host (`adapters/executors/environment.py`,
-cached beside the mirror). Connection faults are `infrastructure` failures in the closed
-vocabulary, with ssh's own word as the reason (`ssh-connect`, `ssh-auth`, `ssh-dropped`, ...),
-so the gate records the shard as unmeasured and retries it; test failures never raise.
+sha256. Before the command, the revision's own environment is prepared on the host
+(`adapters/executors/environment.py`, cached beside the mirror). Connection faults are
+`infrastructure` failures in the closed vocabulary, with ssh's own word as the reason
+(`ssh-connect`, `ssh-auth`, `ssh-dropped`, ...), so the gate records the shard as unmeasured
+and retries it; test failures never raise.
 """
 
 from __future__ import annotations

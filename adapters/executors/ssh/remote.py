@@ -21,8 +21,9 @@ TMP_PREFIX = b"release-ledger-tmp "
 FRAME_PREFIX = b"release-ledger-frame "
 TMP_MARK = "@RELEASE_LEDGER_TMP@"  # replaced on the host by the shard's temporary directory
 # A shard's folder on the host: `release-ledger.XXXXXX` in the host's `$TMPDIR` (else /tmp),
-# an absolute path without `.` or `..` parts (`temporary_dir` reads nothing else back).
-TMP_RE = re.compile(r"(?:/[A-Za-z0-9_+-][A-Za-z0-9._+-]*)*/release-ledger\.[A-Za-z0-9]{6,}")
+# an absolute path without `.` or `..` parts (`temporary_dir` reads nothing else back; the
+# cleanup passes it as one argument, whatever its characters).
+TMP_RE = re.compile(r"(?:/(?!\.\.?(?:/|$))[^/\x00\n]+)*/release-ledger\.[A-Za-z0-9]{6,}")
 
 # Exit codes of the run script before the wrapper takes over.
 EXIT_MKTEMP = 90
