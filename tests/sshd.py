@@ -66,6 +66,10 @@ class SshServer:
     def host(self) -> str:
         return f"{self.user}@127.0.0.1"
 
+    def temporaries(self) -> set[Path]:
+        """The shards' temporary folders on this "host" now (in its sessions' TMPDIR)."""
+        return set(self.tmp.glob("release-ledger.*"))
+
     @property
     def client_options(self) -> tuple[str, ...]:
         """Trust exactly the throwaway host key; ignore the machine's known hosts."""

@@ -95,11 +95,6 @@ def outcomes(report: bytes | None) -> list[tuple[str, str, str]]:
     return sorted(cases)
 
 
-def host_temporaries(server: SshServer) -> set[Path]:
-    """The shards' temporary folders on the host (its sessions' own TMPDIR)."""
-    return set(server.tmp.glob("release-ledger.*"))
-
-
 def wait_for(condition: Callable[[], bool], seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -350,7 +345,7 @@ def test_a_home_relative_mirror_is_created_under_the_users_home(
 def test_nothing_is_left_in_the_hosts_tmp_after_passing_failing_and_broken_shards(
     server: SshServer, repo: Path, executor_for: Factory
 ) -> None:
-    before = host_temporaries(server)
+    before = server.temporaries()
     head = git(repo, "rev-parse", "HEAD")
     executor = executor_for(server)
     seen = [
@@ -362,7 +357,7 @@ def test_nothing_is_left_in_the_hosts_tmp_after_passing_failing_and_broken_shard
     assert [o.exit_code for o in seen] == [0, 1, 4, 127]
     assert {Path(o.extra["remote_tmp"]).parent for o in seen} == {server.tmp}  # its TMPDIR
     assert all(not Path(o.extra["remote_tmp"]).exists() for o in seen)
-    assert host_temporaries(server) - before == set()
+    assert server.temporaries() - before == set()
 
 
 # --- faults ----------------------------------------------------------------------------------
@@ -407,7 +402,7 @@ def test_an_unknown_host_key_is_an_unmeasured_ssh_auth(
 def test_a_remote_timeout_kills_the_shard_and_is_unmeasured_timeout(
     server: SshServer, repo: Path, executor_for: Factory
 ) -> None:
-    before = host_temporaries(server)
+    before = server.temporaries()
     head = git(repo, "rev-parse", "HEAD")
     started = time.monotonic()
     observation = executor_for(server).run(shard(head, "tests/test_slow.py", timeout_s=2.0))
@@ -416,14 +411,14 @@ def test_a_remote_timeout_kills_the_shard_and_is_unmeasured_timeout(
     assert observation.failure_kind is None and observation.timed_out is True
     assert observation.exit_code is None and observation.signal is not None
     assert 2.0 <= observation.seconds < 30
-    assert host_temporaries(server) - before == set()
+    assert server.temporaries() - before == set()
 
 
 def run_slow_shard_in_background(
     server: SshServer, executor: SshExecutor, head: str
 ) -> tuple[threading.Thread, list[Observation], Path]:
     """Start the slow shard; return once its pytest is running on the host."""
-    before = host_temporaries(server)
+    before = server.temporaries()
     result: list[Observation] = []
     thread = threading.Thread(
         target=lambda: result.append(executor.run(shard(head, "tests/test_slow.py"))), daemon=True
@@ -431,12 +426,10 @@ def run_slow_shard_in_background(
     thread.start()
 
     def started() -> bool:  # pytest's command line names its report in the new directory
-        return any(
-            processes_mentioning(f"{d}/junit.xml") for d in host_temporaries(server) - before
-        )
+        return any(processes_mentioning(f"{d}/junit.xml") for d in server.temporaries() - before)
 
     assert wait_for(started, 60), "the slow shard never started on the host"
-    (tmp,) = host_temporaries(server) - before
+    (tmp,) = server.temporaries() - before
     return thread, result, tmp
 
 

@@ -90,16 +90,11 @@ def events(ledger: Path, run_id: str) -> list[dict[str, Any]]:
     return [json.loads(line)["event"] for line in result.stdout.splitlines() if line.strip()]
 
 
-def host_temporaries(server: SshServer) -> set[Path]:
-    """The shards' temporary folders on the host (its sessions' own TMPDIR)."""
-    return set(server.tmp.glob("release-ledger.*"))
-
-
 def test_the_same_repository_gets_the_same_verdict_locally_and_over_ssh(
     server: SshServer, repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     built = reach(server, monkeypatch)
-    before = host_temporaries(server)
+    before = server.temporaries()
     local_code, local = gate(repo, tmp_path / "local.db", "--executor", "local")
     mirror = tmp_path / "mirror.git"
     ssh_args = ("--executor", "ssh", "--host", server.host, "--remote-mirror", str(mirror))
@@ -115,7 +110,7 @@ def test_the_same_repository_gets_the_same_verdict_locally_and_over_ssh(
     assert recorded[0]["kind"] == "RunStarted" and recorded[0]["executor"] == "ssh"
     attempts = [e for e in recorded if e["kind"] == "ShardAttemptRecorded"]
     assert {e["revision"] for e in attempts} == {"head", "base"}
-    assert host_temporaries(server) - before == set()  # only the mirror stays on the host
+    assert server.temporaries() - before == set()  # only the mirror stays on the host
     assert mirror.is_dir()
 
     # A second gate of the same commits pushes nothing and reaches the same verdict.
@@ -123,7 +118,7 @@ def test_the_same_repository_gets_the_same_verdict_locally_and_over_ssh(
     assert (again_code, again["status"]) == (1, "failed")
     # The first gate pushed head (base came along as its ancestor); the second pushed nothing.
     assert built[0].pushed and built[1].pushed == []
-    assert host_temporaries(server) - before == set()
+    assert server.temporaries() - before == set()
 
 
 def test_an_unreachable_host_makes_the_gate_unmeasured_with_the_named_reason(
@@ -161,7 +156,7 @@ def test_a_server_stopped_mid_run_costs_a_retry_not_the_verdict(
         return original_run(self, shard)
 
     monkeypatch.setattr(ssh_executor.SshExecutor, "run", run_and_restart_the_server_once)
-    before = host_temporaries(server)
+    before = server.temporaries()
     code, over_ssh = gate(
         repo, tmp_path / "ssh.db", "--executor", "ssh", "--host", server.host,
         "--remote-mirror", str(tmp_path / "mirror.git"),
@@ -181,9 +176,9 @@ def test_a_server_stopped_mid_run_costs_a_retry_not_the_verdict(
 def wait_for_nothing_new(server: SshServer, before: set[Path]) -> bool:
     """Hosts clean up after a dropped connection on their own, within moments."""
     deadline = time.monotonic() + 30
-    while host_temporaries(server) - before and time.monotonic() < deadline:
+    while server.temporaries() - before and time.monotonic() < deadline:
         time.sleep(0.2)
-    return host_temporaries(server) - before == set()
+    return server.temporaries() - before == set()
 
 
 def test_each_revision_gets_its_own_environment_on_the_build_host(
