@@ -57,6 +57,11 @@ class TableSpec(Protocol):
     def column_names(self) -> tuple[str, ...]: ...
 
 
+def _in_key_order(rows: Iterable[tuple[Any, ...]], keys: Sequence[int]) -> list[tuple[Any, ...]]:
+    """Rows sorted by their primary key (`keys`: its columns' positions; never null)."""
+    return sorted(rows, key=lambda row: tuple(row[i] for i in keys))
+
+
 def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
@@ -196,7 +201,8 @@ class ReadModelStore:
         """Make these runs' rows exactly the given ones (inside a transaction), and the
         summaries' totals follow. Only rows that changed are written: a new event rarely
         changes more than a few rows of its run, and rewriting thousands of indexed rows would
-        dominate the catch-up."""
+        dominate the catch-up. They are written in primary-key order: a set's order is its
+        hashes', and 126,000 history rows written in it took twice as long."""
         changes = Changes(self.summaries)
         for t in self.run_tables:
             keys = self._keys[t.name]
@@ -206,12 +212,13 @@ class ReadModelStore:
                 gone = old - new
                 if gone:
                     self.conn.executemany(
-                        self._delete_sql[t.name], [tuple(row[i] for i in keys) for row in gone]
+                        self._delete_sql[t.name],
+                        sorted(tuple(row[i] for i in keys) for row in gone),
                     )
                     changes.add(t.name, gone, -1)
                 added = new - old
                 if added:
-                    self.conn.executemany(self._insert_sql[t.name], list(added))
+                    self.conn.executemany(self._insert_sql[t.name], _in_key_order(added, keys))
                     changes.add(t.name, added)
         for summary in self.summaries:
             self._apply(summary, changes)
