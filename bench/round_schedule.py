@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -112,7 +113,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=41)
     parser.add_argument(
         "--repeat", type=int, default=1, metavar="N",
-        help="also N seeds from --seed on: the medians of the gate's two orders (head waits)",
+        help="instead, N seeds from --seed on: the median and worst of the gate's two orders",
     )  # fmt: skip
     args = parser.parse_args()
     if args.repeat > 1:
@@ -149,8 +150,6 @@ def _bound(seconds: dict[tuple[str, str], float], jobs: int) -> float:
 
 
 def compare_orders(args: argparse.Namespace) -> None:
-    import statistics
-
     ctx, runs = _context(args.jobs), _runs(args.shards)
     ratios: dict[bool, list[float]] = {False: [], True: []}
     for seed in range(args.seed, args.seed + args.repeat):
